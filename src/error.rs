@@ -1,0 +1,138 @@
+//! Error types.
+//!
+//! * [`CmdError`]: a command failed; the client gets one error reply and the
+//!   connection lives on. `Display` is the exact Redis text (prefix included),
+//!   because clients match on it. Every variant is pinned by `tests/errors.rs`.
+//! * [`ProtoError`]: the byte stream is not valid RESP; the client gets one
+//!   `-ERR Protocol error: ...` reply and the connection is closed, as Redis does.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// A command-level failure. Shard code and parsers return these; the codec
+/// writes `-<Display>\r\n`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmdError {
+    /// `ERR wrong number of arguments for '<cmd>' command` (command name lowercased,
+    /// `container|sub` for subcommands, as Redis 7 prints it).
+    WrongArity { cmd: String },
+    /// `ERR unknown command '<name>', with args beginning with: '<a>' '<b>' `
+    UnknownCommand { name: String, args: Vec<String> },
+    /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
+    UnknownSubcommand { cmd: String, sub: String },
+    /// `ERR syntax error`
+    Syntax,
+    /// `WRONGTYPE Operation against a key holding the wrong kind of value`
+    WrongType,
+    /// `ERR value is not an integer or out of range`
+    NotInteger,
+    /// `ERR value is out of range, must be positive`
+    NotPositive,
+    /// `ERR value is not a valid float`
+    NotFloat,
+    /// `ERR increment or decrement would overflow`
+    Overflow,
+    /// `ERR invalid expire time in '<cmd>' command`
+    InvalidExpire { cmd: String },
+    /// `NOAUTH Authentication required.`
+    NoAuth,
+    /// `WRONGPASS invalid username-password pair or user is disabled.`
+    WrongPass,
+    /// `ERR DB index is out of range`
+    DbIndexOutOfRange,
+    /// `CROSSSLOT Keys in request don't hash to the same slot`
+    CrossSlot,
+    /// `MOVED <slot> <host>:<port>`
+    Moved { slot: u16, addr: String },
+    /// `ERR max number of clients reached`
+    MaxClients,
+    /// `ERR Invalid stream ID specified as stream command argument`
+    InvalidStreamId,
+    /// `ERR The ID specified in XADD is equal or smaller than the target stream top item`
+    StreamIdTooSmall,
+    /// `ERR The ID specified in XADD must be greater than 0-0`
+    StreamIdZero,
+    /// `ERR The stream has exhausted the last possible ID, unable to add more items`
+    StreamExhausted,
+    /// Any other error: the full text, prefix included (e.g. `ERR ...`, `NOGROUP ...`).
+    Msg(Cow<'static, str>),
+}
+
+impl CmdError {
+    /// An error with free text; `text` must carry its own prefix (`ERR`, `NOGROUP`, ...).
+    pub fn msg(text: impl Into<Cow<'static, str>>) -> Self {
+        CmdError::Msg(text.into())
+    }
+
+    /// `WrongArity` for `cmd` (any case; printed lowercased).
+    pub fn arity(cmd: &str) -> Self {
+        CmdError::WrongArity {
+            cmd: cmd.to_ascii_lowercase(),
+        }
+    }
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::WrongArity { cmd } => {
+                write!(f, "ERR wrong number of arguments for '{cmd}' command")
+            }
+            Self::UnknownCommand { name, args } => {
+                write!(f, "ERR unknown command '{name}', with args beginning with: ")?;
+                for a in args {
+                    write!(f, "'{a}' ")?;
+                }
+                Ok(())
+            }
+            Self::UnknownSubcommand { cmd, sub } => write!(
+                f,
+                "ERR unknown subcommand '{sub}'. Try {} HELP.",
+                cmd.to_ascii_uppercase()
+            ),
+            Self::Syntax => f.write_str("ERR syntax error"),
+            Self::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
+            Self::NotInteger => f.write_str("ERR value is not an integer or out of range"),
+            Self::NotPositive => f.write_str("ERR value is out of range, must be positive"),
+            Self::NotFloat => f.write_str("ERR value is not a valid float"),
+            Self::Overflow => f.write_str("ERR increment or decrement would overflow"),
+            Self::InvalidExpire { cmd } => write!(f, "ERR invalid expire time in '{cmd}' command"),
+            Self::NoAuth => f.write_str("NOAUTH Authentication required."),
+            Self::WrongPass => {
+                f.write_str("WRONGPASS invalid username-password pair or user is disabled.")
+            }
+            Self::DbIndexOutOfRange => f.write_str("ERR DB index is out of range"),
+            Self::CrossSlot => f.write_str("CROSSSLOT Keys in request don't hash to the same slot"),
+            Self::Moved { slot, addr } => write!(f, "MOVED {slot} {addr}"),
+            Self::MaxClients => f.write_str("ERR max number of clients reached"),
+            Self::InvalidStreamId => {
+                f.write_str("ERR Invalid stream ID specified as stream command argument")
+            }
+            Self::StreamIdTooSmall => f.write_str(
+                "ERR The ID specified in XADD is equal or smaller than the target stream top item",
+            ),
+            Self::StreamIdZero => f.write_str("ERR The ID specified in XADD must be greater than 0-0"),
+            Self::StreamExhausted => f.write_str(
+                "ERR The stream has exhausted the last possible ID, unable to add more items",
+            ),
+            Self::Msg(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::error::Error for CmdError {}
+
+/// A fatal protocol error: one `-ERR Protocol error: <detail>` reply, then the
+/// connection is closed (Redis: `setProtocolError`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtoError(pub Cow<'static, str>);
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ERR Protocol error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ProtoError {}

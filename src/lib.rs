@@ -1,0 +1,3 @@
+//! shardstream: a Redis-compatible server for Redis Streams.
+pub mod error;
+pub mod stream;
