@@ -1,3 +1,25 @@
-//! shardstream: a Redis-compatible server for Redis Streams.
+//! shardstream: a Redis-compatible server for Redis Streams, built as a
+//! shared-nothing sharded engine.
+//!
+//! # Layout
+//! * [`io`]: IO threads (mio): sockets, RESP decoding ([`io::codec`]), routing, in-order replies.
+//! * [`route`]: hash slots and shards ([`route::slot`]).
+//! * [`cmd`]: the command table ([`cmd::table`]) and one file per command family.
+//! * [`shard`]: shard threads and their data ([`shard::db::ShardDb`]).
+//! * [`stream`]: the stream data structure, pure data.
+//! * [`server`]: spawning threads, shared state; [`config`]: settings.
+//!
+//! # Life of a command
+//! `io::codec` decodes → `cmd::table::lookup` + arity → the family's `parse_*`
+//! → `slot_of(key)` → `ShardMsg::Batch` → `apply_*` on the shard's `ShardDb`
+//! → `IoMsg::Replies` + `Waker::wake` → the connection writes replies in request order.
+
+pub mod cmd;
+pub mod config;
 pub mod error;
+pub mod io;
+pub mod reply;
+pub mod route;
+pub mod server;
+pub mod shard;
 pub mod stream;

@@ -1,0 +1,327 @@
+//! The command table: the single source of truth for every command's name,
+//! arity, flags and key positions.
+//!
+//! Arity checks, routing (which shard runs a command), CROSSSLOT checks and
+//! `COMMAND COUNT|INFO|DOCS|GETKEYS|LIST` are all derived from these rows; each
+//! command family file exports its rows as `SPECS`.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+use crate::cmd::{Action, ConnCtx, ShardReq};
+use crate::error::CmdError;
+use crate::reply::Reply;
+
+/// Command flags, as `COMMAND INFO` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    pub const WRITE: Flags = Flags(1);
+    pub const READONLY: Flags = Flags(1 << 1);
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    pub const ADMIN: Flags = Flags(1 << 3);
+    pub const PUBSUB: Flags = Flags(1 << 4);
+    pub const NOSCRIPT: Flags = Flags(1 << 5);
+    pub const BLOCKING: Flags = Flags(1 << 6);
+    pub const LOADING: Flags = Flags(1 << 7);
+    pub const STALE: Flags = Flags(1 << 8);
+    pub const SKIP_MONITOR: Flags = Flags(1 << 9);
+    pub const FAST: Flags = Flags(1 << 10);
+    pub const NO_AUTH: Flags = Flags(1 << 11);
+    pub const NO_MULTI: Flags = Flags(1 << 12);
+    pub const ALLOW_BUSY: Flags = Flags(1 << 13);
+
+    const NAMES: &'static [(Flags, &'static str)] = &[
+        (Flags::WRITE, "write"),
+        (Flags::READONLY, "readonly"),
+        (Flags::DENYOOM, "denyoom"),
+        (Flags::ADMIN, "admin"),
+        (Flags::PUBSUB, "pubsub"),
+        (Flags::NOSCRIPT, "noscript"),
+        (Flags::BLOCKING, "blocking"),
+        (Flags::LOADING, "loading"),
+        (Flags::STALE, "stale"),
+        (Flags::SKIP_MONITOR, "skip_monitor"),
+        (Flags::FAST, "fast"),
+        (Flags::NO_AUTH, "no_auth"),
+        (Flags::NO_MULTI, "no_multi"),
+        (Flags::ALLOW_BUSY, "allow_busy"),
+    ];
+
+    /// Union of two flag sets (usable in `const` rows).
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    /// Whether every flag of `other` is set.
+    pub const fn has(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Flag names in Redis's spelling, for `COMMAND INFO`.
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMES
+            .iter()
+            .filter(|(f, _)| self.has(*f))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+/// Where a command's keys are in its argv (argv[0] is the command name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// No keys: runs on the IO thread or on every shard.
+    None,
+    /// Keys at `first`, `first + step`, ... up to `last` (negative: from the end, -1 = last arg).
+    Range { first: u8, last: i8, step: u8 },
+    /// `... STREAMS k1 .. kn id1 .. idn`: the first half of the arguments after
+    /// the `STREAMS` token (XREAD, XREADGROUP).
+    AfterStreamsToken,
+}
+
+/// How the results of a multi-key command split over several shards are merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanMerge {
+    /// Must not span shards: refused with an error.
+    Refuse,
+    /// Sum of integer replies (DEL, UNLINK, EXISTS, TOUCH).
+    SumInt,
+    /// `+OK` when every part said OK (MSET).
+    AllOk,
+    /// One reply element per key, in the caller's key order (MGET).
+    KeyOrder,
+    /// XREAD-style: `[key, entries]` pairs in the caller's key order, null when none.
+    Streams,
+}
+
+/// How a command is executed.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// Parsed on the IO thread into a request that runs on the shard(s)
+    /// owning its keys; `merge` says how to combine parts when keys span shards.
+    Keyed {
+        parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+        merge: FanMerge,
+    },
+    /// Runs on the IO thread with the connection's state; may answer directly,
+    /// or fan out to shards (DBSIZE, INFO, FLUSHALL...).
+    Conn(fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>),
+}
+
+/// One row of the command table.
+#[derive(Clone, Copy)]
+pub struct CommandSpec {
+    /// Upper-case name (`XADD`); container commands (`CLIENT`) list their subcommands in `subcommands`.
+    pub name: &'static str,
+    /// Redis arity: positive = exact argc, negative = at least `-arity` (argv[0] counted).
+    pub arity: i16,
+    pub flags: Flags,
+    pub keys: Keys,
+    /// ACL categories without the `@` (for `COMMAND INFO` / `COMMAND DOCS`).
+    pub acl: &'static [&'static str],
+    /// One-line summary (`COMMAND DOCS`).
+    pub summary: &'static str,
+    /// Redis version that introduced it (`COMMAND DOCS`).
+    pub since: &'static str,
+    /// Command group (`COMMAND DOCS`): `stream`, `string`, `generic`, `server`, `connection`, `cluster`, `transactions`.
+    pub group: &'static str,
+    /// Subcommands (`CLIENT|ID`), each a full row with `name` like `CLIENT|ID`.
+    pub subcommands: &'static [CommandSpec],
+    pub handler: Handler,
+}
+
+impl CommandSpec {
+    /// Whether `argc` (argv[0] included) satisfies the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        if self.arity >= 0 {
+            argc == self.arity as usize
+        } else {
+            argc >= (-self.arity) as usize
+        }
+    }
+
+    /// Indexes into argv of this command's keys. Empty for keyless commands, or
+    /// when the argv is malformed (the parser reports that error).
+    pub fn key_indexes(&self, argv: &[Bytes]) -> Vec<usize> {
+        match self.keys {
+            Keys::None => Vec::new(),
+            Keys::Range { first, last, step } => {
+                let argc = argv.len() as i64;
+                let first = i64::from(first);
+                let last = if last < 0 {
+                    argc + i64::from(last)
+                } else {
+                    i64::from(last)
+                };
+                let step = i64::from(step.max(1));
+                let mut out = Vec::new();
+                let mut i = first;
+                while i <= last && i < argc {
+                    out.push(i as usize);
+                    i += step;
+                }
+                out
+            }
+            Keys::AfterStreamsToken => {
+                let Some(pos) = argv
+                    .iter()
+                    .skip(1)
+                    .position(|a| a.eq_ignore_ascii_case(b"STREAMS"))
+                else {
+                    return Vec::new();
+                };
+                let start = pos + 2;
+                let n = argv.len().saturating_sub(start);
+                if n == 0 || n % 2 != 0 {
+                    return Vec::new();
+                }
+                (start..start + n / 2).collect()
+            }
+        }
+    }
+
+    /// `(first, last, step)` for `COMMAND INFO` (0, 0, 0 for keyless; -1 last for variadic).
+    pub fn key_triple(&self) -> (i64, i64, i64) {
+        match self.keys {
+            Keys::None => (0, 0, 0),
+            Keys::Range { first, last, step } => (first.into(), last.into(), step.into()),
+            // Redis reports XREAD/XREADGROUP as movablekeys with 0 0 0.
+            Keys::AfterStreamsToken => (0, 0, 0),
+        }
+    }
+}
+
+/// Every command family's rows, in one list.
+pub fn all_specs() -> &'static [&'static CommandSpec] {
+    static ALL: OnceLock<Vec<&'static CommandSpec>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let families: &[&'static [CommandSpec]] = crate::cmd::FAMILIES;
+        families.iter().flat_map(|f| f.iter()).collect()
+    })
+}
+
+/// Look a command up by name, any case.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        all_specs()
+            .iter()
+            .map(|s| (s.name.as_bytes().to_ascii_uppercase(), *s))
+            .collect()
+    });
+    if name.len() > 32 {
+        return None;
+    }
+    let mut upper = [0u8; 32];
+    let upper = &mut upper[..name.len()];
+    upper.copy_from_slice(name);
+    upper.make_ascii_uppercase();
+    index.get(&*upper).copied()
+}
+
+/// Look up a subcommand of a container command (`CLIENT` + `id` → `CLIENT|ID`).
+pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec> {
+    // Subcommand rows live in `'static` slices, so this reference is 'static.
+    let subs: &'static [CommandSpec] = all_specs()
+        .iter()
+        .find(|s| s.name == spec.name)
+        .map(|s| s.subcommands)?;
+    subs.iter().find(|s| {
+        s.name
+            .split_once('|')
+            .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub))
+    })
+}
+
+/// The `ERR unknown command` error Redis gives, with up to the first args quoted
+/// (Redis shows each arg truncated to 128 bytes, and stops after ~128 chars total).
+pub fn unknown_command(argv: &[Bytes]) -> CmdError {
+    let name = String::from_utf8_lossy(&argv[0]);
+    let mut args = Vec::new();
+    let mut total = 0;
+    for a in &argv[1..] {
+        if total >= 128 {
+            break;
+        }
+        let t = String::from_utf8_lossy(&a[..a.len().min(128 - total)]).into_owned();
+        total += t.len();
+        args.push(t);
+    }
+    CmdError::UnknownCommand {
+        name: name.chars().take(128).collect(),
+        args,
+    }
+}
+
+/// Reply for `COMMAND INFO` of one row (Redis 7 shape: name, arity, flags,
+/// first key, last key, step, ACL categories, tips, key specs, subcommands).
+pub fn reply_command_info(spec: &CommandSpec) -> Reply {
+    let (first, last, step) = spec.key_triple();
+    let mut flags: Vec<Reply> = spec.flags.names().into_iter().map(Reply::simple).collect();
+    if spec.keys == Keys::AfterStreamsToken {
+        flags.push(Reply::simple("movablekeys"));
+    }
+    Reply::Array(vec![
+        Reply::bulk(spec.name.to_ascii_lowercase()),
+        Reply::Int(spec.arity.into()),
+        Reply::Set(flags),
+        Reply::Int(first),
+        Reply::Int(last),
+        Reply::Int(step),
+        Reply::Set(
+            spec.acl
+                .iter()
+                .map(|c| Reply::Simple(format!("@{c}").into()))
+                .collect(),
+        ),
+        Reply::Set(Vec::new()),
+        Reply::Array(Vec::new()),
+        Reply::Array(spec.subcommands.iter().map(reply_command_info).collect()),
+    ])
+}
+
+/// Reply for `COMMAND DOCS` of one row: a map of summary, since, group, complexity-free.
+pub fn reply_command_docs(spec: &CommandSpec) -> Reply {
+    let mut fields = vec![
+        (Reply::bulk_copy("summary"), Reply::bulk_copy(spec.summary)),
+        (Reply::bulk_copy("since"), Reply::bulk_copy(spec.since)),
+        (Reply::bulk_copy("group"), Reply::bulk_copy(spec.group)),
+    ];
+    if !spec.subcommands.is_empty() {
+        fields.push((
+            Reply::bulk_copy("subcommands"),
+            Reply::Map(
+                spec.subcommands
+                    .iter()
+                    .map(|s| {
+                        (
+                            Reply::bulk(s.name.to_ascii_lowercase()),
+                            reply_command_docs(s),
+                        )
+                    })
+                    .collect(),
+            ),
+        ));
+    }
+    Reply::Map(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_uppercase() {
+        let mut seen = std::collections::HashSet::new();
+        for s in all_specs() {
+            assert_eq!(s.name, s.name.to_ascii_uppercase());
+            assert!(seen.insert(s.name), "duplicate {}", s.name);
+            assert!(s.arity != 0, "{} has arity 0", s.name);
+        }
+    }
+}

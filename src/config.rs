@@ -1,0 +1,308 @@
+//! Server configuration: defaults, a redis.conf-style file, command-line flags.
+//!
+//! Precedence: built-in defaults < config file (`shardstream path/to/file.conf`,
+//! one `key value` directive per line, `#` comments) < command-line flags.
+//! Directive names are Redis's (`port`, `bind`, `requirepass`, `maxclients`,
+//! `databases`, `dir`, `proto-max-bulk-len`, ...), plus shardstream's own
+//! (`shards`, `io-threads`, `no-pin`).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Command line of the `shardstream` binary.
+#[derive(Parser, Debug, Default, Clone)]
+#[command(
+    name = "shardstream",
+    version,
+    about = "A Redis-compatible server for Redis Streams: a shared-nothing engine with one pinned thread per shard."
+)]
+pub struct Cli {
+    /// Optional redis.conf-style file (`key value` per line); flags override it.
+    pub config_file: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long)]
+    pub bind: Option<String>,
+    /// TCP port to listen on; 0 picks a free port [default: 6379].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Number of shard threads, each owning a contiguous range of hash slots
+    /// [default: number of CPU cores].
+    #[arg(long)]
+    pub shards: Option<u16>,
+    /// Number of IO threads (accept, decode RESP, route, write replies) [default: 1].
+    #[arg(long)]
+    pub io_threads: Option<u16>,
+    /// Do not pin shard threads to CPU cores.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Data directory (append-only files) [default: ./data].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Require clients to AUTH with this password (Redis `requirepass`).
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// Maximum number of connected clients [default: 10000].
+    #[arg(long)]
+    pub maxclients: Option<usize>,
+    /// Number of databases for SELECT [default: 16].
+    #[arg(long)]
+    pub databases: Option<usize>,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub bind: String,
+    pub port: u16,
+    pub shards: u16,
+    pub io_threads: u16,
+    pub pin: bool,
+    pub dir: PathBuf,
+    pub requirepass: Option<String>,
+    pub maxclients: usize,
+    pub databases: usize,
+    /// `proto-max-bulk-len`, bytes (Redis default 512 MB).
+    pub proto_max_bulk_len: i64,
+    /// `client-query-buffer-limit`, bytes (Redis default 1 GB).
+    pub client_query_buffer_limit: usize,
+    /// `timeout`: close idle clients after this many seconds (0 = never).
+    pub timeout_s: u64,
+    /// `stream-node-max-entries` (default 100, 0 = unlimited).
+    pub stream_node_max_entries: usize,
+    /// `stream-node-max-bytes` (default 4096, 0 = unlimited).
+    pub stream_node_max_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            shards: std::thread::available_parallelism()
+                .map(|n| n.get() as u16)
+                .unwrap_or(1),
+            io_threads: 1,
+            pin: true,
+            dir: PathBuf::from("./data"),
+            requirepass: None,
+            maxclients: 10000,
+            databases: 16,
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            client_query_buffer_limit: 1024 * 1024 * 1024,
+            timeout_s: 0,
+            stream_node_max_entries: 100,
+            stream_node_max_bytes: 4096,
+        }
+    }
+}
+
+/// Parse a Redis memory size (`512mb`, `1gb`, `4096`, `1k`), bytes.
+pub fn parse_memory(s: &str) -> Option<i64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mul) = [
+        ("gb", 1024 * 1024 * 1024),
+        ("mb", 1024 * 1024),
+        ("kb", 1024),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1000),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suf, mul)| lower.strip_suffix(suf).map(|n| (n.to_string(), *mul)))
+    .unwrap_or((lower.clone(), 1));
+    num.parse::<i64>().ok()?.checked_mul(mul)
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+impl Config {
+    /// Apply one directive (`CONFIG SET` and config-file lines use the same names).
+    /// Returns an error text when the name is unknown or the value is invalid.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let bad = || format!("argument couldn't be parsed into an integer for '{name}'");
+        match name.to_ascii_lowercase().as_str() {
+            "bind" => {
+                self.bind = value
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("127.0.0.1")
+                    .to_string()
+            }
+            "port" => self.port = value.parse().map_err(|_| bad())?,
+            "shards" => self.shards = value.parse().map_err(|_| bad())?,
+            "io-threads" => self.io_threads = value.parse().map_err(|_| bad())?,
+            "no-pin" => self.pin = !parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
+            "dir" => self.dir = PathBuf::from(value),
+            "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
+            "maxclients" => self.maxclients = value.parse().map_err(|_| bad())?,
+            "databases" => self.databases = value.parse().map_err(|_| bad())?,
+            "proto-max-bulk-len" => {
+                self.proto_max_bulk_len = parse_memory(value)
+                    .filter(|v| *v >= 1024 * 1024)
+                    .ok_or_else(bad)?
+            }
+            "client-query-buffer-limit" => {
+                self.client_query_buffer_limit = parse_memory(value)
+                    .filter(|v| *v >= 1024 * 1024)
+                    .ok_or_else(bad)? as usize
+            }
+            "timeout" => self.timeout_s = value.parse().map_err(|_| bad())?,
+            "stream-node-max-entries" => {
+                self.stream_node_max_entries = value.parse().map_err(|_| bad())?
+            }
+            "stream-node-max-bytes" => {
+                self.stream_node_max_bytes =
+                    parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
+            }
+            _ => {
+                return Err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Current value of a directive as `CONFIG GET` prints it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "bind" => self.bind.clone(),
+            "port" => self.port.to_string(),
+            "shards" => self.shards.to_string(),
+            "io-threads" => self.io_threads.to_string(),
+            "dir" => self.dir.display().to_string(),
+            "requirepass" => self.requirepass.clone().unwrap_or_default(),
+            "maxclients" => self.maxclients.to_string(),
+            "databases" => self.databases.to_string(),
+            "proto-max-bulk-len" => self.proto_max_bulk_len.to_string(),
+            "client-query-buffer-limit" => self.client_query_buffer_limit.to_string(),
+            "timeout" => self.timeout_s.to_string(),
+            "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
+            "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// Every directive name `CONFIG GET` knows.
+    pub const NAMES: &'static [&'static str] = &[
+        "bind",
+        "port",
+        "shards",
+        "io-threads",
+        "dir",
+        "requirepass",
+        "maxclients",
+        "databases",
+        "proto-max-bulk-len",
+        "client-query-buffer-limit",
+        "timeout",
+        "stream-node-max-entries",
+        "stream-node-max-bytes",
+    ];
+
+    /// Apply a redis.conf-style text. Unknown Redis directives are reported in
+    /// the returned warnings and otherwise ignored, so an existing redis.conf
+    /// can be reused; a bad value for a known directive is an error naming the line.
+    pub fn apply_file_text(&mut self, text: &str) -> Result<Vec<String>, String> {
+        let mut warnings = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let value = value.trim().trim_matches('"');
+            if self.get(&key.to_ascii_lowercase()).is_none() && key != "no-pin" {
+                warnings.push(format!(
+                    "line {}: ignoring unsupported directive '{key}'",
+                    n + 1
+                ));
+                continue;
+            }
+            self.set(key, value)
+                .map_err(|e| format!("line {}: {e}", n + 1))?;
+        }
+        Ok(warnings)
+    }
+
+    /// Build the configuration from a parsed command line (reading its config file, if any).
+    pub fn from_cli(cli: &Cli) -> Result<(Config, Vec<String>), String> {
+        let mut cfg = Config::default();
+        let mut warnings = Vec::new();
+        if let Some(path) = &cli.config_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+            warnings = cfg
+                .apply_file_text(&text)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        if let Some(v) = &cli.bind {
+            cfg.bind = v.clone();
+        }
+        if let Some(v) = cli.port {
+            cfg.port = v;
+        }
+        if let Some(v) = cli.shards {
+            cfg.shards = v;
+        }
+        if let Some(v) = cli.io_threads {
+            cfg.io_threads = v;
+        }
+        if cli.no_pin {
+            cfg.pin = false;
+        }
+        if let Some(v) = &cli.dir {
+            cfg.dir = v.clone();
+        }
+        if let Some(v) = &cli.requirepass {
+            cfg.requirepass = Some(v.clone());
+        }
+        if let Some(v) = cli.maxclients {
+            cfg.maxclients = v;
+        }
+        if let Some(v) = cli.databases {
+            cfg.databases = v;
+        }
+        if cfg.shards == 0 || cfg.shards > 1024 {
+            return Err("shards must be between 1 and 1024".into());
+        }
+        if cfg.io_threads == 0 || cfg.io_threads > 64 {
+            return Err("io-threads must be between 1 and 64".into());
+        }
+        if cfg.databases == 0 || cfg.databases > 1024 {
+            return Err("databases must be between 1 and 1024".into());
+        }
+        Ok((cfg, warnings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_flags() {
+        let mut cfg = Config::default();
+        let w = cfg
+            .apply_file_text(
+                "# c\nport 7000\nrequirepass \"s3cret\"\nsave 900 1\nproto-max-bulk-len 1gb\n",
+            )
+            .unwrap();
+        assert_eq!(cfg.port, 7000);
+        assert_eq!(cfg.requirepass.as_deref(), Some("s3cret"));
+        assert_eq!(cfg.proto_max_bulk_len, 1024 * 1024 * 1024);
+        assert_eq!(w.len(), 1);
+        assert!(cfg
+            .apply_file_text("port abc")
+            .unwrap_err()
+            .contains("line 1"));
+    }
+}

@@ -1,0 +1,511 @@
+//! RESP decoding and encoding: the only place that knows the wire format.
+//!
+//! Requests: RESP multibulk frames are decoded with the `redis-protocol`
+//! crate's zero-copy `Bytes` interface (arguments are slices of the read
+//! buffer, no copies). Before and around it, a header scan enforces Redis's
+//! limits and error texts (`proto-max-bulk-len`, multibulk length, `$`
+//! expected) and tells how many bytes a partial frame still needs, so a large
+//! bulk arriving in pieces is not re-decoded on every read. Inline commands
+//! (what telnet sends) are split here as Redis's `sdssplitargs` does.
+//!
+//! Replies: [`encode`] writes a [`Reply`] straight into the output buffer for
+//! RESP2 or RESP3. We write these bytes ourselves rather than via
+//! `redis-protocol` frames because RESP2 needs both `$-1` and `*-1` (the
+//! crate's RESP2 frame has a single `Null`) and because writing in place avoids
+//! building a frame tree per reply.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use redis_protocol::resp2::decode::decode_bytes_mut;
+use redis_protocol::resp2::types::BytesFrame;
+
+use crate::error::ProtoError;
+use crate::reply::Reply;
+
+/// Redis's limit on an inline request line (PROTO_INLINE_MAX_SIZE), bytes.
+pub const INLINE_MAX_BYTES: usize = 64 * 1024;
+/// Largest multibulk element count Redis accepts from an authenticated client (INT_MAX).
+pub const MULTIBULK_MAX: i64 = i32::MAX as i64;
+/// Largest multibulk count from a client that has not authenticated yet
+/// (Redis: 10 when `requirepass` is set and the client is not authenticated).
+pub const MULTIBULK_MAX_UNAUTH: i64 = 10;
+
+/// Largest bulk string from a client that has not authenticated yet, bytes.
+pub const UNAUTH_BULK_MAX_BYTES: usize = 16384;
+
+/// Limits the decoder enforces, from the server configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeLimits {
+    /// `proto-max-bulk-len` in bytes (default 512 MB).
+    pub max_bulk_bytes: i64,
+    /// Largest multibulk element count.
+    pub max_multibulk: i64,
+    /// The client must still authenticate (`requirepass` set, no AUTH yet):
+    /// Redis then allows at most 10 arguments of at most 16384 bytes.
+    pub unauthenticated: bool,
+}
+
+/// Outcome of one decode attempt on a connection's read buffer.
+#[derive(Debug)]
+pub enum Decoded {
+    /// One complete command: its arguments (argv[0] is the name). May be empty
+    /// (an empty inline line or `*0`): the caller skips it.
+    Command(Vec<Bytes>),
+    /// Not enough bytes yet; at least `min_total` bytes must be buffered before
+    /// trying again.
+    Incomplete { min_total: usize },
+}
+
+/// Decode one command from the front of `buf`, consuming its bytes.
+pub fn decode(buf: &mut BytesMut, limits: DecodeLimits) -> Result<Decoded, ProtoError> {
+    if buf.is_empty() {
+        return Ok(Decoded::Incomplete { min_total: 1 });
+    }
+    if buf[0] != b'*' {
+        return decode_inline(buf);
+    }
+    // Check the headers (and Redis's limits) before handing the frame to the decoder.
+    match scan_multibulk(buf, limits)? {
+        Scan::Need(n) => return Ok(Decoded::Incomplete { min_total: n }),
+        Scan::Empty(consumed) => {
+            let _ = buf.split_to(consumed);
+            return Ok(Decoded::Command(Vec::new()));
+        }
+        Scan::Complete => {}
+    }
+    match decode_bytes_mut(buf) {
+        Ok(Some((BytesFrame::Array(items), _, _))) => {
+            let mut argv = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    BytesFrame::BulkString(b) => argv.push(b),
+                    // scan_multibulk already checked every element is a `$` bulk
+                    _ => return Err(ProtoError("expected '$'".into())),
+                }
+            }
+            Ok(Decoded::Command(argv))
+        }
+        Ok(Some(_)) => Err(ProtoError("invalid multibulk length".into())),
+        Ok(None) => Ok(Decoded::Incomplete {
+            min_total: buf.len() + 1,
+        }),
+        Err(_) => Err(ProtoError("invalid bulk length".into())),
+    }
+}
+
+enum Scan {
+    /// The whole frame is buffered and its headers are valid.
+    Complete,
+    /// `*0` or `*-1`: an empty command of this many bytes.
+    Empty(usize),
+    /// At least this many bytes are needed.
+    Need(usize),
+}
+
+/// Find the end of the line starting at `from`; returns the index of `\r`.
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    let nl = buf[from..].iter().position(|&b| b == b'\n')? + from;
+    Some(nl.saturating_sub(1).max(from))
+}
+
+/// Parse a header integer exactly as Redis does (`string2ll` on the text up to `\r`).
+fn header_int(text: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(text).ok()?;
+    if s.is_empty() || s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) {
+        return None;
+    }
+    s.parse::<i64>().ok()
+}
+
+/// Walk the multibulk headers, enforcing Redis's limits and error texts.
+///
+/// # Source
+/// `processMultibulkBuffer`, redis/src/networking.c (7.x): error texts
+/// `invalid multibulk length`, `expected '$', got 'x'`, `invalid bulk length`,
+/// `too big mbulk count string`, `too big bulk count string`.
+fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> {
+    let Some(cr) = line_end(buf, 1) else {
+        if buf.len() > INLINE_MAX_BYTES {
+            return Err(ProtoError("too big mbulk count string".into()));
+        }
+        return Ok(Scan::Need(buf.len() + 1));
+    };
+    if buf.get(cr) != Some(&b'\r') {
+        return Err(ProtoError("invalid multibulk length".into()));
+    }
+    let count = match header_int(&buf[1..cr]) {
+        Some(n) if n <= limits.max_multibulk => n,
+        _ => return Err(ProtoError("invalid multibulk length".into())),
+    };
+    if limits.unauthenticated && count > MULTIBULK_MAX_UNAUTH {
+        return Err(ProtoError("unauthenticated multibulk length".into()));
+    }
+    let mut pos = cr + 2;
+    if count <= 0 {
+        return Ok(Scan::Empty(pos));
+    }
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Ok(Scan::Need(pos + 1));
+        }
+        if buf[pos] != b'$' {
+            let got = buf[pos] as char;
+            return Err(ProtoError(format!("expected '$', got '{got}'").into()));
+        }
+        let Some(cr) = line_end(buf, pos + 1) else {
+            if buf.len() - pos > INLINE_MAX_BYTES {
+                return Err(ProtoError("too big bulk count string".into()));
+            }
+            return Ok(Scan::Need(buf.len() + 1));
+        };
+        if buf.get(cr) != Some(&b'\r') {
+            return Err(ProtoError("invalid bulk length".into()));
+        }
+        let len = match header_int(&buf[pos + 1..cr]) {
+            Some(n) if (0..=limits.max_bulk_bytes).contains(&n) => n as usize,
+            _ => return Err(ProtoError("invalid bulk length".into())),
+        };
+        if limits.unauthenticated && len > UNAUTH_BULK_MAX_BYTES {
+            return Err(ProtoError("unauthenticated bulk length".into()));
+        }
+        pos = cr + 2 + len + 2;
+        if pos > buf.len() {
+            return Ok(Scan::Need(pos));
+        }
+        if &buf[pos - 2..pos] != b"\r\n" {
+            // Redis reads exactly len bytes and then drops two; a missing CRLF
+            // is a malformed bulk.
+            return Err(ProtoError("invalid bulk length".into()));
+        }
+    }
+    Ok(Scan::Complete)
+}
+
+/// Decode one inline command (a text line, split like `sdssplitargs`).
+fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > INLINE_MAX_BYTES {
+            return Err(ProtoError("too big inline request".into()));
+        }
+        return Ok(Decoded::Incomplete {
+            min_total: buf.len() + 1,
+        });
+    };
+    let line = buf.split_to(nl + 1);
+    let mut text = &line[..nl];
+    if text.last() == Some(&b'\r') {
+        text = &text[..text.len() - 1];
+    }
+    match split_args(text) {
+        Some(args) => Ok(Decoded::Command(args)),
+        None => Err(ProtoError("unbalanced quotes in request".into())),
+    }
+}
+
+/// Split an inline line into arguments: whitespace separated, with `"..."`
+/// (backslash escapes, `\xHH`) and `'...'` quoting. `None` on unbalanced quotes
+/// or a closing quote not followed by a space.
+///
+/// # Source
+/// `sdssplitargs`, redis/src/sds.c.
+pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(out);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\'
+                    && i + 3 < n
+                    && line[i + 1] == b'x'
+                    && line[i + 2].is_ascii_hexdigit()
+                    && line[i + 3].is_ascii_hexdigit()
+                {
+                    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+                    cur.push(hex(line[i + 2]) * 16 + hex(line[i + 3]));
+                    i += 3;
+                } else if c == b'\\' && i + 1 < n {
+                    i += 1;
+                    cur.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        out.push(Bytes::from(cur));
+    }
+}
+
+/// Append the RESP encoding of `reply` to `out`, for RESP3 when `resp3`.
+pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
+    match reply {
+        Reply::Ok => out.put_slice(b"+OK\r\n"),
+        Reply::Simple(s) => {
+            out.put_u8(b'+');
+            out.put_slice(s.as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        Reply::Int(n) => header(out, b':', *n),
+        Reply::Bulk(b) => bulk(out, b),
+        Reply::NullBulk => out.put_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
+        Reply::NullArray => out.put_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }),
+        Reply::Array(items) => {
+            header(out, b'*', items.len() as i64);
+            for item in items {
+                encode(item, resp3, out);
+            }
+        }
+        Reply::Set(items) => {
+            header(out, if resp3 { b'~' } else { b'*' }, items.len() as i64);
+            for item in items {
+                encode(item, resp3, out);
+            }
+        }
+        Reply::Map(pairs) => {
+            if resp3 {
+                header(out, b'%', pairs.len() as i64);
+            } else {
+                header(out, b'*', 2 * pairs.len() as i64);
+            }
+            for (k, v) in pairs {
+                encode(k, resp3, out);
+                encode(v, resp3, out);
+            }
+        }
+        Reply::PairMap(pairs) => {
+            header(out, if resp3 { b'%' } else { b'*' }, pairs.len() as i64);
+            for (k, v) in pairs {
+                if !resp3 {
+                    out.put_slice(b"*2\r\n");
+                }
+                encode(k, resp3, out);
+                encode(v, resp3, out);
+            }
+        }
+        Reply::Double(d) => {
+            let text = format_double(*d);
+            if resp3 {
+                out.put_u8(b',');
+                out.put_slice(text.as_bytes());
+                out.put_slice(b"\r\n");
+            } else {
+                bulk(out, text.as_bytes());
+            }
+        }
+        Reply::Bool(b) => {
+            if resp3 {
+                out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
+            } else {
+                header(out, b':', i64::from(*b));
+            }
+        }
+        Reply::Verbatim(b) => {
+            if resp3 {
+                header(out, b'=', b.len() as i64 + 4);
+                out.put_slice(b"txt:");
+                out.put_slice(b);
+                out.put_slice(b"\r\n");
+            } else {
+                bulk(out, b);
+            }
+        }
+        Reply::Error(e) => {
+            out.put_u8(b'-');
+            // Error text must stay on one line.
+            let text = e.to_string();
+            for b in text.bytes() {
+                out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+            }
+            out.put_slice(b"\r\n");
+        }
+    }
+}
+
+/// Format a double as Redis does for RESP3 (`%.17g`-like, `inf`, `-inf`, `nan`).
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        "nan".into()
+    } else if d.is_infinite() {
+        if d > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        format!("{d}")
+    }
+}
+
+fn header(out: &mut BytesMut, kind: u8, n: i64) {
+    let mut buf = itoa::Buffer::new();
+    out.put_u8(kind);
+    out.put_slice(buf.format(n).as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+fn bulk(out: &mut BytesMut, b: &[u8]) {
+    header(out, b'$', b.len() as i64);
+    out.put_slice(b);
+    out.put_slice(b"\r\n");
+}
+
+/// Encode a command as a RESP multibulk (used by clients in tests and loadgen).
+pub fn encode_command<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
+    header(out, b'*', args.len() as i64);
+    for a in args {
+        bulk(out, a.as_ref());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> DecodeLimits {
+        DecodeLimits {
+            max_bulk_bytes: 512 * 1024 * 1024,
+            max_multibulk: MULTIBULK_MAX,
+            unauthenticated: false,
+        }
+    }
+
+    fn argv(d: Decoded) -> Vec<Vec<u8>> {
+        match d {
+            Decoded::Command(a) => a.into_iter().map(|b| b.to_vec()).collect(),
+            other => panic!("expected command, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_multibulk_and_pipelines() {
+        let mut b = BytesMut::from(&b"*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n*1\r\n$4\r\nPING\r\n"[..]);
+        assert_eq!(
+            argv(decode(&mut b, limits()).unwrap()),
+            vec![b"ECHO".to_vec(), b"hi".to_vec()]
+        );
+        assert_eq!(
+            argv(decode(&mut b, limits()).unwrap()),
+            vec![b"PING".to_vec()]
+        );
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn partial_frames_report_what_they_need() {
+        let mut b = BytesMut::from(&b"*2\r\n$4\r\nECHO\r\n$10\r\nabc"[..]);
+        match decode(&mut b, limits()).unwrap() {
+            Decoded::Incomplete { min_total } => assert_eq!(min_total, 14 + 5 + 10 + 2),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn protocol_errors_have_redis_text() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"*abc\r\n", "ERR Protocol error: invalid multibulk length"),
+            (b"*1\r\n:1\r\n", "ERR Protocol error: expected '$', got ':'"),
+            (b"*1\r\n$-5\r\n", "ERR Protocol error: invalid bulk length"),
+            (
+                b"*1\r\n$999999999999\r\n",
+                "ERR Protocol error: invalid bulk length",
+            ),
+            (
+                b"*3000000000\r\n",
+                "ERR Protocol error: invalid multibulk length",
+            ),
+            (
+                b"\"abc\r\n",
+                "ERR Protocol error: unbalanced quotes in request",
+            ),
+        ];
+        for (input, text) in cases {
+            let mut b = BytesMut::from(*input);
+            let err = decode(&mut b, limits()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                *text,
+                "input {:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn inline_commands_split_like_sdssplitargs() {
+        let mut b = BytesMut::from(&b"SET k \"a b\\x41\" 'c d'\r\n"[..]);
+        assert_eq!(
+            argv(decode(&mut b, limits()).unwrap()),
+            vec![
+                b"SET".to_vec(),
+                b"k".to_vec(),
+                b"a bA".to_vec(),
+                b"c d".to_vec()
+            ]
+        );
+        let mut b = BytesMut::from(&b"\r\n"[..]);
+        assert!(argv(decode(&mut b, limits()).unwrap()).is_empty());
+    }
+
+    #[test]
+    fn encodes_resp2_and_resp3() {
+        let r = Reply::Map(vec![(Reply::bulk_copy("a"), Reply::Int(1))]);
+        let mut out = BytesMut::new();
+        encode(&r, false, &mut out);
+        assert_eq!(&out[..], b"*2\r\n$1\r\na\r\n:1\r\n");
+        out.clear();
+        encode(&r, true, &mut out);
+        assert_eq!(&out[..], b"%1\r\n$1\r\na\r\n:1\r\n");
+        out.clear();
+        encode(&Reply::NullArray, false, &mut out);
+        assert_eq!(&out[..], b"*-1\r\n");
+    }
+}

@@ -1,0 +1,217 @@
+//! One client connection on an IO thread: socket, buffers, the in-order reply
+//! queue, and the session state commands see (`Session`).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use mio::net::TcpStream;
+
+use crate::cmd::Merge;
+use crate::reply::Reply;
+
+/// What other threads may read about a client (CLIENT LIST / INFO / KILL),
+/// shared between its IO thread and the server-wide registry.
+pub struct ClientShared {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    /// IO thread owning the connection.
+    pub io: u16,
+    pub created: Instant,
+    pub name: Mutex<Option<String>>,
+    pub lib_name: Mutex<Option<String>>,
+    pub lib_ver: Mutex<Option<String>>,
+    /// Last command name, lowercased (`CLIENT LIST cmd=`).
+    pub last_cmd: Mutex<String>,
+    /// Milliseconds since server start at the last command (for `idle=`).
+    pub last_interaction_ms: AtomicU64,
+    pub db: AtomicUsize,
+    pub resp: AtomicUsize,
+    /// Bytes buffered in the query buffer (`qbuf=`).
+    pub qbuf_bytes: AtomicUsize,
+    /// Bytes waiting in the output buffer (`omem=`).
+    pub omem_bytes: AtomicUsize,
+    /// Set by CLIENT KILL; the owning IO thread closes the connection.
+    pub killed: AtomicBool,
+    /// Commands in MULTI queue, -1 when not in MULTI (`multi=`).
+    pub multi: AtomicU64,
+}
+
+impl ClientShared {
+    /// One `CLIENT LIST` / `CLIENT INFO` line (Redis 7 field order, the fields we track).
+    pub fn info_line(&self, now_ms_since_start: u64) -> String {
+        let name = self
+            .name
+            .lock()
+            .map(|n| n.clone().unwrap_or_default())
+            .unwrap_or_default();
+        let lib_name = self
+            .lib_name
+            .lock()
+            .map(|n| n.clone().unwrap_or_default())
+            .unwrap_or_default();
+        let lib_ver = self
+            .lib_ver
+            .lock()
+            .map(|n| n.clone().unwrap_or_default())
+            .unwrap_or_default();
+        let cmd = self.last_cmd.lock().map(|c| c.clone()).unwrap_or_default();
+        let idle_s = now_ms_since_start
+            .saturating_sub(self.last_interaction_ms.load(Ordering::Relaxed))
+            / 1000;
+        let multi = self.multi.load(Ordering::Relaxed);
+        let multi = if multi == u64::MAX { -1 } else { multi as i64 };
+        format!(
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch=0 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            name,
+            self.created.elapsed().as_secs(),
+            idle_s,
+            if multi >= 0 { "x" } else { "N" },
+            self.db.load(Ordering::Relaxed),
+            multi,
+            self.qbuf_bytes.load(Ordering::Relaxed),
+            self.omem_bytes.load(Ordering::Relaxed),
+            if cmd.is_empty() { "NULL".to_string() } else { cmd },
+            self.resp.load(Ordering::Relaxed),
+            lib_name,
+            lib_ver,
+        )
+    }
+}
+
+/// Connection state that commands read and change (SELECT, HELLO, AUTH, MULTI...).
+pub struct Session {
+    pub id: u64,
+    /// Selected database.
+    pub db: usize,
+    /// RESP3 negotiated with `HELLO 3`.
+    pub resp3: bool,
+    /// False until AUTH succeeds when `requirepass` is set.
+    pub authenticated: bool,
+    /// Queued commands while in MULTI.
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A command failed to queue: EXEC must answer EXECABORT.
+    pub multi_failed: bool,
+    /// READONLY (cluster replica reads) was sent.
+    pub readonly: bool,
+    pub shared: Arc<ClientShared>,
+}
+
+/// A reply slot in the connection's in-order queue.
+pub enum Pending {
+    /// Sent to a shard; the reply has not arrived yet.
+    Waiting,
+    /// Ready to be written.
+    Ready(Reply),
+    /// Fanned out over several shards: parts collected so far, then merged.
+    Fan {
+        parts: Vec<Option<Reply>>,
+        left: usize,
+        merge: Merge,
+    },
+}
+
+/// A connection owned by an IO thread.
+pub struct Conn {
+    pub sock: TcpStream,
+    pub session: Session,
+    /// Bytes read and not yet decoded.
+    pub rbuf: BytesMut,
+    /// Do not try to decode until `rbuf` holds this many bytes.
+    pub need_bytes: usize,
+    /// Encoded replies not yet written to the socket.
+    pub wbuf: BytesMut,
+    /// Sequence number of the first slot in `slots`.
+    pub base_seq: u64,
+    pub slots: VecDeque<Pending>,
+    /// Close once every reply up to and including this sequence number is written.
+    pub close_after: Option<u64>,
+    /// Stop decoding input until the reply with this sequence number is written
+    /// (a blocking command is in flight, as Redis blocks the client).
+    pub hold_until: Option<u64>,
+    /// Peer went away or a fatal error happened: drop as soon as possible.
+    pub dead: bool,
+    /// WRITABLE interest is registered (a previous write was partial).
+    pub want_write: bool,
+}
+
+impl Conn {
+    /// Next sequence number to assign.
+    pub fn next_seq(&self) -> u64 {
+        self.base_seq + self.slots.len() as u64
+    }
+
+    /// Reserve a slot for a reply, returning its sequence number.
+    pub fn push_slot(&mut self, p: Pending) -> u64 {
+        let seq = self.next_seq();
+        self.slots.push_back(p);
+        seq
+    }
+
+    /// Deliver a (part of a) reply to slot `seq`.
+    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) {
+        let Some(idx) = seq.checked_sub(self.base_seq) else {
+            return;
+        };
+        let Some(slot) = self.slots.get_mut(idx as usize) else {
+            return;
+        };
+        match slot {
+            Pending::Waiting => *slot = Pending::Ready(reply),
+            Pending::Fan { parts, left, .. } => {
+                if let Some(p) = parts.get_mut(usize::from(part)) {
+                    if p.is_none() {
+                        *p = Some(reply);
+                        *left -= 1;
+                    }
+                }
+                if *left == 0 {
+                    if let Pending::Fan { parts, merge, .. } =
+                        std::mem::replace(slot, Pending::Waiting)
+                    {
+                        let parts = parts
+                            .into_iter()
+                            .map(|p| p.unwrap_or(Reply::NullBulk))
+                            .collect();
+                        *slot = Pending::Ready(merge(parts));
+                    }
+                }
+            }
+            Pending::Ready(_) => {}
+        }
+    }
+
+    /// Encode every ready reply at the front of the queue into `wbuf`.
+    /// Returns true if anything was encoded.
+    pub fn encode_ready(&mut self) -> bool {
+        let mut any = false;
+        while let Some(Pending::Ready(_)) = self.slots.front() {
+            if let Some(Pending::Ready(r)) = self.slots.pop_front() {
+                crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
+            }
+            let seq = self.base_seq;
+            self.base_seq += 1;
+            any = true;
+            if self.hold_until == Some(seq) {
+                self.hold_until = None;
+            }
+            if self.close_after == Some(seq) {
+                self.slots.clear();
+                break;
+            }
+        }
+        any
+    }
+
+    /// Whether the connection should be closed now (after QUIT's reply was written).
+    pub fn finished(&self) -> bool {
+        self.dead || (self.close_after.is_some_and(|s| self.base_seq > s) && self.wbuf.is_empty())
+    }
+}

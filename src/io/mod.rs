@@ -1,0 +1,709 @@
+//! IO threads: accept connections, read and decode RESP, parse commands, route
+//! them to shards in per-shard batches, and write replies in request order.
+//!
+//! One iteration of the loop: `poll` → read every readable socket and decode
+//! its commands (connection-level commands are answered on the spot; keyed
+//! commands are parsed here, so syntax errors never cost a hop, and queued per
+//! shard) → send one batch message per shard → collect reply messages from
+//! shards → write each touched socket once.
+//!
+//! The IO thread parks in `poll` only after setting its `parked` flag and
+//! re-checking its reply channel; shards wake it (an eventfd write through
+//! `mio::Waker`) only when that flag is set.
+
+pub mod codec;
+pub mod conn;
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use crossbeam_channel::Receiver;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+
+use crate::cmd::table::{self, CommandSpec, FanMerge, Handler};
+use crate::cmd::{self, Action, ConnCtx, Merge, ShardReq};
+use crate::error::CmdError;
+use crate::reply::Reply;
+use crate::route::slot::ShardId;
+use crate::server::Shared;
+use crate::shard::msg::{IoMsg, Job, ReplyTo, ShardMsg};
+use codec::{DecodeLimits, Decoded};
+use conn::{ClientShared, Conn, Pending, Session};
+
+/// Token of the IO thread's waker.
+pub const WAKER: Token = Token(usize::MAX);
+/// Token of the listening socket.
+const LISTENER: Token = Token(usize::MAX - 1);
+/// Longest the IO thread sleeps, so kills, timeouts and shutdown are noticed.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Incremented by CLIENT KILL; IO threads then look for connections marked killed.
+pub static KILL_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Start IO thread `idx`.
+pub fn spawn_io(
+    idx: u16,
+    poll: Poll,
+    listener: std::net::TcpListener,
+    inbox: Receiver<IoMsg>,
+    parked: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+) -> io::Result<JoinHandle<()>> {
+    let mut listener = TcpListener::from_std(listener);
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    thread::Builder::new()
+        .name(format!("io-{idx}"))
+        .spawn(move || {
+            let shards = usize::from(shared.shards);
+            let mut io = IoThread {
+                idx,
+                poll,
+                listener,
+                conns: HashMap::new(),
+                inbox,
+                parked,
+                shared,
+                batches: (0..shards).map(|_| Vec::new()).collect(),
+                touched: Vec::new(),
+                kill_epoch: 0,
+            };
+            io.run();
+        })
+}
+
+struct IoThread {
+    idx: u16,
+    poll: Poll,
+    listener: TcpListener,
+    conns: HashMap<u64, Conn>,
+    inbox: Receiver<IoMsg>,
+    parked: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    /// Jobs collected this iteration, per shard.
+    batches: Vec<Vec<Job>>,
+    /// Connections with something to write or to close.
+    touched: Vec<u64>,
+    kill_epoch: u64,
+}
+
+impl IoThread {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            if self.shared.shutdown.load(Ordering::SeqCst) {
+                self.close_all();
+                return;
+            }
+            let timeout = if self.inbox.is_empty() {
+                self.parked.store(true, Ordering::SeqCst);
+                if self.inbox.is_empty() {
+                    Some(TICK)
+                } else {
+                    Some(Duration::ZERO)
+                }
+            } else {
+                Some(Duration::ZERO)
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("io-{}: poll failed: {e}", self.idx);
+                    return;
+                }
+            }
+            self.parked.store(false, Ordering::SeqCst);
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept_all(),
+                    WAKER => {}
+                    Token(t) => {
+                        let id = t as u64;
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read_conn(id);
+                        }
+                        if ev.is_writable() {
+                            self.touched.push(id);
+                        }
+                    }
+                }
+            }
+            self.send_batches();
+            self.drain_inbox();
+            self.flush_touched();
+            self.send_batches();
+            let epoch = KILL_EPOCH.load(Ordering::SeqCst);
+            if epoch != self.kill_epoch {
+                self.kill_epoch = epoch;
+                self.reap_killed();
+            }
+        }
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((sock, addr)) => self.add_conn(sock, addr),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: try again on the next readiness event.
+                    eprintln!("io-{}: accept failed: {e}", self.idx);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn add_conn(&mut self, mut sock: TcpStream, addr: std::net::SocketAddr) {
+        let shared = &self.shared;
+        shared
+            .stats
+            .total_connections_received
+            .fetch_add(1, Ordering::Relaxed);
+        let (maxclients, needs_auth) = shared
+            .config
+            .read()
+            .map(|c| (c.maxclients, c.requirepass.is_some()))
+            .unwrap_or((10000, false));
+        let connected = shared.clients.lock().map(|c| c.len()).unwrap_or(0);
+        if connected >= maxclients {
+            shared
+                .stats
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            let _ = sock.write(format!("-{}\r\n", CmdError::MaxClients).as_bytes());
+            return;
+        }
+        let _ = sock.set_nodelay(true);
+        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut sock,
+                Token(id as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            return;
+        }
+        let laddr = sock.local_addr().unwrap_or(shared.addr);
+        let client = Arc::new(ClientShared {
+            id,
+            addr,
+            laddr,
+            io: self.idx,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            last_cmd: Mutex::new(String::new()),
+            last_interaction_ms: AtomicU64::new(shared.uptime_ms()),
+            db: AtomicUsize::new(0),
+            resp: AtomicUsize::new(2),
+            qbuf_bytes: AtomicUsize::new(0),
+            omem_bytes: AtomicUsize::new(0),
+            killed: AtomicBool::new(false),
+            multi: AtomicU64::new(u64::MAX),
+        });
+        if let Ok(mut c) = shared.clients.lock() {
+            c.insert(id, client.clone());
+        }
+        self.conns.insert(
+            id,
+            Conn {
+                sock,
+                session: Session {
+                    id,
+                    db: 0,
+                    resp3: false,
+                    authenticated: !needs_auth,
+                    multi: None,
+                    multi_failed: false,
+                    readonly: false,
+                    shared: client,
+                },
+                rbuf: BytesMut::with_capacity(16 * 1024),
+                need_bytes: 0,
+                wbuf: BytesMut::new(),
+                base_seq: 0,
+                slots: Default::default(),
+                close_after: None,
+                hold_until: None,
+                dead: false,
+                want_write: false,
+            },
+        );
+    }
+
+    fn read_conn(&mut self, id: u64) {
+        let (qlimit, max_bulk) = self
+            .shared
+            .config
+            .read()
+            .map(|c| (c.client_query_buffer_limit, c.proto_max_bulk_len))
+            .unwrap_or((1 << 30, 512 << 20));
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let mut chunk = [0u8; 16 * 1024];
+        let mut total = 0u64;
+        loop {
+            match conn.sock.read(&mut chunk) {
+                Ok(0) => {
+                    conn.dead = true;
+                    break;
+                }
+                Ok(n) => {
+                    total += n as u64;
+                    conn.rbuf.extend_from_slice(&chunk[..n]);
+                    if conn.rbuf.len() > qlimit {
+                        // Redis: "closing client that reached max query buffer length"
+                        conn.dead = true;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    conn.dead = true;
+                    break;
+                }
+            }
+        }
+        self.shared
+            .stats
+            .total_net_input_bytes
+            .fetch_add(total, Ordering::Relaxed);
+        let limits = DecodeLimits {
+            max_bulk_bytes: max_bulk,
+            max_multibulk: codec::MULTIBULK_MAX,
+            unauthenticated: false,
+        };
+        process_input(self.idx, &self.shared, &mut self.batches, conn, limits);
+        self.touched.push(id);
+    }
+
+    fn send_batches(&mut self) {
+        for (i, batch) in self.batches.iter_mut().enumerate() {
+            if !batch.is_empty() {
+                let _ = self.shared.shard_tx[i].send(ShardMsg::Batch(std::mem::take(batch)));
+            }
+        }
+    }
+
+    fn drain_inbox(&mut self) {
+        while let Ok(msg) = self.inbox.try_recv() {
+            match msg {
+                IoMsg::Replies(replies) => {
+                    for (to, reply) in replies {
+                        if let Some(conn) = self.conns.get_mut(&to.conn) {
+                            conn.fill(to.seq, to.part, reply);
+                            self.touched.push(to.conn);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush_touched(&mut self) {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        let max_bulk = self
+            .shared
+            .config
+            .read()
+            .map(|c| c.proto_max_bulk_len)
+            .unwrap_or(512 << 20);
+        for id in touched.drain(..) {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            let was_held = conn.hold_until.is_some();
+            conn.encode_ready();
+            if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
+                // A blocking command finished: go on with the pipeline.
+                let limits = DecodeLimits {
+                    max_bulk_bytes: max_bulk,
+                    max_multibulk: codec::MULTIBULK_MAX,
+                    unauthenticated: false,
+                };
+                process_input(self.idx, &self.shared, &mut self.batches, conn, limits);
+                conn.encode_ready();
+            }
+            let written = write_conn(conn);
+            self.shared
+                .stats
+                .total_net_output_bytes
+                .fetch_add(written, Ordering::Relaxed);
+            conn.session
+                .shared
+                .omem_bytes
+                .store(conn.wbuf.len(), Ordering::Relaxed);
+            conn.session
+                .shared
+                .qbuf_bytes
+                .store(conn.rbuf.len(), Ordering::Relaxed);
+            if conn.finished() {
+                self.remove_conn(id);
+            }
+        }
+        self.touched = touched;
+    }
+
+    fn remove_conn(&mut self, id: u64) {
+        if let Some(mut conn) = self.conns.remove(&id) {
+            let _ = self.poll.registry().deregister(&mut conn.sock);
+            if let Ok(mut c) = self.shared.clients.lock() {
+                c.remove(&id);
+            }
+        }
+    }
+
+    fn reap_killed(&mut self) {
+        let killed: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.session.shared.killed.load(Ordering::SeqCst))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in killed {
+            self.remove_conn(id);
+        }
+    }
+
+    fn close_all(&mut self) {
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            if let Some(conn) = self.conns.get_mut(&id) {
+                conn.encode_ready();
+                write_conn(conn);
+            }
+            self.remove_conn(id);
+        }
+    }
+}
+
+/// Write as much of `wbuf` as the socket takes; returns bytes written.
+fn write_conn(conn: &mut Conn) -> u64 {
+    let mut written = 0u64;
+    while !conn.wbuf.is_empty() && !conn.dead {
+        match conn.sock.write(&conn.wbuf) {
+            Ok(0) => {
+                conn.dead = true;
+            }
+            Ok(n) => {
+                let _ = conn.wbuf.split_to(n);
+                written += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => conn.dead = true,
+        }
+    }
+    if conn.wbuf.is_empty() && conn.wbuf.capacity() > 1 << 20 {
+        conn.wbuf = BytesMut::new();
+    }
+    written
+}
+
+/// Decode and dispatch every complete command in the connection's buffer.
+fn process_input(
+    io: u16,
+    shared: &Arc<Shared>,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    mut limits: DecodeLimits,
+) {
+    loop {
+        if conn.dead || conn.close_after.is_some() || conn.hold_until.is_some() {
+            return;
+        }
+        if conn.rbuf.is_empty() || conn.rbuf.len() < conn.need_bytes {
+            return;
+        }
+        limits.unauthenticated = !conn.session.authenticated;
+        match codec::decode(&mut conn.rbuf, limits) {
+            Ok(Decoded::Command(argv)) => {
+                conn.need_bytes = 0;
+                if !argv.is_empty() {
+                    dispatch(io, shared, batches, conn, argv);
+                }
+            }
+            Ok(Decoded::Incomplete { min_total }) => {
+                conn.need_bytes = min_total;
+                return;
+            }
+            Err(e) => {
+                let seq =
+                    conn.push_slot(Pending::Ready(Reply::Error(CmdError::msg(e.to_string()))));
+                conn.close_after = Some(seq);
+                conn.rbuf.clear();
+                return;
+            }
+        }
+    }
+}
+
+/// Commands that run even inside MULTI instead of being queued.
+fn runs_inside_multi(name: &str) -> bool {
+    matches!(
+        name,
+        "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "UNWATCH" | "QUIT" | "RESET"
+    )
+}
+
+/// Route one decoded command: answer it here, or queue it for its shard(s).
+fn dispatch(
+    io: u16,
+    shared: &Arc<Shared>,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    argv: Vec<Bytes>,
+) {
+    let client = &conn.session.shared;
+    client
+        .last_interaction_ms
+        .store(shared.uptime_ms(), Ordering::Relaxed);
+    let Some(spec) = table::lookup(&argv[0]) else {
+        let err = table::unknown_command(&argv);
+        shared.count_call("unknown", true, true);
+        reject(conn, err);
+        return;
+    };
+    if let Ok(mut c) = client.last_cmd.lock() {
+        c.clear();
+        c.push_str(&spec.name.to_ascii_lowercase());
+    }
+    if !spec.arity_ok(argv.len()) {
+        shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+        reject(conn, CmdError::arity(spec.name));
+        return;
+    }
+    if !conn.session.authenticated && !spec.flags.has(crate::cmd::Flags::NO_AUTH) {
+        shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+        reject(conn, CmdError::NoAuth);
+        return;
+    }
+    if let Some(queue) = conn.session.multi.as_mut() {
+        if !runs_inside_multi(spec.name) {
+            if spec.flags.has(crate::cmd::Flags::NO_MULTI) {
+                let err = CmdError::msg("ERR Command not allowed inside a transaction");
+                reject(conn, err);
+                return;
+            }
+            queue.push(argv);
+            client.multi.store(queue.len() as u64, Ordering::Relaxed);
+            conn.push_slot(Pending::Ready(Reply::simple("QUEUED")));
+            return;
+        }
+    }
+    let name = spec.name.to_ascii_lowercase();
+    let reply_failed = |r: &Reply| r.is_error();
+    match route(spec, &argv, conn, shared) {
+        Routed::Reply(r) => {
+            shared.count_call(&name, reply_failed(&r), false);
+            if r.is_error() {
+                shared
+                    .stats
+                    .total_error_replies
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            conn.push_slot(Pending::Ready(r));
+        }
+        Routed::Close(r) => {
+            shared.count_call(&name, false, false);
+            let seq = conn.push_slot(Pending::Ready(r));
+            conn.close_after = Some(seq);
+        }
+        Routed::One(shard, req) => {
+            shared.count_call(&name, false, false);
+            let seq = conn.push_slot(Pending::Waiting);
+            batches[usize::from(shard.0)].push(Job {
+                req,
+                db: conn.session.db as u16,
+                reply_to: ReplyTo {
+                    io,
+                    conn: conn.session.id,
+                    seq,
+                    part: 0,
+                },
+            });
+        }
+        Routed::Fan(parts, merge) => {
+            shared.count_call(&name, false, false);
+            let n = parts.len();
+            let seq = conn.push_slot(Pending::Fan {
+                parts: (0..n).map(|_| None).collect(),
+                left: n,
+                merge,
+            });
+            for (part, (shard, req)) in parts.into_iter().enumerate() {
+                batches[usize::from(shard.0)].push(Job {
+                    req,
+                    db: conn.session.db as u16,
+                    reply_to: ReplyTo {
+                        io,
+                        conn: conn.session.id,
+                        seq,
+                        part: part as u16,
+                    },
+                });
+            }
+        }
+    }
+}
+
+/// Answer a command that was refused before running; inside MULTI this also
+/// dooms the transaction (EXECABORT), as Redis does.
+fn reject(conn: &mut Conn, err: CmdError) {
+    if conn.session.multi.is_some() {
+        conn.session.multi_failed = true;
+    }
+    conn.push_slot(Pending::Ready(Reply::Error(err)));
+}
+
+/// Where a command goes once parsed.
+pub enum Routed {
+    Reply(Reply),
+    Close(Reply),
+    One(ShardId, ShardReq),
+    Fan(Vec<(ShardId, ShardReq)>, Merge),
+}
+
+/// Parse `argv` with its table row and decide where it runs.
+pub fn route(
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+    conn: &mut Conn,
+    shared: &Arc<Shared>,
+) -> Routed {
+    match spec.handler {
+        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, argv, shared),
+        Handler::Conn(f) => {
+            let mut cx = ConnCtx {
+                conn: &mut conn.session,
+                shared,
+            };
+            match f(&mut cx, argv) {
+                Ok(Action::Reply(r)) => Routed::Reply(r),
+                Ok(Action::Close(r)) => Routed::Close(r),
+                Ok(Action::FanOut { mut parts, merge }) => {
+                    if parts.len() == 1 {
+                        let (shard, req) = parts.remove(0);
+                        Routed::Fan(vec![(shard, req)], merge)
+                    } else {
+                        Routed::Fan(parts, merge)
+                    }
+                }
+                Err(e) => Routed::Reply(Reply::Error(e)),
+            }
+        }
+    }
+}
+
+/// Route a keyed command: to the one shard owning its keys, or split by shard and merged.
+pub fn route_keyed(
+    spec: &'static CommandSpec,
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+    merge: FanMerge,
+    argv: &[Bytes],
+    shared: &Shared,
+) -> Routed {
+    let keys = spec.key_indexes(argv);
+    let first_shard = keys
+        .first()
+        .map(|&i| shared.shard_of(&argv[i]))
+        .unwrap_or(ShardId(0));
+    let single = keys
+        .iter()
+        .all(|&i| shared.shard_of(&argv[i]) == first_shard);
+    if single {
+        return match parse(argv) {
+            Ok(req) => Routed::One(first_shard, req),
+            Err(e) => Routed::Reply(Reply::Error(e)),
+        };
+    }
+    if merge == FanMerge::Refuse {
+        return Routed::Reply(Reply::Error(CmdError::CrossSlot));
+    }
+    // Validate the whole command once, so syntax errors read as Redis's.
+    if let Err(e) = parse(argv) {
+        return Routed::Reply(Reply::Error(e));
+    }
+    let nkeys = keys.len();
+    let split = cmd::split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
+    let mut parts = Vec::with_capacity(split.len());
+    let mut positions = Vec::with_capacity(split.len());
+    for (shard, part_argv, pos) in split {
+        match parse(&part_argv) {
+            Ok(req) => parts.push((shard, req)),
+            Err(e) => return Routed::Reply(Reply::Error(e)),
+        }
+        positions.push(pos);
+    }
+    let merge: Merge = match merge {
+        FanMerge::SumInt => Box::new(cmd::merge_sum),
+        FanMerge::AllOk => Box::new(cmd::merge_ok),
+        FanMerge::KeyOrder => Box::new(move |replies: Vec<Reply>| {
+            if let Some(e) = cmd::first_error(&replies) {
+                return e;
+            }
+            let mut out: Vec<Reply> = (0..nkeys).map(|_| Reply::NullBulk).collect();
+            for (reply, pos) in replies.into_iter().zip(positions) {
+                if let Reply::Array(items) = reply {
+                    for (item, n) in items.into_iter().zip(pos) {
+                        out[n] = item;
+                    }
+                }
+            }
+            Reply::Array(out)
+        }),
+        FanMerge::Streams => {
+            let key_pos: Vec<Vec<(Bytes, usize)>> = positions
+                .iter()
+                .map(|pos| pos.iter().map(|&n| (argv[keys[n]].clone(), n)).collect())
+                .collect();
+            Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
+        }
+        FanMerge::Refuse => unreachable!("refused above"),
+    };
+    Routed::Fan(parts, merge)
+}
+
+/// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the
+/// caller's key order; a null reply when no shard returned anything.
+fn merge_streams(replies: Vec<Reply>, key_pos: Vec<Vec<(Bytes, usize)>>) -> Reply {
+    if let Some(e) = cmd::first_error(&replies) {
+        return e;
+    }
+    let mut items: Vec<(usize, (Reply, Reply))> = Vec::new();
+    for (reply, keys) in replies.into_iter().zip(key_pos) {
+        let pairs = match reply {
+            Reply::PairMap(p) => p,
+            _ => continue,
+        };
+        for (k, v) in pairs {
+            let n = match &k {
+                Reply::Bulk(b) => keys.iter().find(|(kb, _)| kb == b).map(|(_, n)| *n),
+                _ => None,
+            }
+            .unwrap_or(usize::MAX);
+            items.push((n, (k, v)));
+        }
+    }
+    if items.is_empty() {
+        return Reply::NullArray;
+    }
+    items.sort_by_key(|(n, _)| *n);
+    Reply::PairMap(items.into_iter().map(|(_, p)| p).collect())
+}

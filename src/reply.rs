@@ -1,0 +1,79 @@
+//! [`Reply`]: the only output type of command code.
+//!
+//! Command code builds a `Reply`; `io::codec` turns it into RESP2 or RESP3 bytes
+//! for the connection's negotiated protocol (maps become flat arrays in RESP2,
+//! sets become arrays, doubles become bulk strings, nulls keep RESP2's
+//! distinction between `$-1` and `*-1`).
+
+use bytes::Bytes;
+use std::borrow::Cow;
+
+use crate::error::CmdError;
+
+/// A reply to one command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+OK`
+    Ok,
+    /// `+<text>` (simple string).
+    Simple(Cow<'static, str>),
+    /// `:<n>`
+    Int(i64),
+    /// `$<len>\r\n<bytes>`
+    Bulk(Bytes),
+    /// Null bulk string: RESP2 `$-1`, RESP3 `_`.
+    NullBulk,
+    /// Null array: RESP2 `*-1` (e.g. XREAD BLOCK timeout), RESP3 `_`.
+    NullArray,
+    /// `*<n>` followed by the elements.
+    Array(Vec<Reply>),
+    /// RESP3 map `%<n>`; RESP2 flat array of 2n elements.
+    Map(Vec<(Reply, Reply)>),
+    /// Key → value pairs that RESP2 shows as an array of 2-element arrays
+    /// (XREAD / XREADGROUP replies) and RESP3 as a map.
+    PairMap(Vec<(Reply, Reply)>),
+    /// RESP3 set `~<n>`; RESP2 array.
+    Set(Vec<Reply>),
+    /// RESP3 double `,<f>`; RESP2 bulk string.
+    Double(f64),
+    /// RESP3 boolean `#t`/`#f`; RESP2 integer 1/0.
+    Bool(bool),
+    /// RESP3 verbatim string `=<len>\r\ntxt:<text>`; RESP2 bulk string.
+    Verbatim(Bytes),
+    /// `-<error text>`
+    Error(CmdError),
+}
+
+impl Reply {
+    /// A bulk string reply from anything byte-like.
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    /// A bulk string reply copied from a `&str` or `&[u8]`.
+    pub fn bulk_copy(b: impl AsRef<[u8]>) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(b.as_ref()))
+    }
+
+    /// A simple string reply from a static text.
+    pub fn simple(s: &'static str) -> Reply {
+        Reply::Simple(Cow::Borrowed(s))
+    }
+
+    /// Whether this reply is an error.
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+}
+
+impl From<CmdError> for Reply {
+    fn from(e: CmdError) -> Reply {
+        Reply::Error(e)
+    }
+}
+
+impl From<Result<Reply, CmdError>> for Reply {
+    fn from(r: Result<Reply, CmdError>) -> Reply {
+        r.unwrap_or_else(Reply::Error)
+    }
+}

@@ -1,0 +1,237 @@
+//! Starting and stopping a server: spawn pinned shard threads and IO threads,
+//! and the state they share (configuration, client registry, counters).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+
+use crate::config::Config;
+use crate::io::conn::ClientShared;
+use crate::route::slot::{slot_of, ShardId};
+use crate::shard::msg::{IoOutbox, ShardMsg};
+
+/// Server-wide counters (INFO stats).
+#[derive(Default)]
+pub struct ServerStats {
+    pub total_connections_received: AtomicU64,
+    pub total_commands_processed: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub total_net_input_bytes: AtomicU64,
+    pub total_net_output_bytes: AtomicU64,
+    pub total_error_replies: AtomicU64,
+}
+
+/// Per-command counters for INFO commandstats.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct CmdStat {
+    pub calls: u64,
+    pub failed_calls: u64,
+    pub rejected_calls: u64,
+}
+
+/// State shared by every IO thread (never by shards' data).
+pub struct Shared {
+    /// Effective configuration; `CONFIG SET` changes it.
+    pub config: RwLock<Config>,
+    /// Number of shards (fixed for the server's life).
+    pub shards: u16,
+    /// Number of databases (fixed for the server's life).
+    pub databases: usize,
+    /// Shard inboxes, indexed by shard id.
+    pub shard_tx: Vec<Sender<ShardMsg>>,
+    /// IO threads' reply channels and wakers, indexed by IO thread.
+    pub io: Vec<IoOutbox>,
+    /// Connected clients by id.
+    pub clients: Mutex<HashMap<u64, Arc<ClientShared>>>,
+    pub next_client_id: AtomicU64,
+    pub stats: ServerStats,
+    /// Calls per command name (lowercase, `client|list` for subcommands).
+    pub cmdstats: Mutex<HashMap<String, CmdStat>>,
+    pub started: Instant,
+    /// Address actually bound (port resolved when 0 was asked).
+    pub addr: SocketAddr,
+    /// 40 hex characters, fixed for the process life (INFO `run_id`, CLUSTER MYID).
+    pub run_id: String,
+    pub shutdown: AtomicBool,
+}
+
+impl Shared {
+    /// The shard owning `key`.
+    pub fn shard_of(&self, key: &[u8]) -> ShardId {
+        slot_of(key).shard(self.shards)
+    }
+
+    /// Milliseconds since the server started.
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Ask every thread to stop.
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        for io in &self.io {
+            let _ = io.waker.wake();
+        }
+    }
+
+    /// Count one call of `name` (and whether it failed or was rejected before running).
+    pub fn count_call(&self, name: &str, failed: bool, rejected: bool) {
+        self.stats
+            .total_commands_processed
+            .fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.cmdstats.lock() {
+            let e = m.entry(name.to_string()).or_default();
+            e.calls += u64::from(!rejected);
+            e.failed_calls += u64::from(failed);
+            e.rejected_calls += u64::from(rejected);
+        }
+    }
+}
+
+/// A running server. Dropping it does not stop it: call [`ServerHandle::shutdown`].
+pub struct ServerHandle {
+    pub shared: Arc<Shared>,
+    io_threads: Vec<JoinHandle<()>>,
+    shard_threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// Stop every thread and wait for them.
+    pub fn shutdown(mut self) {
+        self.shared.request_shutdown();
+        self.join_all();
+    }
+
+    /// Wait until the server stops (SHUTDOWN command or [`Shared::request_shutdown`]).
+    pub fn wait(mut self) {
+        self.join_all();
+    }
+
+    /// IO threads stop first (they own the clients); then shards drain and exit.
+    fn join_all(&mut self) {
+        for t in self.io_threads.drain(..) {
+            let _ = t.join();
+        }
+        for tx in &self.shared.shard_tx {
+            let _ = tx.send(ShardMsg::Shutdown);
+        }
+        for t in self.shard_threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn random_hex40() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::new();
+    while out.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+/// Bind, spawn shard and IO threads, and return once the server accepts connections.
+pub fn start(config: Config) -> io::Result<ServerHandle> {
+    let listener = std::net::TcpListener::bind((config.bind.as_str(), config.port))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let shards = config.shards.max(1);
+    let io_threads = config.io_threads.max(1);
+    let databases = config.databases.max(1);
+
+    let cores = if config.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+
+    let mut shard_tx = Vec::new();
+    let mut shard_rx = Vec::new();
+    for _ in 0..shards {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        shard_tx.push(tx);
+        shard_rx.push(rx);
+    }
+    let mut io_parts = Vec::new();
+    let mut outboxes = Vec::new();
+    for _ in 0..io_threads {
+        let poll = mio::Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), crate::io::WAKER)?);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let parked = Arc::new(AtomicBool::new(false));
+        outboxes.push(IoOutbox {
+            tx,
+            waker,
+            parked: parked.clone(),
+        });
+        io_parts.push((poll, rx, parked));
+    }
+
+    let shared = Arc::new(Shared {
+        config: RwLock::new(Config {
+            port: addr.port(),
+            ..config
+        }),
+        shards,
+        databases,
+        shard_tx,
+        io: outboxes.clone(),
+        clients: Mutex::new(HashMap::new()),
+        next_client_id: AtomicU64::new(1),
+        stats: ServerStats::default(),
+        cmdstats: Mutex::new(HashMap::new()),
+        started: Instant::now(),
+        addr,
+        run_id: random_hex40(),
+        shutdown: AtomicBool::new(false),
+    });
+
+    let mut shard_threads = Vec::new();
+    for (i, rx) in shard_rx.into_iter().enumerate() {
+        let seed = crate::shard::ShardSeed {
+            id: ShardId(i as u16),
+            shards,
+            databases,
+            core: (!cores.is_empty()).then(|| cores[i % cores.len()]),
+            inbox: rx,
+            outboxes: outboxes.clone(),
+        };
+        shard_threads.push(crate::shard::spawn_shard(seed)?);
+    }
+    let mut io_threads = Vec::new();
+    for (i, (poll, rx, parked)) in io_parts.into_iter().enumerate() {
+        let l = listener.try_clone()?;
+        io_threads.push(crate::io::spawn_io(
+            i as u16,
+            poll,
+            l,
+            rx,
+            parked,
+            shared.clone(),
+        )?);
+    }
+    Ok(ServerHandle {
+        shared,
+        io_threads,
+        shard_threads,
+    })
+}

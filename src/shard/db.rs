@@ -1,0 +1,378 @@
+//! [`ShardDb`]: one shard's keyspace for every database, with its expiry and
+//! scan indexes. Typed lookups live here, so `WRONGTYPE` is decided in one place.
+//!
+//! `ShardDb` is `!Send`: it is created on its shard thread and never leaves it.
+//!
+//! ```compile_fail
+//! fn must_be_send<T: Send>() {}
+//! must_be_send::<shardstream::shard::db::ShardDb>();
+//! ```
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+
+use bytes::Bytes;
+
+use crate::error::CmdError;
+use crate::route::slot::{slot_of, ShardId};
+
+/// A value stored under a key.
+pub enum Value {
+    /// A string (GET/SET/INCR/APPEND).
+    Str(Bytes),
+}
+
+impl Value {
+    /// The name `TYPE` reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+        }
+    }
+
+    /// Approximate heap footprint in bytes (MEMORY USAGE).
+    pub fn memory_usage_bytes(&self) -> usize {
+        match self {
+            Value::Str(b) => b.len(),
+        }
+    }
+}
+
+/// A key's value and its expiry.
+pub struct Entry {
+    pub value: Value,
+    /// Absolute expiry, ms since the Unix epoch; `None` = persistent.
+    pub expire_at_ms: Option<u64>,
+}
+
+/// Position of a key in SCAN order: (hash slot, 48-bit key hash).
+///
+/// SCAN cursors encode this position (`slot << 48 | hash48`), so a cursor
+/// names a shard (shards own contiguous slot ranges) and a place inside it that
+/// stays valid however the keyspace changes between calls.
+pub type ScanPos = (u16, u64);
+
+/// Stable 48-bit hash of a key for SCAN ordering.
+pub fn scan_hash(key: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish() >> 16
+}
+
+/// One database (`SELECT n`) inside one shard.
+#[derive(Default)]
+pub struct Keyspace {
+    map: HashMap<Bytes, Entry>,
+    /// Keys with a TTL, ordered by deadline: active expiry pops from the front.
+    expires: BTreeSet<(u64, Bytes)>,
+    /// Every key in SCAN order: (slot, hash48, key).
+    scan_index: BTreeSet<(u16, u64, Bytes)>,
+}
+
+impl Keyspace {
+    fn index_key(key: &Bytes) -> (u16, u64, Bytes) {
+        (slot_of(key).0, scan_hash(key), key.clone())
+    }
+
+    /// Number of keys (expired-but-not-yet-collected keys included, as Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Number of keys with a TTL.
+    pub fn expires_len(&self) -> usize {
+        self.expires.len()
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (key, entry) = self.map.remove_entry(key)?;
+        if let Some(at) = entry.expire_at_ms {
+            self.expires.remove(&(at, key.clone()));
+        }
+        self.scan_index.remove(&Self::index_key(&key));
+        Some(entry)
+    }
+
+    fn is_expired(&self, key: &[u8], now_ms: u64) -> bool {
+        matches!(self.map.get(key), Some(Entry { expire_at_ms: Some(at), .. }) if *at <= now_ms)
+    }
+}
+
+/// Counters a shard keeps for INFO.
+#[derive(Default, Clone, Debug)]
+pub struct ShardStats {
+    /// Commands executed on this shard.
+    pub ops: u64,
+    /// Keys removed by lazy or active expiry.
+    pub expired_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+}
+
+/// One shard's data: a [`Keyspace`] per database. Lives and dies on its shard thread.
+pub struct ShardDb {
+    pub id: ShardId,
+    /// Total number of shards in this server.
+    pub shards: u16,
+    dbs: Vec<Keyspace>,
+    pub stats: ShardStats,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl ShardDb {
+    /// An empty shard with `databases` databases.
+    pub fn new(id: ShardId, shards: u16, databases: usize) -> Self {
+        ShardDb {
+            id,
+            shards,
+            dbs: (0..databases.max(1)).map(|_| Keyspace::default()).collect(),
+            stats: ShardStats::default(),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Number of databases.
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// The keyspace of database `db` (read-only: no lazy expiry).
+    pub fn keyspace(&self, db: usize) -> &Keyspace {
+        &self.dbs[db.min(self.dbs.len() - 1)]
+    }
+
+    fn ks(&mut self, db: usize) -> &mut Keyspace {
+        let n = self.dbs.len() - 1;
+        &mut self.dbs[db.min(n)]
+    }
+
+    /// Drop `key` if its TTL has passed (lazy expiry). Returns whether it was removed.
+    pub fn expire_if_needed(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        let ks = self.ks(db);
+        if ks.is_expired(key, now_ms) {
+            ks.remove(key);
+            self.stats.expired_keys += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The live entry under `key`, after lazy expiry.
+    pub fn get(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.ks(db).map.get(key)
+    }
+
+    /// The live entry under `key` for modification, after lazy expiry.
+    /// Changing `expire_at_ms` through this reference is not allowed: use [`set_expire`](Self::set_expire).
+    pub fn get_mut(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.ks(db).map.get_mut(key)
+    }
+
+    /// Count a keyspace hit or miss (INFO stats `keyspace_hits` / `keyspace_misses`).
+    pub fn count_lookup(&mut self, hit: bool) {
+        if hit {
+            self.stats.keyspace_hits += 1;
+        } else {
+            self.stats.keyspace_misses += 1;
+        }
+    }
+
+    /// Whether a live key exists.
+    pub fn exists(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        self.get(db, key, now_ms).is_some()
+    }
+
+    /// The string under `key`: `Ok(None)` when missing, `WrongType` when not a string.
+    pub fn get_str(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&Bytes>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Str(s),
+                ..
+            }) => Ok(Some(s)),
+            #[allow(unreachable_patterns)]
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Store `value` under `key` with the given expiry, replacing any old value
+    /// (and its TTL). Returns the old entry.
+    pub fn set(
+        &mut self,
+        db: usize,
+        key: Bytes,
+        value: Value,
+        expire_at_ms: Option<u64>,
+    ) -> Option<Entry> {
+        let ks = self.ks(db);
+        let old = ks.remove(&key);
+        if let Some(at) = expire_at_ms {
+            ks.expires.insert((at, key.clone()));
+        }
+        ks.scan_index.insert(Keyspace::index_key(&key));
+        ks.map.insert(
+            key,
+            Entry {
+                value,
+                expire_at_ms,
+            },
+        );
+        old
+    }
+
+    /// Delete `key`; returns the removed entry (expired keys count as missing).
+    pub fn remove(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<Entry> {
+        if self.expire_if_needed(db, key, now_ms) {
+            return None;
+        }
+        self.ks(db).remove(key)
+    }
+
+    /// Set or clear the TTL of an existing key. Returns false when the key is missing.
+    pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at_ms: Option<u64>) -> bool {
+        let ks = self.ks(db);
+        let Some((k, entry)) = ks.map.get_key_value(key) else {
+            return false;
+        };
+        let k = k.clone();
+        let old = entry.expire_at_ms;
+        if let Some(at) = old {
+            ks.expires.remove(&(at, k.clone()));
+        }
+        if let Some(at) = expire_at_ms {
+            ks.expires.insert((at, k.clone()));
+        }
+        if let Some(e) = ks.map.get_mut(&k) {
+            e.expire_at_ms = expire_at_ms;
+        }
+        true
+    }
+
+    /// Remove every key of database `db`. Returns how many were removed.
+    pub fn flush(&mut self, db: usize) -> usize {
+        let ks = self.ks(db);
+        let n = ks.map.len();
+        *ks = Keyspace::default();
+        n
+    }
+
+    /// Active expiry: remove keys whose deadline is at or before `now_ms`, at
+    /// most `budget` keys per call. Returns how many were removed.
+    ///
+    /// # Source
+    /// Redis's `activeExpireCycle` samples keys; here deadlines are ordered, so
+    /// the cycle removes exactly the expired keys, oldest deadline first.
+    pub fn active_expire(&mut self, now_ms: u64, budget: usize) -> usize {
+        let mut removed = 0;
+        for ks in &mut self.dbs {
+            while removed < budget {
+                let Some((at, key)) = ks.expires.first().cloned() else {
+                    break;
+                };
+                if at > now_ms {
+                    break;
+                }
+                ks.remove(&key);
+                removed += 1;
+            }
+        }
+        self.stats.expired_keys += removed as u64;
+        removed
+    }
+
+    /// Live keys of database `db` in SCAN order starting at `from`, calling
+    /// `visit` for each until it returns false. Expired keys are skipped.
+    pub fn scan_from(
+        &self,
+        db: usize,
+        from: ScanPos,
+        now_ms: u64,
+        mut visit: impl FnMut(ScanPos, &Bytes, &Entry) -> bool,
+    ) {
+        let ks = self.keyspace(db);
+        let start = (from.0, from.1, Bytes::new());
+        for (slot, hash, key) in ks.scan_index.range(start..) {
+            let Some(entry) = ks.map.get(key) else {
+                continue;
+            };
+            if matches!(entry.expire_at_ms, Some(at) if at <= now_ms) {
+                continue;
+            }
+            if !visit((*slot, *hash), key, entry) {
+                break;
+            }
+        }
+    }
+
+    /// Keys in hash slot `slot` of database `db` (CLUSTER GETKEYSINSLOT / COUNTKEYSINSLOT).
+    pub fn keys_in_slot(&self, db: usize, slot: u16) -> impl Iterator<Item = &Bytes> {
+        self.keyspace(db)
+            .scan_index
+            .range((slot, 0, Bytes::new())..)
+            .take_while(move |(s, _, _)| *s == slot)
+            .map(|(_, _, k)| k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_and_active_expiry() {
+        let mut db = ShardDb::new(ShardId(0), 1, 16);
+        db.set(
+            0,
+            Bytes::from_static(b"a"),
+            Value::Str(Bytes::from_static(b"1")),
+            Some(100),
+        );
+        db.set(
+            0,
+            Bytes::from_static(b"b"),
+            Value::Str(Bytes::from_static(b"2")),
+            Some(200),
+        );
+        db.set(
+            0,
+            Bytes::from_static(b"c"),
+            Value::Str(Bytes::from_static(b"3")),
+            None,
+        );
+        assert!(db.exists(0, b"a", 99));
+        assert!(!db.exists(0, b"a", 100));
+        assert_eq!(db.keyspace(0).len(), 2);
+        assert_eq!(db.active_expire(250, 10), 1);
+        assert_eq!(db.keyspace(0).len(), 1);
+        assert_eq!(db.keyspace(0).expires_len(), 0);
+    }
+
+    #[test]
+    fn overwrite_clears_ttl_and_index() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        let k = Bytes::from_static(b"k");
+        db.set(0, k.clone(), Value::Str(Bytes::new()), Some(100));
+        db.set(0, k.clone(), Value::Str(Bytes::new()), None);
+        assert_eq!(db.keyspace(0).expires_len(), 0);
+        let mut seen = 0;
+        db.scan_from(0, (0, 0), 0, |_, _, _| {
+            seen += 1;
+            true
+        });
+        assert_eq!(seen, 1);
+    }
+}

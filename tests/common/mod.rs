@@ -1,0 +1,306 @@
+//! Test harness: an in-process server on `127.0.0.1:0`, a raw RESP client, and
+//! a real `redis-server` for differential tests when one is installed.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use shardstream::config::Config;
+use shardstream::server::{self, ServerHandle};
+
+/// A shardstream server running in this process; stops on drop.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    handle: Option<ServerHandle>,
+}
+
+impl TestServer {
+    /// Start with `shards` shards and default settings.
+    pub fn start(shards: u16) -> Self {
+        Self::with_config(Config {
+            shards,
+            ..test_config()
+        })
+    }
+
+    /// Start with an explicit configuration (port is forced to 0).
+    pub fn with_config(config: Config) -> Self {
+        let handle = server::start(Config { port: 0, ..config }).expect("server starts");
+        TestServer {
+            addr: handle.addr(),
+            handle: Some(handle),
+        }
+    }
+
+    /// A raw RESP client.
+    pub fn client(&self) -> RespClient {
+        RespClient::connect(self.addr)
+    }
+
+    /// A `redis` crate connection.
+    pub fn redis(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://{}/", self.addr))
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown();
+        }
+    }
+}
+
+/// Defaults for tests: loopback, ephemeral port, no pinning, a scratch data dir.
+pub fn test_config() -> Config {
+    Config {
+        bind: "127.0.0.1".into(),
+        port: 0,
+        shards: 2,
+        pin: false,
+        dir: std::env::temp_dir().join(format!("shardstream-test-{}", std::process::id())),
+        ..Config::default()
+    }
+}
+
+/// A blocking RESP client that returns each reply as its exact wire text.
+pub struct RespClient {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl RespClient {
+    pub fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        RespClient { stream, reader }
+    }
+
+    /// Send raw bytes.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Send one command (RESP multibulk) without reading the reply.
+    pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
+        let mut out = Vec::new();
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            let a = a.as_ref();
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.send_raw(&out);
+    }
+
+    /// Send a command and return its reply's wire text without the final CRLF,
+    /// e.g. `+OK`, `:1`, `$-1`, `*2\r\n$1\r\na\r\n$1\r\nb`.
+    pub fn raw<A: AsRef<[u8]>>(&mut self, args: &[A]) -> String {
+        self.send(args);
+        self.read_reply()
+    }
+
+    /// Read one reply (any RESP2/RESP3 type) as wire text without the final CRLF.
+    pub fn read_reply(&mut self) -> String {
+        let mut out = Vec::new();
+        self.read_into(&mut out);
+        let mut s = String::from_utf8_lossy(&out).into_owned();
+        if s.ends_with("\r\n") {
+            s.truncate(s.len() - 2);
+        }
+        s
+    }
+
+    /// Whether the server closed the connection (EOF within a short time).
+    pub fn is_closed(&mut self) -> bool {
+        self.stream
+            .set_read_timeout(Some(Duration::from_millis(1000)))
+            .unwrap();
+        let mut buf = [0u8; 1];
+        let closed = matches!(self.reader.read(&mut buf), Ok(0) | Err(_));
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        closed
+    }
+
+    fn read_line(&mut self, out: &mut Vec<u8>) -> Vec<u8> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).expect("read");
+        assert!(!line.is_empty(), "connection closed while reading a reply");
+        out.extend_from_slice(&line);
+        line.truncate(line.len().saturating_sub(2));
+        line
+    }
+
+    fn read_into(&mut self, out: &mut Vec<u8>) {
+        let line = self.read_line(out);
+        let kind = line[0];
+        let n: i64 = std::str::from_utf8(&line[1..])
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0);
+        match kind {
+            b'$' | b'=' | b'!' if n >= 0 => {
+                let mut body = vec![0u8; n as usize + 2];
+                self.reader.read_exact(&mut body).expect("read bulk");
+                out.extend_from_slice(&body);
+            }
+            b'*' | b'~' | b'>' if n > 0 => {
+                for _ in 0..n {
+                    self.read_into(out);
+                }
+            }
+            b'%' | b'|' if n > 0 => {
+                for _ in 0..2 * n {
+                    self.read_into(out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Find a free loopback port (bind :0, read it, release it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real `redis-server` child process for differential tests; killed on drop.
+pub struct RedisServer {
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl RedisServer {
+    /// Start `redis-server` on a free loopback port, or `None` when it is not installed.
+    /// Set `SHARDSTREAM_REQUIRE_REDIS=1` (CI does) to make a missing redis-server a failure.
+    pub fn start() -> Option<Self> {
+        let found = Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            assert!(
+                std::env::var("SHARDSTREAM_REQUIRE_REDIS").is_err(),
+                "redis-server is required (SHARDSTREAM_REQUIRE_REDIS is set) but not installed"
+            );
+            eprintln!("redis-server not installed: skipping differential comparison");
+            return None;
+        }
+        for _ in 0..5 {
+            let port = free_port();
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--protected-mode",
+                    "yes",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let mut srv = RedisServer { addr, child };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if TcpStream::connect(addr).is_ok() {
+                    return Some(srv);
+                }
+                if let Ok(Some(_)) = srv.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = srv.child.kill();
+        }
+        panic!("redis-server did not start");
+    }
+
+    pub fn client(&self) -> RespClient {
+        RespClient::connect(self.addr)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Split a script line into arguments (whitespace separated, `"..."` quoting).
+pub fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut has = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                has = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if has {
+                    out.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                has = true;
+            }
+        }
+    }
+    if has {
+        out.push(cur);
+    }
+    out
+}
+
+/// Run a script (one command per line; `#` comments) against both servers and
+/// assert identical replies. Lines starting with `~` are sent to both but their
+/// replies are not compared (timestamps, IDs...).
+pub fn assert_same_replies(ours: &mut RespClient, redis: &mut RespClient, script: &str) {
+    for (n, line) in script.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (compare, line) = match line.strip_prefix('~') {
+            Some(rest) => (false, rest.trim()),
+            None => (true, line),
+        };
+        let args = words(line);
+        let a = ours.raw(&args);
+        let b = redis.raw(&args);
+        if compare {
+            assert_eq!(a, b, "line {}: `{line}`\n ours: {a:?}\nredis: {b:?}", n + 1);
+        }
+    }
+}
