@@ -42,6 +42,10 @@ pub enum Reply {
     Verbatim(Bytes),
     /// `-<error text>`
     Error(CmdError),
+    /// Internal, never encoded: the request parked a blocking waiter and its
+    /// reply comes later from whoever claims the ticket (a shard or the IO
+    /// thread on timeout). Shards do not send it.
+    NoReply,
 }
 
 impl Reply {

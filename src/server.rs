@@ -59,6 +59,8 @@ pub struct Shared {
     /// 40 hex characters, fixed for the process life (INFO `run_id`, CLUSTER MYID).
     pub run_id: String,
     pub shutdown: AtomicBool,
+    /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
+    pub blocked_clients: AtomicU64,
 }
 
 impl Shared {
@@ -203,6 +205,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         addr,
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
+        blocked_clients: AtomicU64::new(0),
     });
 
     let mut shard_threads = Vec::new();

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::shard::db::ShardDb;
+use crate::shard::msg::ReplyTo;
 
 pub use table::{CommandSpec, FanMerge, Flags, Handler, Keys};
 
@@ -35,6 +36,24 @@ pub struct ExecCtx {
     pub db: usize,
     /// Wall clock in ms since the Unix epoch, one snapshot per batch.
     pub now_ms: u64,
+    /// Where the reply goes (blocking commands park a waiter with it).
+    pub reply_to: ReplyTo,
+}
+
+impl ExecCtx {
+    /// A context for unit tests and internal calls: database `db`, time `now_ms`.
+    pub fn at(db: usize, now_ms: u64) -> ExecCtx {
+        ExecCtx {
+            db,
+            now_ms,
+            reply_to: ReplyTo {
+                io: 0,
+                conn: 0,
+                seq: 0,
+                part: 0,
+            },
+        }
+    }
 }
 
 /// A parsed command that runs on one shard. Built on the IO thread (owned,
@@ -69,7 +88,7 @@ where
 }
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
-pub type Merge = Box<dyn FnOnce(Vec<Reply>) -> Reply>;
+pub type Merge = Box<dyn FnOnce(Vec<Reply>) -> Reply + Send>;
 
 /// What a connection-level handler asks the IO thread to do.
 pub enum Action {

@@ -108,6 +108,23 @@ pub enum Handler {
         parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
         merge: FanMerge,
     },
+    /// A keyed read that may block (XREAD / XREADGROUP with BLOCK).
+    /// `parse` builds the non-blocking form (used as is when `block_ms` says
+    /// the argv does not block, inside MULTI, and as the first, non-blocking
+    /// pass over several shards); `block_ms` returns the BLOCK timeout in ms
+    /// (0 = forever) when the argv asks to block; `park` builds, for one shard's
+    /// part of the argv, a request that serves the read now if it has data
+    /// (claiming the ticket first) or parks a waiter and replies
+    /// [`Reply::NoReply`](crate::reply::Reply::NoReply).
+    Blocking {
+        parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+        merge: FanMerge,
+        block_ms: fn(&[Bytes]) -> Option<u64>,
+        park: fn(
+            &[Bytes],
+            std::sync::Arc<crate::shard::blocking::Ticket>,
+        ) -> Result<ShardReq, CmdError>,
+    },
     /// Runs on the IO thread with the connection's state; may answer directly,
     /// or fan out to shards (DBSIZE, INFO, FLUSHALL...).
     Conn(fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>),

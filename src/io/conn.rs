@@ -10,8 +10,29 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 
-use crate::cmd::Merge;
+use crate::cmd::{Merge, ShardReq};
+use crate::error::CmdError;
 use crate::reply::Reply;
+use crate::route::slot::ShardId;
+use crate::shard::blocking::Ticket;
+
+/// A blocking read to park on shards if the first, non-blocking pass over
+/// several shards found nothing.
+pub struct BlockPlan {
+    /// Each shard's part of the argv.
+    pub parts: Vec<(ShardId, Vec<Bytes>)>,
+    pub park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
+    /// BLOCK timeout in ms, 0 = forever.
+    pub timeout_ms: u64,
+}
+
+/// A connection waiting in a blocking read.
+pub struct Blocked {
+    pub seq: u64,
+    pub ticket: Arc<Ticket>,
+    /// None = BLOCK 0 (forever).
+    pub deadline: Option<Instant>,
+}
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),
 /// shared between its IO thread and the server-wide registry.
@@ -115,6 +136,8 @@ pub enum Pending {
         parts: Vec<Option<Reply>>,
         left: usize,
         merge: Merge,
+        /// When set and the merged reply is a null array, park instead of answering.
+        then_block: Option<BlockPlan>,
     },
 }
 
@@ -140,6 +163,8 @@ pub struct Conn {
     pub dead: bool,
     /// WRITABLE interest is registered (a previous write was partial).
     pub want_write: bool,
+    /// Set while a blocking read is parked on shards.
+    pub blocked: Option<Blocked>,
 }
 
 impl Conn {
@@ -155,14 +180,11 @@ impl Conn {
         seq
     }
 
-    /// Deliver a (part of a) reply to slot `seq`.
-    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) {
-        let Some(idx) = seq.checked_sub(self.base_seq) else {
-            return;
-        };
-        let Some(slot) = self.slots.get_mut(idx as usize) else {
-            return;
-        };
+    /// Deliver a (part of a) reply to slot `seq`. Returns a block plan when a
+    /// fan-out found nothing and the command must now park on its shards.
+    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<BlockPlan> {
+        let idx = seq.checked_sub(self.base_seq)?;
+        let slot = self.slots.get_mut(idx as usize)?;
         match slot {
             Pending::Waiting => *slot = Pending::Ready(reply),
             Pending::Fan { parts, left, .. } => {
@@ -173,19 +195,29 @@ impl Conn {
                     }
                 }
                 if *left == 0 {
-                    if let Pending::Fan { parts, merge, .. } =
-                        std::mem::replace(slot, Pending::Waiting)
+                    if let Pending::Fan {
+                        parts,
+                        merge,
+                        then_block,
+                        ..
+                    } = std::mem::replace(slot, Pending::Waiting)
                     {
                         let parts = parts
                             .into_iter()
                             .map(|p| p.unwrap_or(Reply::NullBulk))
                             .collect();
-                        *slot = Pending::Ready(merge(parts));
+                        let merged = merge(parts);
+                        if matches!(merged, Reply::NullArray) && then_block.is_some() {
+                            // Stays Waiting: the parked read fills it later.
+                            return then_block;
+                        }
+                        *slot = Pending::Ready(merged);
                     }
                 }
             }
             Pending::Ready(_) => {}
         }
+        None
     }
 
     /// Encode every ready reply at the front of the queue into `wbuf`.

@@ -32,9 +32,10 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::server::Shared;
+use crate::shard::blocking::Ticket;
 use crate::shard::msg::{IoMsg, Job, ReplyTo, ShardMsg};
 use codec::{DecodeLimits, Decoded};
-use conn::{ClientShared, Conn, Pending, Session};
+use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session};
 
 /// Token of the IO thread's waker.
 pub const WAKER: Token = Token(usize::MAX);
@@ -73,6 +74,7 @@ pub fn spawn_io(
                 batches: (0..shards).map(|_| Vec::new()).collect(),
                 touched: Vec::new(),
                 kill_epoch: 0,
+                blocked_ids: Default::default(),
             };
             io.run();
         })
@@ -91,6 +93,8 @@ struct IoThread {
     /// Connections with something to write or to close.
     touched: Vec<u64>,
     kill_epoch: u64,
+    /// Connections parked in a blocking read (their deadlines are checked every iteration).
+    blocked_ids: std::collections::HashSet<u64>,
 }
 
 impl IoThread {
@@ -104,7 +108,7 @@ impl IoThread {
             let timeout = if self.inbox.is_empty() {
                 self.parked.store(true, Ordering::SeqCst);
                 if self.inbox.is_empty() {
-                    Some(TICK)
+                    Some(self.next_deadline().unwrap_or(TICK).min(TICK))
                 } else {
                     Some(Duration::ZERO)
                 }
@@ -135,6 +139,7 @@ impl IoThread {
             }
             self.send_batches();
             self.drain_inbox();
+            self.expire_blocked();
             self.flush_touched();
             self.send_batches();
             let epoch = KILL_EPOCH.load(Ordering::SeqCst);
@@ -239,6 +244,7 @@ impl IoThread {
                 hold_until: None,
                 dead: false,
                 want_write: false,
+                blocked: None,
             },
         );
     }
@@ -288,6 +294,9 @@ impl IoThread {
             unauthenticated: false,
         };
         process_input(self.idx, &self.shared, &mut self.batches, conn, limits);
+        if conn.blocked.is_some() {
+            self.blocked_ids.insert(id);
+        }
         self.touched.push(id);
     }
 
@@ -305,12 +314,64 @@ impl IoThread {
                 IoMsg::Replies(replies) => {
                     for (to, reply) in replies {
                         if let Some(conn) = self.conns.get_mut(&to.conn) {
-                            conn.fill(to.seq, to.part, reply);
+                            if let Some(plan) = conn.fill(to.seq, to.part, reply) {
+                                start_block(
+                                    self.idx,
+                                    &self.shared,
+                                    &mut self.batches,
+                                    conn,
+                                    to.seq,
+                                    plan,
+                                );
+                                if conn.blocked.is_some() {
+                                    self.blocked_ids.insert(to.conn);
+                                }
+                            }
                             self.touched.push(to.conn);
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// Time until the earliest BLOCK deadline, if any connection is blocked.
+    fn next_deadline(&self) -> Option<Duration> {
+        let now = Instant::now();
+        self.blocked_ids
+            .iter()
+            .filter_map(|id| self.conns.get(id)?.blocked.as_ref()?.deadline)
+            .min()
+            .map(|d| d.saturating_duration_since(now))
+    }
+
+    /// Answer blocked reads whose BLOCK timeout passed with a null array,
+    /// unless a shard claimed the ticket first (its reply is on the way).
+    fn expire_blocked(&mut self) {
+        if self.blocked_ids.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut done = Vec::new();
+        for id in &self.blocked_ids {
+            let Some(conn) = self.conns.get_mut(id) else {
+                done.push(*id);
+                continue;
+            };
+            let Some(b) = &conn.blocked else {
+                done.push(*id);
+                continue;
+            };
+            if b.deadline.is_some_and(|d| d <= now) {
+                let seq = b.seq;
+                if b.ticket.claim() {
+                    conn.fill(seq, 0, Reply::NullArray);
+                }
+                self.touched.push(*id);
+            }
+        }
+        for id in done {
+            self.blocked_ids.remove(&id);
         }
     }
 
@@ -330,6 +391,10 @@ impl IoThread {
             };
             let was_held = conn.hold_until.is_some();
             conn.encode_ready();
+            if conn.blocked.as_ref().is_some_and(|b| b.seq < conn.base_seq) {
+                conn.blocked = None;
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
             if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
                 // A blocking command finished: go on with the pipeline.
                 let limits = DecodeLimits {
@@ -353,6 +418,9 @@ impl IoThread {
                 .shared
                 .qbuf_bytes
                 .store(conn.rbuf.len(), Ordering::Relaxed);
+            if conn.blocked.is_some() {
+                self.blocked_ids.insert(id);
+            }
             if conn.finished() {
                 self.remove_conn(id);
             }
@@ -363,6 +431,12 @@ impl IoThread {
     fn remove_conn(&mut self, id: u64) {
         if let Some(mut conn) = self.conns.remove(&id) {
             let _ = self.poll.registry().deregister(&mut conn.sock);
+            if let Some(b) = conn.blocked.take() {
+                // Claiming makes every shard drop its waiter for this client.
+                b.ticket.claim();
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
+            self.blocked_ids.remove(&id);
             if let Ok(mut c) = self.shared.clients.lock() {
                 c.remove(&id);
             }
@@ -539,14 +613,24 @@ fn dispatch(
                 },
             });
         }
-        Routed::Fan(parts, merge) => {
+        Routed::Block(plan) => {
+            shared.count_call(&name, false, false);
+            let seq = conn.push_slot(Pending::Waiting);
+            start_block(io, shared, batches, conn, seq, plan);
+        }
+        Routed::Fan(parts, merge, then_block) => {
+            let blocking = then_block.is_some();
             shared.count_call(&name, false, false);
             let n = parts.len();
             let seq = conn.push_slot(Pending::Fan {
                 parts: (0..n).map(|_| None).collect(),
                 left: n,
                 merge,
+                then_block,
             });
+            if blocking {
+                conn.hold_until = Some(seq);
+            }
             for (part, (shard, req)) in parts.into_iter().enumerate() {
                 batches[usize::from(shard.0)].push(Job {
                     req,
@@ -577,7 +661,11 @@ pub enum Routed {
     Reply(Reply),
     Close(Reply),
     One(ShardId, ShardReq),
-    Fan(Vec<(ShardId, ShardReq)>, Merge),
+    /// Parts run on their shards, replies merged; with a block plan, a null
+    /// merged reply parks the read instead of answering.
+    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<BlockPlan>),
+    /// A blocking read whose keys live on one shard: park it there directly.
+    Block(BlockPlan),
 }
 
 /// Parse `argv` with its table row and decide where it runs.
@@ -589,6 +677,15 @@ pub fn route(
 ) -> Routed {
     match spec.handler {
         Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, argv, shared),
+        Handler::Blocking {
+            parse,
+            merge,
+            block_ms,
+            park,
+        } => match block_ms(argv) {
+            None => route_keyed(spec, parse, merge, argv, shared),
+            Some(timeout_ms) => route_blocking(spec, parse, merge, park, timeout_ms, argv, shared),
+        },
         Handler::Conn(f) => {
             let mut cx = ConnCtx {
                 conn: &mut conn.session,
@@ -597,14 +694,7 @@ pub fn route(
             match f(&mut cx, argv) {
                 Ok(Action::Reply(r)) => Routed::Reply(r),
                 Ok(Action::Close(r)) => Routed::Close(r),
-                Ok(Action::FanOut { mut parts, merge }) => {
-                    if parts.len() == 1 {
-                        let (shard, req) = parts.remove(0);
-                        Routed::Fan(vec![(shard, req)], merge)
-                    } else {
-                        Routed::Fan(parts, merge)
-                    }
-                }
+                Ok(Action::FanOut { parts, merge }) => Routed::Fan(parts, merge, None),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -675,9 +765,85 @@ pub fn route_keyed(
                 .collect();
             Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
         }
-        FanMerge::Refuse => unreachable!("refused above"),
+        FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
     };
-    Routed::Fan(parts, merge)
+    Routed::Fan(parts, merge, None)
+}
+
+/// Route a read that asks to block: park it directly when its keys live on
+/// one shard; otherwise first run the non-blocking form over every shard and
+/// park only if that found nothing (DESIGN.md "Blocking reads", step 1 and 2).
+#[allow(clippy::too_many_arguments)]
+fn route_blocking(
+    spec: &'static CommandSpec,
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+    merge: FanMerge,
+    park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
+    timeout_ms: u64,
+    argv: &[Bytes],
+    shared: &Shared,
+) -> Routed {
+    if let Err(e) = parse(argv) {
+        return Routed::Reply(Reply::Error(e));
+    }
+    let keys = spec.key_indexes(argv);
+    let split = cmd::split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
+    let plan_parts: Vec<(ShardId, Vec<Bytes>)> =
+        split.iter().map(|(s, a, _)| (*s, a.clone())).collect();
+    let plan = BlockPlan {
+        parts: plan_parts,
+        park,
+        timeout_ms,
+    };
+    if split.len() <= 1 {
+        return Routed::Block(plan);
+    }
+    match route_keyed(spec, parse, merge, argv, shared) {
+        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(plan)),
+        other => other,
+    }
+}
+
+/// Park a blocking read on its shards under one ticket; the slot `seq` is filled
+/// by whichever shard serves it, or by the IO thread on timeout.
+fn start_block(
+    io: u16,
+    shared: &Shared,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    plan: BlockPlan,
+) {
+    let ticket = Ticket::new();
+    for (shard, part_argv) in &plan.parts {
+        match (plan.park)(part_argv, ticket.clone()) {
+            Ok(req) => batches[usize::from(shard.0)].push(Job {
+                req,
+                db: conn.session.db as u16,
+                reply_to: ReplyTo {
+                    io,
+                    conn: conn.session.id,
+                    seq,
+                    part: 0,
+                },
+            }),
+            Err(e) => {
+                if ticket.claim() {
+                    conn.fill(seq, 0, Reply::Error(e));
+                }
+                return;
+            }
+        }
+    }
+    let deadline =
+        (plan.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(plan.timeout_ms));
+    conn.blocked = Some(Blocked {
+        seq,
+        ticket,
+        deadline,
+    });
+    conn.hold_until = Some(seq);
+    shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the

@@ -122,6 +122,8 @@ pub struct ShardDb {
     pub shards: u16,
     dbs: Vec<Keyspace>,
     pub stats: ShardStats,
+    /// Parked XREAD / XREADGROUP waiters on this shard's keys.
+    pub blocking: crate::shard::blocking::Waiters,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -133,6 +135,7 @@ impl ShardDb {
             shards,
             dbs: (0..databases.max(1)).map(|_| Keyspace::default()).collect(),
             stats: ShardStats::default(),
+            blocking: Default::default(),
             _not_send: PhantomData,
         }
     }

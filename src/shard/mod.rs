@@ -7,6 +7,7 @@
 //! channel: a send only costs a futex wake when the shard is actually parked
 //! in `recv`, so a busy shard is never woken by syscalls.
 
+pub mod blocking;
 pub mod db;
 pub mod msg;
 
@@ -100,6 +101,7 @@ fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]
         let now = now_ms();
         if now >= next_expire_ms {
             db.active_expire(now, EXPIRE_BUDGET);
+            db.blocking.sweep();
             next_expire_ms = now + EXPIRE_PERIOD_MS;
         }
     }
@@ -115,11 +117,24 @@ fn run_batch(
         let cx = ExecCtx {
             db: usize::from(job.db),
             now_ms: now,
+            reply_to: job.reply_to,
         };
         let reply = job.req.apply(db, &cx);
         db.stats.ops += 1;
+        if matches!(reply, crate::reply::Reply::NoReply) {
+            continue;
+        }
         if let Some(o) = out.get_mut(usize::from(job.reply_to.io)) {
             o.push((job.reply_to, reply));
+        }
+    }
+    if db.blocking.has_ready() {
+        let mut served = Vec::new();
+        blocking::serve_ready(db, now, &mut served);
+        for (to, reply) in served {
+            if let Some(o) = out.get_mut(usize::from(to.io)) {
+                o.push((to, reply));
+            }
         }
     }
 }

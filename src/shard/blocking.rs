@@ -1,0 +1,197 @@
+//! Parked blocking reads (XREAD BLOCK, XREADGROUP BLOCK) on one shard.
+//!
+//! A blocked client registers one [`Waiter`] on every shard that owns one of
+//! its keys, all sharing one [`Ticket`]. A write that can satisfy a waiter
+//! (XADD, and for consumer groups DEL / XGROUP DESTROY) marks its key ready;
+//! after each batch the shard serves the waiters of ready keys in FIFO order
+//! (Redis fairness), before going back to its inbox. Whoever serves a waiter
+//! — a shard with data, or the IO thread on timeout or disconnect — first
+//! claims the ticket with an atomic swap, *before* any side effect (PEL insert,
+//! last-delivered advance), so a multi-shard read is answered exactly once.
+//! Waiters whose ticket was claimed elsewhere are dropped when next seen and
+//! swept periodically.
+//!
+//! # Source
+//! `signalKeyAsReady` / `handleClientsBlockedOnKeys`, redis/src/blocked.c.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::cmd::ExecCtx;
+use crate::reply::Reply;
+use crate::shard::db::ShardDb;
+use crate::shard::msg::ReplyTo;
+
+/// Shared by the IO thread and every shard a blocked client waits on: whoever
+/// flips `fired` first answers the client.
+#[derive(Debug, Default)]
+pub struct Ticket {
+    fired: AtomicBool,
+}
+
+impl Ticket {
+    /// A fresh, unclaimed ticket.
+    pub fn new() -> Arc<Ticket> {
+        Arc::new(Ticket::default())
+    }
+
+    /// Claim the right to answer. True for exactly one caller.
+    pub fn claim(&self) -> bool {
+        !self.fired.swap(true, Ordering::SeqCst)
+    }
+
+    /// Whether someone already answered.
+    pub fn is_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+/// Outcome of trying to serve a waiter.
+pub enum Attempt {
+    /// No data yet: keep waiting.
+    NotReady,
+    /// The ticket was claimed by this attempt; send this reply.
+    Served(Reply),
+    /// Someone else claimed the ticket: drop the waiter.
+    Lost,
+}
+
+/// Re-runs a blocked read against the shard's data. It must check for data
+/// first, then call `ticket.claim()` before any side effect.
+pub type AttemptFn = Box<dyn FnMut(&mut ShardDb, &ExecCtx, &Ticket) -> Attempt>;
+
+/// One blocked client's registration on this shard.
+pub struct Waiter {
+    pub ticket: Arc<Ticket>,
+    pub reply_to: ReplyTo,
+    /// `(db, key)` pairs this waiter watches on this shard.
+    pub keys: Vec<(usize, Bytes)>,
+    pub attempt: AttemptFn,
+}
+
+/// The shard's registry of parked readers.
+#[derive(Default)]
+pub struct Waiters {
+    waiters: HashMap<u64, Waiter>,
+    /// FIFO of waiter ids per watched key.
+    by_key: HashMap<(usize, Bytes), VecDeque<u64>>,
+    /// Keys written since the last service pass.
+    ready: Vec<(usize, Bytes)>,
+    next_id: u64,
+}
+
+impl Waiters {
+    /// Number of parked waiters (stale ones included until swept).
+    pub fn len(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// Whether no waiter is parked.
+    pub fn is_empty(&self) -> bool {
+        self.waiters.is_empty()
+    }
+
+    /// Park a waiter on its keys.
+    pub fn park(&mut self, w: Waiter) {
+        let id = self.next_id;
+        self.next_id += 1;
+        for k in &w.keys {
+            self.by_key.entry(k.clone()).or_default().push_back(id);
+        }
+        self.waiters.insert(id, w);
+    }
+
+    /// Note that `key` in `db` changed in a way that may satisfy waiters.
+    /// Cheap when nobody waits on it.
+    pub fn mark_ready(&mut self, db: usize, key: &[u8]) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let k = (db, Bytes::copy_from_slice(key));
+        if self.by_key.contains_key(&k) && !self.ready.contains(&k) {
+            self.ready.push(k);
+        }
+    }
+
+    /// Whether any key is ready to be served.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    fn unregister(&mut self, id: u64) -> Option<Waiter> {
+        let w = self.waiters.remove(&id)?;
+        for k in &w.keys {
+            if let Some(q) = self.by_key.get_mut(k) {
+                q.retain(|x| *x != id);
+                if q.is_empty() {
+                    self.by_key.remove(k);
+                }
+            }
+        }
+        Some(w)
+    }
+
+    /// Drop waiters whose ticket was claimed elsewhere (timeout, disconnect,
+    /// another shard). Returns how many were dropped.
+    pub fn sweep(&mut self) -> usize {
+        let stale: Vec<u64> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.ticket.is_fired())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &stale {
+            self.unregister(*id);
+        }
+        stale.len()
+    }
+}
+
+/// Serve the waiters of every ready key, FIFO per key, pushing replies to `out`.
+pub fn serve_ready(db: &mut ShardDb, now_ms: u64, out: &mut Vec<(ReplyTo, Reply)>) {
+    // Serving may ready more keys (e.g. a read that changes state): loop until calm.
+    let mut rounds = 0;
+    while db.blocking.has_ready() && rounds < 64 {
+        rounds += 1;
+        let ready = std::mem::take(&mut db.blocking.ready);
+        for key in ready {
+            let ids: Vec<u64> = db
+                .blocking
+                .by_key
+                .get(&key)
+                .map(|q| q.iter().copied().collect())
+                .unwrap_or_default();
+            for id in ids {
+                let Some(mut w) = db.blocking.waiters.remove(&id) else {
+                    continue;
+                };
+                if w.ticket.is_fired() {
+                    db.blocking.waiters.insert(id, w);
+                    db.blocking.unregister(id);
+                    continue;
+                }
+                let cx = ExecCtx {
+                    db: key.0,
+                    now_ms,
+                    reply_to: w.reply_to,
+                };
+                let outcome = (w.attempt)(db, &cx, &w.ticket);
+                let reply_to = w.reply_to;
+                db.blocking.waiters.insert(id, w);
+                match outcome {
+                    Attempt::NotReady => {}
+                    Attempt::Served(reply) => {
+                        db.blocking.unregister(id);
+                        out.push((reply_to, reply));
+                    }
+                    Attempt::Lost => {
+                        db.blocking.unregister(id);
+                    }
+                }
+            }
+        }
+    }
+}
