@@ -79,7 +79,10 @@ impl fmt::Display for CmdError {
                 write!(f, "ERR wrong number of arguments for '{cmd}' command")
             }
             Self::UnknownCommand { name, args } => {
-                write!(f, "ERR unknown command '{name}', with args beginning with: ")?;
+                write!(
+                    f,
+                    "ERR unknown command '{name}', with args beginning with: "
+                )?;
                 for a in args {
                     write!(f, "'{a}' ")?;
                 }
@@ -113,7 +116,9 @@ impl fmt::Display for CmdError {
             Self::StreamIdTooSmall => f.write_str(
                 "ERR The ID specified in XADD is equal or smaller than the target stream top item",
             ),
-            Self::StreamIdZero => f.write_str("ERR The ID specified in XADD must be greater than 0-0"),
+            Self::StreamIdZero => {
+                f.write_str("ERR The ID specified in XADD must be greater than 0-0")
+            }
             Self::StreamExhausted => f.write_str(
                 "ERR The stream has exhausted the last possible ID, unable to add more items",
             ),

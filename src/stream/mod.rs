@@ -1,1 +1,2 @@
 //! Streams: pure data.
+pub mod id;
