@@ -404,6 +404,14 @@ enum Op {
         added: Option<u64>,
         maxdel: Option<StreamId>,
     },
+    /// Range between the i-th and j-th live entries (mod len), nudged by -1/0/+1.
+    RangeNth {
+        i: usize,
+        j: usize,
+        nudge: (i8, i8),
+        count: Option<usize>,
+        rev: bool,
+    },
     Range {
         start: StreamId,
         end: StreamId,
@@ -471,7 +479,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => trim_spec().prop_map(Op::Trim),
         1 => (-1i8..3, 0u64..3, prop::option::of(0u64..40), prop::option::of(small_id()))
             .prop_map(|(dms, seq, added, maxdel)| Op::SetId { dms, seq, added, maxdel }),
-        3 => (small_id(), small_id(), prop::option::of(0usize..6), any::<bool>())
+        3 => (any::<usize>(), any::<usize>(), (-1i8..=1, -1i8..=1), prop::option::of(0usize..6), any::<bool>())
+            .prop_map(|(i, j, nudge, count, rev)| Op::RangeNth { i, j, nudge, count, rev }),
+        2 => (small_id(), small_id(), prop::option::of(0usize..6), any::<bool>())
             .prop_map(|(start, end, count, rev)| Op::Range { start, end, count, rev }),
     ]
 }
@@ -611,6 +621,29 @@ fn run_ops(lim: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let new = id(shift(base.ms, dms), seq);
                 let want = m.set_last_id(new, added, maxdel);
                 prop_assert_eq!(s.set_last_id(new, added, maxdel), want);
+            }
+            Op::RangeNth {
+                i,
+                j,
+                nudge,
+                count,
+                rev,
+            } => {
+                let n = m.entries.len().max(1);
+                let pick = |k: usize, d: i8| {
+                    let base = m.entries.keys().nth(k % n).copied().unwrap_or_default();
+                    match d {
+                        -1 => base.prev().unwrap_or(base),
+                        1 => base.next().unwrap_or(base),
+                        _ => base,
+                    }
+                };
+                let (start, end) = (pick(i, nudge.0), pick(j, nudge.1));
+                prop_assert_eq!(
+                    s.range(start, end, count, rev),
+                    m.range(start, end, count, rev)
+                );
+                prop_assert_eq!(s.contains(start), m.entries.contains_key(&start));
             }
             Op::Range {
                 start,
