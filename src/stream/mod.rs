@@ -1,1 +1,602 @@
-//! Streams: pure data.
+//! Streams: pure data. No threads, no IO, no clocks (time is a parameter).
+//!
+//! A [`Stream`] is a `BTreeMap<StreamId, Node>` keyed by each node's master
+//! (first-ever) ID; a node packs up to [`NodeLimits::max_entries`] entries into
+//! one byte buffer (see `node.rs`). Metadata mirrors Redis's `stream` struct:
+//! `length`, `last_id`, `first_id`, `max_deleted_entry_id`, `entries_added`.
+//! Consumer groups will live next to these (`groups`), in `group.rs`.
+//!
+//! # Source
+//! redis/src/t_stream.c and stream.h (7.x): `streamAppendItem`, `streamTrim`,
+//! `streamDeleteItem`, `xdelCommand`, `xsetidCommand`, `streamIteratorGetID`.
+
+pub mod id;
+mod node;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use crate::error::CmdError;
+pub use id::{IdSpec, RangeEnd, RangeStart, StreamId};
+use node::{EntryRef, Node};
+
+/// Per-node caps, as `stream-node-max-entries` / `stream-node-max-bytes`.
+/// Passed to every call that may create nodes, since CONFIG SET can change
+/// them at run time. `0` means unlimited (bytes are then capped at 1 GiB, as
+/// Redis caps a listpack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Entries (live + deleted) per node; Redis default 100.
+    pub max_entries: usize,
+    /// Encoded bytes per node; Redis default 4096.
+    pub max_bytes: usize,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            max_entries: 100,
+            max_bytes: 4096,
+        }
+    }
+}
+
+/// Redis's hard cap on one listpack (`STREAM_LISTPACK_MAX_SIZE`), used when
+/// `max_bytes` is 0 or larger.
+const NODE_MAX_BYTES_CAP: usize = 1 << 30;
+
+impl NodeLimits {
+    /// The LIMIT an approximate (`~`) trim uses when the client gave none:
+    /// `100 * max_entries`, `10000` if that is 0, at most `1_000_000`.
+    ///
+    /// # Source
+    /// `streamParseAddOrTrimArgsOrReply`.
+    pub fn default_approx_trim_limit(&self) -> u64 {
+        let l = (self.max_entries as u64).saturating_mul(100);
+        if l == 0 {
+            10_000
+        } else {
+            l.min(1_000_000)
+        }
+    }
+}
+
+/// One stream entry, copied out of its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's ID.
+    pub id: StreamId,
+    /// Field/value pairs in insertion order (duplicates kept, as Redis does).
+    pub fields: Vec<(Bytes, Bytes)>,
+}
+
+/// What to trim by (`MAXLEN n` or `MINID id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrimStrategy {
+    /// Keep at most this many entries (the newest).
+    MaxLen(u64),
+    /// Remove entries with IDs below this one.
+    MinId(StreamId),
+}
+
+/// `[MAXLEN | MINID] [= | ~] threshold [LIMIT count]` of XADD and XTRIM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrimSpec {
+    /// The threshold.
+    pub strategy: TrimStrategy,
+    /// `~`: remove whole nodes only, so possibly fewer entries than asked.
+    pub approx: bool,
+    /// `LIMIT count`: remove at most about this many entries (whole nodes are
+    /// never split to honour it). `None`: for `~` the default
+    /// ([`NodeLimits::default_approx_trim_limit`]), for `=` unlimited.
+    /// `Some(0)`: unlimited, as in Redis.
+    pub limit: Option<u64>,
+}
+
+/// Text of XSETID's errors, exact Redis strings.
+pub const ERR_XSETID_SMALLER_THAN_TOP: &str =
+    "ERR The ID specified in XSETID is smaller than the target stream top item";
+/// See [`Stream::set_last_id`].
+pub const ERR_XSETID_ENTRIES_ADDED_SMALL: &str =
+    "ERR The entries_added specified in XSETID is smaller than the target stream length";
+/// See [`Stream::set_last_id`].
+pub const ERR_XSETID_SMALLER_THAN_MAX_DELETED: &str =
+    "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
+
+/// A Redis stream: entries ordered by ID plus the metadata Redis keeps.
+#[derive(Clone, Debug, Default)]
+pub struct Stream {
+    nodes: BTreeMap<StreamId, Node>,
+    /// Live entries.
+    length: u64,
+    /// Last ID ever generated (or set by XSETID); never goes down on append.
+    last_id: StreamId,
+    /// First live entry's ID; 0-0 when empty.
+    first_id: StreamId,
+    /// Greatest ID removed by XDEL (XTRIM does not update it, as in Redis 7).
+    max_deleted_entry_id: StreamId,
+    /// Count of all entries ever appended.
+    entries_added: u64,
+    // Consumer groups (`groups`) are added here by `group.rs`.
+}
+
+impl Stream {
+    /// An empty stream (what XADD creates). Allocates nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `XLEN`: number of live entries.
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    /// No live entries (the key may still exist, as in Redis).
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// `last-generated-id` of XINFO STREAM.
+    pub fn last_id(&self) -> StreamId {
+        self.last_id
+    }
+
+    /// `recorded-first-entry-id` of XINFO STREAM: first live ID, 0-0 when empty.
+    pub fn first_id(&self) -> StreamId {
+        self.first_id
+    }
+
+    /// `max-deleted-entry-id` of XINFO STREAM.
+    pub fn max_deleted_entry_id(&self) -> StreamId {
+        self.max_deleted_entry_id
+    }
+
+    /// `entries-added` of XINFO STREAM.
+    pub fn entries_added(&self) -> u64 {
+        self.entries_added
+    }
+
+    /// `radix-tree-keys` of XINFO STREAM: number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The ID an XADD with `spec` would get at `now_ms`, without changing
+    /// anything. Call it before creating a key so an invalid ID leaves no key.
+    ///
+    /// # Errors
+    /// In Redis's order: `StreamIdZero` for an explicit `0-0`;
+    /// `StreamExhausted` if `last_id` is `MAX-MAX` (whatever `spec` is);
+    /// `StreamIdTooSmall` if the ID is not above `last_id` (for `ms-*`: `ms`
+    /// below the last ms, or the last seq at `u64::MAX` in the same ms).
+    /// # Source
+    /// `xaddCommand` checks, `streamAppendItem` ID choice, `streamNextID`.
+    pub fn next_id(&self, spec: IdSpec, now_ms: u64) -> Result<StreamId, CmdError> {
+        if spec == IdSpec::Explicit(StreamId::MIN) {
+            return Err(CmdError::StreamIdZero);
+        }
+        if self.last_id == StreamId::MAX {
+            return Err(CmdError::StreamExhausted);
+        }
+        let id = match spec {
+            IdSpec::Auto => {
+                if now_ms > self.last_id.ms {
+                    StreamId::new(now_ms, 0)
+                } else {
+                    // Clock did not advance (or went back): never go backwards.
+                    self.last_id.next().ok_or(CmdError::StreamExhausted)?
+                }
+            }
+            IdSpec::AutoSeq { ms } => {
+                if ms == self.last_id.ms {
+                    if self.last_id.seq == u64::MAX {
+                        return Err(CmdError::StreamIdTooSmall);
+                    }
+                    StreamId::new(ms, self.last_id.seq + 1)
+                } else {
+                    StreamId::new(ms, 0)
+                }
+            }
+            IdSpec::Explicit(id) => id,
+        };
+        if id <= self.last_id {
+            return Err(CmdError::StreamIdTooSmall);
+        }
+        Ok(id)
+    }
+
+    /// `XADD key <id> field value [field value ...]` (without the trim part):
+    /// appends one entry and returns its ID. Goes into the last node unless
+    /// that node is full under `limits`, else starts a new node.
+    ///
+    /// # Errors
+    /// As [`Stream::next_id`]; on error nothing changes.
+    /// # Source
+    /// `streamAppendItem`.
+    pub fn append(
+        &mut self,
+        spec: IdSpec,
+        fields: &[(Bytes, Bytes)],
+        now_ms: u64,
+        limits: NodeLimits,
+    ) -> Result<StreamId, CmdError> {
+        let id = self.next_id(spec, now_ms)?;
+        let data_bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
+        let max_bytes = match limits.max_bytes {
+            0 => NODE_MAX_BYTES_CAP,
+            n => n.min(NODE_MAX_BYTES_CAP),
+        };
+        let tail = self.nodes.last_entry();
+        let fits = tail.as_ref().is_some_and(|t| {
+            let n = t.get();
+            n.len_bytes() + data_bytes < max_bytes
+                && (limits.max_entries == 0 || n.total_entries() < limits.max_entries)
+        });
+        match tail {
+            Some(mut t) if fits => t.get_mut().push(id, fields),
+            tail => {
+                if let Some(mut t) = tail {
+                    t.get_mut().shrink();
+                }
+                self.nodes.insert(id, Node::new(id, fields));
+            }
+        }
+        if self.length == 0 {
+            self.first_id = id;
+        }
+        self.length += 1;
+        self.entries_added += 1;
+        self.last_id = id;
+        Ok(id)
+    }
+
+    /// `XRANGE key start end [COUNT n]` / `XREVRANGE key end start [COUNT n]`:
+    /// live entries with `start <= id <= end` (both inclusive; resolve
+    /// exclusive bounds with [`RangeStart::first_included`] /
+    /// [`RangeEnd::last_included`]), ascending, or descending if `rev`, at most
+    /// `count` of them (`Some(0)` gives none). Empty if `start > end`.
+    ///
+    /// # Source
+    /// `xrangeGenericCommand` / `streamReplyWithRange`.
+    pub fn range(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        count: Option<usize>,
+        rev: bool,
+    ) -> Vec<Entry> {
+        let it = self.iter_range(start, end, rev);
+        match count {
+            Some(n) => it.take(n).collect(),
+            None => it.collect(),
+        }
+    }
+
+    /// Lazy form of [`Stream::range`]: seeks the node holding the first
+    /// wanted entry, then walks entries forward (or backward if `rev`).
+    pub fn iter_range(&self, start: StreamId, end: StreamId, rev: bool) -> RangeIter<'_> {
+        let nodes = if start > end {
+            self.nodes.range(StreamId::MAX..StreamId::MAX)
+        } else if rev {
+            self.nodes.range(..=end)
+        } else {
+            // The node whose master is the greatest one <= start may hold start.
+            let from = self
+                .nodes
+                .range(..=start)
+                .next_back()
+                .map_or(start, |(k, _)| *k);
+            self.nodes
+                .range((Bound::Included(from), Bound::Included(end)))
+        };
+        RangeIter {
+            nodes,
+            cur: None,
+            start,
+            end,
+            rev,
+        }
+    }
+
+    /// The live entry `id`, if present.
+    pub fn get(&self, id: StreamId) -> Option<Entry> {
+        let (_, node) = self.nodes.range(..=id).next_back()?;
+        let e = node.find_live(id)?;
+        Some(Entry {
+            id,
+            fields: node.fields(&e),
+        })
+    }
+
+    /// Whether the live entry `id` exists (XCLAIM/XAUTOCLAIM drop PEL entries
+    /// whose entry is gone).
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.nodes
+            .range(..=id)
+            .next_back()
+            .is_some_and(|(_, n)| n.find_live(id).is_some())
+    }
+
+    /// First live entry (XINFO STREAM `first-entry`).
+    pub fn first_entry(&self) -> Option<Entry> {
+        self.iter_range(StreamId::MIN, StreamId::MAX, false).next()
+    }
+
+    /// Last live entry (XINFO STREAM `last-entry`).
+    pub fn last_entry(&self) -> Option<Entry> {
+        self.iter_range(StreamId::MIN, StreamId::MAX, true).next()
+    }
+
+    /// `XDEL key id`: tombstones the entry; a node left with no live entries
+    /// is dropped. Updates `length`, `max_deleted_entry_id` (if `id` is above
+    /// it) and `first_id` (0-0 when the stream becomes empty).
+    ///
+    /// # Reply
+    /// `true` if the entry existed (XDEL counts these).
+    /// # Source
+    /// `xdelCommand`, `streamDeleteItem`, `streamIteratorRemoveEntry`.
+    pub fn delete(&mut self, id: StreamId) -> bool {
+        let Some((&key, node)) = self.nodes.range_mut(..=id).next_back() else {
+            return false;
+        };
+        let Some(e) = node.find_live(id) else {
+            return false;
+        };
+        node.mark_deleted(&e);
+        if node.live() == 0 {
+            self.nodes.remove(&key);
+        }
+        self.length -= 1;
+        if id > self.max_deleted_entry_id {
+            self.max_deleted_entry_id = id;
+        }
+        if id == self.first_id {
+            self.recompute_first_id();
+        }
+        true
+    }
+
+    /// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]` (and XADD's
+    /// trim clause). Removes entries from the head:
+    /// * whole nodes while they lie entirely below the threshold (MINID: the
+    ///   node's last ID < threshold; MAXLEN: removing it leaves >= maxlen);
+    /// * stops before a node whose live count would push the removed total
+    ///   over the limit;
+    /// * exact (`=`) then tombstones single entries of the next node;
+    ///   approximate (`~`) stops, so it never goes below the threshold.
+    ///
+    /// Updates `length` and `first_id`; like Redis 7, not `max_deleted_entry_id`.
+    ///
+    /// # Reply
+    /// Number of entries removed.
+    /// # Source
+    /// `streamTrim`.
+    pub fn trim(&mut self, spec: TrimSpec, limits: NodeLimits) -> u64 {
+        let limit = match spec.limit {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None if spec.approx => Some(limits.default_approx_trim_limit()),
+            None => None,
+        };
+        let mut removed = 0u64;
+        while let Some(mut first) = self.nodes.first_entry() {
+            if let TrimStrategy::MaxLen(max) = spec.strategy {
+                if self.length <= max {
+                    break;
+                }
+            }
+            let node = first.get_mut();
+            let live = node.live() as u64;
+            if limit.is_some_and(|l| removed + live > l) {
+                break;
+            }
+            let whole = match spec.strategy {
+                TrimStrategy::MaxLen(max) => self.length - live >= max,
+                TrimStrategy::MinId(min) => node.last_id() < min,
+            };
+            if whole {
+                first.remove();
+                self.length -= live;
+                removed += live;
+                continue;
+            }
+            if spec.approx {
+                break;
+            }
+            let mut pos = node.first_pos();
+            while pos < node.end_pos() {
+                let e = node.entry_at(pos);
+                pos = e.end;
+                if e.deleted {
+                    continue;
+                }
+                let stop = match spec.strategy {
+                    TrimStrategy::MaxLen(max) => self.length <= max,
+                    TrimStrategy::MinId(min) => e.id >= min,
+                };
+                if stop {
+                    break;
+                }
+                node.mark_deleted(&e);
+                self.length -= 1;
+                removed += 1;
+            }
+            if node.live() == 0 {
+                first.remove();
+            }
+            break;
+        }
+        if removed > 0 {
+            self.recompute_first_id();
+        }
+        removed
+    }
+
+    /// `XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]`.
+    ///
+    /// Sets `last_id` (it may go down, but not below the last live entry),
+    /// and optionally `entries_added` and `max_deleted_entry_id`
+    /// (`Some(0-0)` leaves it unchanged, as Redis treats 0-0 as "not given").
+    ///
+    /// # Errors
+    /// In Redis's order, each a `Msg` with the exact text:
+    /// [`ERR_XSETID_SMALLER_THAN_MAX_DELETED`] (id < given max deleted),
+    /// [`ERR_XSETID_SMALLER_THAN_TOP`] (stream not empty and id < last entry),
+    /// [`ERR_XSETID_ENTRIES_ADDED_SMALL`] (entries_added < length).
+    /// # Source
+    /// `xsetidCommand`.
+    pub fn set_last_id(
+        &mut self,
+        id: StreamId,
+        entries_added: Option<u64>,
+        max_deleted: Option<StreamId>,
+    ) -> Result<(), CmdError> {
+        if max_deleted.is_some_and(|m| id < m) {
+            return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_MAX_DELETED));
+        }
+        if let Some(top) = self.last_live_id() {
+            if id < top {
+                return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_TOP));
+            }
+        }
+        if entries_added.is_some_and(|n| n < self.length) {
+            return Err(CmdError::msg(ERR_XSETID_ENTRIES_ADDED_SMALL));
+        }
+        self.last_id = id;
+        if let Some(n) = entries_added {
+            self.entries_added = n;
+        }
+        if let Some(m) = max_deleted.filter(|m| *m != StreamId::MIN) {
+            self.max_deleted_entry_id = m;
+        }
+        Ok(())
+    }
+
+    /// Estimated heap + inline bytes held by this stream: the struct, every
+    /// node buffer's capacity, the node structs and the B-tree's own nodes
+    /// (11-slot nodes assumed 2/3 full, plus per-node header and edges).
+    pub fn memory_usage_bytes(&self) -> usize {
+        const BTREE_CAPACITY: usize = 11;
+        let kv = std::mem::size_of::<StreamId>() + std::mem::size_of::<Node>();
+        let n = self.nodes.len();
+        let btree_nodes = if n == 0 {
+            0
+        } else {
+            (n * 3).div_ceil(BTREE_CAPACITY * 2)
+        };
+        let btree_bytes = btree_nodes * (BTREE_CAPACITY * kv + 16 + 12 * 8);
+        let buffers: usize = self.nodes.values().map(Node::capacity_bytes).sum();
+        std::mem::size_of::<Self>() + btree_bytes + buffers
+    }
+
+    fn last_live_id(&self) -> Option<StreamId> {
+        let (_, node) = self.nodes.last_key_value()?;
+        node.last_live().map(|e| e.id)
+    }
+
+    fn recompute_first_id(&mut self) {
+        self.first_id = self
+            .nodes
+            .first_key_value()
+            .and_then(|(_, n)| n.first_live())
+            .map_or(StreamId::MIN, |e| e.id);
+    }
+
+    #[cfg(test)]
+    fn node_live_counts(&self) -> Vec<u64> {
+        self.nodes.values().map(|n| n.live() as u64).collect()
+    }
+}
+
+/// Iterator over live entries of an ID interval; see [`Stream::iter_range`].
+pub struct RangeIter<'a> {
+    nodes: std::collections::btree_map::Range<'a, StreamId, Node>,
+    /// Current node and cursor: forward, the next entry's start; reverse, its end.
+    cur: Option<(&'a Node, usize)>,
+    start: StreamId,
+    end: StreamId,
+    rev: bool,
+}
+
+impl Iterator for RangeIter<'_> {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        loop {
+            let (node, pos) = match self.cur {
+                Some(c) => c,
+                None => {
+                    let node = if self.rev {
+                        let (_, n) = self.nodes.next_back()?;
+                        if n.last_id() < self.start {
+                            // This node and all before it are below the interval.
+                            self.nodes = Default::default();
+                            return None;
+                        }
+                        (n, n.end_pos())
+                    } else {
+                        let (_, n) = self.nodes.next()?;
+                        (n, n.first_pos())
+                    };
+                    self.cur = Some(node);
+                    node
+                }
+            };
+            let e: EntryRef = if self.rev {
+                if pos <= node.first_pos() {
+                    self.cur = None;
+                    continue;
+                }
+                let e = node.entry_before(pos);
+                self.cur = Some((node, e.start));
+                e
+            } else {
+                if pos >= node.end_pos() {
+                    self.cur = None;
+                    continue;
+                }
+                let e = node.entry_at(pos);
+                self.cur = Some((node, e.end));
+                e
+            };
+            // Tombstones are skipped before any ordering test: after XSETID
+            // lowers last_id, a tombstone may sit above later live entries.
+            if e.deleted {
+                continue;
+            }
+            if self.rev {
+                if e.id > self.end {
+                    continue;
+                }
+                if e.id < self.start {
+                    self.finish();
+                    return None;
+                }
+            } else {
+                if e.id < self.start {
+                    continue;
+                }
+                if e.id > self.end {
+                    self.finish();
+                    return None;
+                }
+            }
+            return Some(Entry {
+                id: e.id,
+                fields: node.fields(&e),
+            });
+        }
+    }
+}
+
+impl RangeIter<'_> {
+    fn finish(&mut self) {
+        self.cur = None;
+        self.nodes = Default::default();
+    }
+}
+
+#[cfg(test)]
+mod tests;
