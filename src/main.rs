@@ -11,6 +11,14 @@ use shardstream::config::{Cli, Config};
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
+    // A panic in any shard or IO thread would leave a half-dead server whose
+    // clients hang: log it and exit non-zero instead.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("shardstream: fatal: a server thread panicked; exiting");
+        std::process::exit(70);
+    }));
     let cli = Cli::parse();
     let (config, warnings) = match Config::from_cli(&cli) {
         Ok(c) => c,
