@@ -13,7 +13,8 @@
 //! life), the advertised address is the local address of the connection asking
 //! (the address the client reached us on), the cluster bus port is
 //! `port + 10000` as in Redis (0 when that does not fit in 16 bits), and the
-//! node's config epoch is 1, as after `redis-cli --cluster create`.
+//! config epoch is 0, as on a Redis node that was given all slots with
+//! `CLUSTER ADDSLOTSRANGE 0 16383` (the only way to build a one-node cluster).
 
 use bytes::Bytes;
 
@@ -177,7 +178,7 @@ pub const SPECS: &[CommandSpec] = &[
 ];
 
 /// Config epoch this node reports (NODES, INFO).
-const CONFIG_EPOCH: u64 = 1;
+const CONFIG_EPOCH: u64 = 0;
 
 /// `CLUSTER <subcommand> [args]`
 ///
@@ -302,7 +303,7 @@ fn shards(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 ///
 /// # Reply
 /// Verbatim string, one line ending in `\n`:
-/// `<id> <ip>:<port>@<cport> myself,master - 0 0 1 connected 0-16383`.
+/// `<id> <ip>:<port>@<cport> myself,master - 0 0 0 connected 0-16383`.
 /// # Source
 /// `clusterGenNodesDescription`, redis/src/cluster.c (7.0).
 fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
