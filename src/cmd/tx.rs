@@ -188,8 +188,8 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     let mut tx_shard: Option<ShardId> = None;
     let mut planned = Vec::with_capacity(queue.len());
     for argv in &queue {
-        let Some(spec) = table::lookup(argv.first().map(|a| &a[..]).unwrap_or(b"")) else {
-            planned.push(Planned::Ready(Reply::Error(table::unknown_command(argv))));
+        let Some(spec) = argv.first().and_then(|name| table::lookup(name)) else {
+            planned.push(Planned::Ready(not_a_command(argv)));
             continue;
         };
         let Handler::Keyed { parse, merge } = spec.handler else {
@@ -222,8 +222,8 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                 steps.push((cx.conn.db, req));
             }
             Planned::Conn => {
-                let Some(spec) = table::lookup(&argv[0]) else {
-                    outs.push(Out::Ready(Reply::Error(table::unknown_command(argv))));
+                let Some(spec) = argv.first().and_then(|name| table::lookup(name)) else {
+                    outs.push(Out::Ready(not_a_command(argv)));
                     continue;
                 };
                 match route(spec, argv, cx.conn, shared) {
@@ -252,7 +252,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
         }
     }
     for argv in &queue {
-        if let Some(spec) = table::lookup(&argv[0]) {
+        if let Some(spec) = argv.first().and_then(|name| table::lookup(name)) {
             shared.count_call(&spec.name.to_ascii_lowercase(), false, false);
         }
     }
@@ -271,6 +271,15 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
         parts: vec![(shard, req)],
         merge,
     })
+}
+
+/// The element for a queued argv that names no command (cannot happen: the
+/// IO layer queues only known, non-empty commands; kept panic-free anyway).
+fn not_a_command(argv: &[Bytes]) -> Reply {
+    if argv.is_empty() {
+        return Reply::Error(CmdError::msg("ERR empty command"));
+    }
+    Reply::Error(table::unknown_command(argv))
 }
 
 /// Pin the transaction to `shard`; false when it is already pinned elsewhere.
