@@ -11,10 +11,12 @@
 //! [`Action`].
 
 pub mod args;
+pub mod cluster;
 pub mod keys;
 pub mod server;
 pub mod string;
 pub mod table;
+pub mod tx;
 
 use bytes::Bytes;
 
@@ -26,7 +28,13 @@ use crate::shard::msg::ReplyTo;
 pub use table::{CommandSpec, FanMerge, Flags, Handler, Keys};
 
 /// All command families' table rows; the command table is their union.
-pub const FAMILIES: &[&[CommandSpec]] = &[server::SPECS, keys::SPECS, string::SPECS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    server::SPECS,
+    keys::SPECS,
+    string::SPECS,
+    cluster::SPECS,
+    tx::SPECS,
+];
 
 /// Per-request context a shard passes to `apply`: the selected database and
 /// the shard's clock snapshot for this batch.

@@ -560,12 +560,33 @@ fn dispatch(
     }
     if !spec.arity_ok(argv.len()) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-        reject(conn, CmdError::arity(spec.name));
+        reject_cmd(conn, spec, CmdError::arity(spec.name));
         return;
+    }
+    if let (false, Some(sub)) = (spec.subcommands.is_empty(), argv.get(1)) {
+        // Container command: the subcommand must exist and have its arity
+        // (checked before queueing in MULTI, as Redis's processCommand does).
+        match table::lookup_sub(spec, sub) {
+            None => {
+                shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+                let err = CmdError::UnknownSubcommand {
+                    cmd: spec.name.to_string(),
+                    sub: String::from_utf8_lossy(sub).into_owned(),
+                };
+                reject(conn, err);
+                return;
+            }
+            Some(row) if !row.arity_ok(argv.len()) => {
+                shared.count_call(&row.name.to_ascii_lowercase(), true, true);
+                reject(conn, CmdError::arity(row.name));
+                return;
+            }
+            Some(_) => {}
+        }
     }
     if !conn.session.authenticated && !spec.flags.has(crate::cmd::Flags::NO_AUTH) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-        reject(conn, CmdError::NoAuth);
+        reject_cmd(conn, spec, CmdError::NoAuth);
         return;
     }
     if let Some(queue) = conn.session.multi.as_mut() {
@@ -583,7 +604,7 @@ fn dispatch(
     }
     let name = spec.name.to_ascii_lowercase();
     let reply_failed = |r: &Reply| r.is_error();
-    match route(spec, &argv, conn, shared) {
+    match route(spec, &argv, &mut conn.session, shared) {
         Routed::Reply(r) => {
             shared.count_call(&name, reply_failed(&r), false);
             if r.is_error() {
@@ -656,6 +677,23 @@ fn reject(conn: &mut Conn, err: CmdError) {
     conn.push_slot(Pending::Ready(Reply::Error(err)));
 }
 
+/// [`reject`], except that a refused EXEC inside MULTI discards the
+/// transaction with `EXECABORT Transaction discarded because of: <reason>`,
+/// as Redis's `execCommandAbort` does.
+fn reject_cmd(conn: &mut Conn, spec: &CommandSpec, err: CmdError) {
+    if spec.name == "EXEC" && conn.session.multi.is_some() {
+        crate::cmd::tx::reset_multi(&mut conn.session);
+        let text = err.to_string();
+        let reason = text.strip_prefix("ERR ").unwrap_or(&text);
+        let err = CmdError::msg(format!(
+            "EXECABORT Transaction discarded because of: {reason}"
+        ));
+        conn.push_slot(Pending::Ready(Reply::Error(err)));
+        return;
+    }
+    reject(conn, err);
+}
+
 /// Where a command goes once parsed.
 pub enum Routed {
     Reply(Reply),
@@ -672,8 +710,8 @@ pub enum Routed {
 pub fn route(
     spec: &'static CommandSpec,
     argv: &[Bytes],
-    conn: &mut Conn,
-    shared: &Arc<Shared>,
+    session: &mut Session,
+    shared: &Shared,
 ) -> Routed {
     match spec.handler {
         Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, argv, shared),
@@ -688,7 +726,7 @@ pub fn route(
         },
         Handler::Conn(f) => {
             let mut cx = ConnCtx {
-                conn: &mut conn.session,
+                conn: session,
                 shared,
             };
             match f(&mut cx, argv) {

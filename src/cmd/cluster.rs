@@ -1,0 +1,549 @@
+//! Cluster introspection: a single shardstream node presents itself as a Redis
+//! Cluster of one master owning all 16384 slots, so cluster-aware clients
+//! (redis-rs `ClusterClient`, redis-py `RedisCluster`, `redis-cli -c`) work
+//! against it unchanged.
+//!
+//! CLUSTER KEYSLOT/SLOTS/SHARDS/NODES/INFO/MYID/HELP answer on the IO thread;
+//! COUNTKEYSINSLOT and GETKEYSINSLOT run on the shard owning the slot.
+//! READONLY, READWRITE and ASKING are accepted (there are no replicas and no
+//! slot migrations yet).
+//!
+//! Reply shapes are Redis 7.0's for a cluster node with no hostname set. The
+//! node id is the server's `run_id` (40 hex characters, fixed for the process
+//! life), the advertised address is the local address of the connection asking
+//! (the address the client reached us on), the cluster bus port is
+//! `port + 10000` as in Redis (0 when that does not fit in 16 bits), and the
+//! config epoch is 0, as on a Redis node that was given all slots with
+//! `CLUSTER ADDSLOTSRANGE 0 16383` (the only way to build a one-node cluster).
+
+use bytes::Bytes;
+
+use crate::cmd::args::{int_arg, text};
+use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys, Merge};
+use crate::error::CmdError;
+use crate::reply::Reply;
+use crate::route::slot::{slot_of, Slot, SLOTS};
+use crate::shard::db::ShardDb;
+
+/// A keyless row of this family (runs on the IO thread).
+const fn row(
+    name: &'static str,
+    arity: i16,
+    flags: Flags,
+    acl: &'static [&'static str],
+    summary: &'static str,
+    since: &'static str,
+    f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys: Keys::None,
+        acl,
+        summary,
+        since,
+        group: "cluster",
+        subcommands: &[],
+        handler: Handler::Conn(f),
+    }
+}
+
+/// `CLUSTER` subcommand rows (`CLUSTER|KEYSLOT`, ...).
+const CLUSTER_SUBCOMMANDS: &[CommandSpec] = &[
+    row(
+        "CLUSTER|COUNTKEYSINSLOT",
+        3,
+        Flags::STALE,
+        &["slow"],
+        "Returns the number of keys in a hash slot.",
+        "3.0.0",
+        countkeysinslot,
+    ),
+    row(
+        "CLUSTER|GETKEYSINSLOT",
+        4,
+        Flags::STALE,
+        &["slow"],
+        "Returns the key names in a hash slot.",
+        "3.0.0",
+        getkeysinslot,
+    ),
+    row(
+        "CLUSTER|HELP",
+        2,
+        Flags::LOADING.with(Flags::STALE),
+        &["slow"],
+        "Returns helpful text about the different subcommands.",
+        "5.0.0",
+        help,
+    ),
+    row(
+        "CLUSTER|INFO",
+        2,
+        Flags::STALE,
+        &["slow"],
+        "Returns information about the state of a node.",
+        "3.0.0",
+        info,
+    ),
+    row(
+        "CLUSTER|KEYSLOT",
+        3,
+        Flags::STALE,
+        &["slow"],
+        "Returns the hash slot for a key.",
+        "3.0.0",
+        keyslot,
+    ),
+    row(
+        "CLUSTER|MYID",
+        2,
+        Flags::STALE,
+        &["slow"],
+        "Returns the ID of a node.",
+        "3.0.0",
+        myid,
+    ),
+    row(
+        "CLUSTER|NODES",
+        2,
+        Flags::STALE,
+        &["slow"],
+        "Returns the cluster configuration for a node.",
+        "3.0.0",
+        nodes,
+    ),
+    row(
+        "CLUSTER|SHARDS",
+        2,
+        Flags::LOADING.with(Flags::STALE),
+        &["slow"],
+        "Returns the mapping of cluster slots to shards.",
+        "7.0.0",
+        shards,
+    ),
+    row(
+        "CLUSTER|SLOTS",
+        2,
+        Flags::LOADING.with(Flags::STALE),
+        &["slow"],
+        "Returns the mapping of cluster slots to nodes.",
+        "3.0.0",
+        slots,
+    ),
+];
+
+/// Table rows of this family.
+pub const SPECS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "CLUSTER",
+        arity: -2,
+        flags: Flags::NONE,
+        keys: Keys::None,
+        acl: &["slow"],
+        summary: "A container for Redis Cluster commands.",
+        since: "3.0.0",
+        group: "cluster",
+        subcommands: CLUSTER_SUBCOMMANDS,
+        handler: Handler::Conn(cluster),
+    },
+    row(
+        "READONLY",
+        1,
+        Flags::FAST.with(Flags::LOADING).with(Flags::STALE),
+        &["fast", "connection"],
+        "Enables read-only queries for a connection to a Redis Cluster replica node.",
+        "3.0.0",
+        readonly,
+    ),
+    row(
+        "READWRITE",
+        1,
+        Flags::FAST.with(Flags::LOADING).with(Flags::STALE),
+        &["fast", "connection"],
+        "Enables read-write queries for a connection to a Redis Cluster replica node.",
+        "3.0.0",
+        readwrite,
+    ),
+    row(
+        "ASKING",
+        1,
+        Flags::FAST,
+        &["fast", "connection"],
+        "Signals that a cluster client is following an -ASK redirect.",
+        "3.0.0",
+        asking,
+    ),
+];
+
+/// Config epoch this node reports (NODES, INFO).
+const CONFIG_EPOCH: u64 = 0;
+
+/// `CLUSTER <subcommand> [args]`
+///
+/// Runs the subcommand's row. The IO layer has already checked that the
+/// subcommand exists and its arity (so a bad one also dooms a MULTI, as in
+/// Redis); the checks are repeated here so the handler stands on its own.
+///
+/// # Errors
+/// `ERR unknown subcommand '<sub>'. Try CLUSTER HELP.`;
+/// `ERR wrong number of arguments for 'cluster|<sub>' command`.
+/// # Source
+/// `clusterCommand`, redis/src/cluster.c (7.0); subcommand lookup in `processCommand`.
+fn cluster(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let Some(sub_name) = argv.get(1) else {
+        return Err(CmdError::arity("cluster"));
+    };
+    let Some(sub) = CLUSTER_SUBCOMMANDS.iter().find(|s| {
+        s.name
+            .split_once('|')
+            .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub_name))
+    }) else {
+        return Err(CmdError::UnknownSubcommand {
+            cmd: "CLUSTER".into(),
+            sub: text(sub_name),
+        });
+    };
+    if !sub.arity_ok(argv.len()) {
+        return Err(CmdError::arity(sub.name));
+    }
+    match sub.handler {
+        Handler::Conn(f) => f(cx, argv),
+        // Every CLUSTER subcommand row is a Conn row.
+        Handler::Keyed { .. } => Err(CmdError::msg("ERR internal: keyed CLUSTER subcommand")),
+    }
+}
+
+/// `CLUSTER KEYSLOT key`
+///
+/// # Reply
+/// Integer: the hash slot of `key` (CRC16/XMODEM mod 16384, `{hash tag}` honoured).
+/// # Source
+/// `CLUSTER KEYSLOT` in `clusterCommand`, redis/src/cluster.c; `keyHashSlot`.
+fn keyslot(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let key = argv
+        .get(2)
+        .ok_or_else(|| CmdError::arity("cluster|keyslot"))?;
+    Ok(Reply::Int(slot_of(key).0.into()).into())
+}
+
+/// What this node advertises about itself.
+struct Myself {
+    id: String,
+    ip: String,
+    port: u16,
+    /// Cluster bus port: `port + 10000`, or 0 when that does not fit.
+    cport: u16,
+}
+
+fn myself(cx: &ConnCtx<'_>) -> Myself {
+    let port = cx.shared.addr.port();
+    Myself {
+        id: cx.shared.run_id.clone(),
+        ip: cx.conn.shared.laddr.ip().to_string(),
+        port,
+        cport: port.checked_add(10000).unwrap_or(0),
+    }
+}
+
+/// `CLUSTER SLOTS`
+///
+/// # Reply
+/// One range served by this node:
+/// `[[0, 16383, [ip, port, node-id, {}]]]` (the last element is the node's
+/// metadata map, empty because no hostname is set).
+/// # Source
+/// `clusterReplyMultiBulkSlots`, redis/src/cluster.c (7.0).
+fn slots(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let me = myself(cx);
+    Ok(Reply::Array(vec![Reply::Array(vec![
+        Reply::Int(0),
+        Reply::Int(i64::from(SLOTS) - 1),
+        Reply::Array(vec![
+            Reply::bulk(me.ip),
+            Reply::Int(me.port.into()),
+            Reply::bulk(me.id),
+            Reply::Map(Vec::new()),
+        ]),
+    ])])
+    .into())
+}
+
+/// `CLUSTER SHARDS`
+///
+/// # Reply
+/// One shard: `[{slots: [0, 16383], nodes: [{id, port, ip, endpoint, role:
+/// master, replication-offset: 0, health: online}]}]` (maps are flat arrays in RESP2).
+/// # Source
+/// `clusterReplyShards` / `addNodeDetailsToShardReply`, redis/src/cluster.c (7.0).
+fn shards(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let me = myself(cx);
+    let field = |name: &'static str, v: Reply| (Reply::bulk(name), v);
+    let node = Reply::Map(vec![
+        field("id", Reply::bulk(me.id)),
+        field("port", Reply::Int(me.port.into())),
+        field("ip", Reply::bulk(me.ip.clone())),
+        field("endpoint", Reply::bulk(me.ip)),
+        field("role", Reply::bulk("master")),
+        field("replication-offset", Reply::Int(0)),
+        field("health", Reply::bulk("online")),
+    ]);
+    Ok(Reply::Array(vec![Reply::Map(vec![
+        field(
+            "slots",
+            Reply::Array(vec![Reply::Int(0), Reply::Int(i64::from(SLOTS) - 1)]),
+        ),
+        field("nodes", Reply::Array(vec![node])),
+    ])])
+    .into())
+}
+
+/// `CLUSTER NODES`
+///
+/// # Reply
+/// Verbatim string, one line ending in `\n`:
+/// `<id> <ip>:<port>@<cport> myself,master - 0 0 0 connected 0-16383`.
+/// # Source
+/// `clusterGenNodesDescription`, redis/src/cluster.c (7.0).
+fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let me = myself(cx);
+    let line = format!(
+        "{} {}:{}@{} myself,master - 0 0 {CONFIG_EPOCH} connected 0-{}\n",
+        me.id,
+        me.ip,
+        me.port,
+        me.cport,
+        SLOTS - 1
+    );
+    Ok(Reply::Verbatim(line.into()).into())
+}
+
+/// `CLUSTER INFO`
+///
+/// # Reply
+/// Verbatim string of `field:value\r\n` lines, Redis 7.0's fields in its order:
+/// state ok, all 16384 slots assigned and ok, one known node, size 1.
+/// # Source
+/// `genClusterInfoString`, redis/src/cluster.c (7.0).
+fn info(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let fields: [(&str, String); 12] = [
+        ("cluster_state", "ok".into()),
+        ("cluster_slots_assigned", SLOTS.to_string()),
+        ("cluster_slots_ok", SLOTS.to_string()),
+        ("cluster_slots_pfail", "0".into()),
+        ("cluster_slots_fail", "0".into()),
+        ("cluster_known_nodes", "1".into()),
+        ("cluster_size", "1".into()),
+        ("cluster_current_epoch", CONFIG_EPOCH.to_string()),
+        ("cluster_my_epoch", CONFIG_EPOCH.to_string()),
+        ("cluster_stats_messages_sent", "0".into()),
+        ("cluster_stats_messages_received", "0".into()),
+        ("total_cluster_links_buffer_limit_exceeded", "0".into()),
+    ];
+    let mut out = String::new();
+    for (name, value) in fields {
+        out.push_str(name);
+        out.push(':');
+        out.push_str(&value);
+        out.push_str("\r\n");
+    }
+    Ok(Reply::Verbatim(out.into()).into())
+}
+
+/// `CLUSTER MYID`
+///
+/// # Reply
+/// Bulk string: this node's 40-hex-character id (the server's `run_id`).
+fn myid(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(Reply::bulk(cx.shared.run_id.clone()).into())
+}
+
+/// A slot number argument: an integer (`ERR value is not an integer or out of
+/// range`) in `0..16384` (else `invalid`).
+fn slot_arg(arg: &[u8], invalid: &'static str) -> Result<Slot, CmdError> {
+    let n = int_arg(arg)?;
+    u16::try_from(n)
+        .ok()
+        .filter(|&s| s < SLOTS)
+        .map(Slot)
+        .ok_or(CmdError::msg(invalid))
+}
+
+/// Run `req` on the shard owning `slot` and answer with its reply.
+fn on_slot_shard(
+    cx: &ConnCtx<'_>,
+    slot: Slot,
+    f: impl FnOnce(&mut ShardDb, &crate::cmd::ExecCtx) -> Reply + Send + 'static,
+) -> Action {
+    let merge: Merge =
+        Box::new(|parts: Vec<Reply>| parts.into_iter().next().unwrap_or(Reply::NullBulk));
+    Action::FanOut {
+        parts: vec![(slot.shard(cx.shared.shards), on_shard(f))],
+        merge,
+    }
+}
+
+/// `CLUSTER COUNTKEYSINSLOT slot`
+///
+/// Counts the live keys of the selected database in `slot`, on the shard owning it.
+///
+/// # Reply
+/// Integer.
+/// # Errors
+/// `ERR value is not an integer or out of range`; `ERR Invalid slot` outside `0..16384`.
+/// # Source
+/// `CLUSTER COUNTKEYSINSLOT` in `clusterCommand`, redis/src/cluster.c (7.0).
+fn countkeysinslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let arg = argv
+        .get(2)
+        .ok_or_else(|| CmdError::arity("cluster|countkeysinslot"))?;
+    let slot = slot_arg(arg, "ERR Invalid slot")?;
+    Ok(on_slot_shard(cx, slot, move |db, ecx| {
+        Reply::Int(apply_keys_in_slot(db, ecx, slot, usize::MAX).len() as i64)
+    }))
+}
+
+/// `CLUSTER GETKEYSINSLOT slot count`
+///
+/// Lists up to `count` live keys of the selected database in `slot`, on the
+/// shard owning it (in the shard's scan order, not Redis's insertion order).
+///
+/// # Reply
+/// Array of bulk strings.
+/// # Errors
+/// `ERR value is not an integer or out of range` for a non-integer slot or
+/// count; `ERR Invalid slot or number of keys` for a slot outside `0..16384`
+/// or a negative count.
+/// # Source
+/// `CLUSTER GETKEYSINSLOT` in `clusterCommand`, redis/src/cluster.c (7.0).
+fn getkeysinslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let (Some(slot), Some(count)) = (argv.get(2), argv.get(3)) else {
+        return Err(CmdError::arity("cluster|getkeysinslot"));
+    };
+    const INVALID: &str = "ERR Invalid slot or number of keys";
+    let slot = int_arg(slot)?;
+    let count = int_arg(count)?;
+    let slot = u16::try_from(slot)
+        .ok()
+        .filter(|&s| s < SLOTS)
+        .map(Slot)
+        .ok_or(CmdError::msg(INVALID))?;
+    let count = usize::try_from(count).map_err(|_| CmdError::msg(INVALID))?;
+    Ok(on_slot_shard(cx, slot, move |db, ecx| {
+        Reply::Array(
+            apply_keys_in_slot(db, ecx, slot, count)
+                .into_iter()
+                .map(Reply::Bulk)
+                .collect(),
+        )
+    }))
+}
+
+/// Up to `limit` live keys of database `cx.db` in `slot` (shard side; expired
+/// keys awaiting removal are skipped).
+pub fn apply_keys_in_slot(
+    db: &ShardDb,
+    cx: &crate::cmd::ExecCtx,
+    slot: Slot,
+    limit: usize,
+) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    if limit == 0 {
+        return out;
+    }
+    db.scan_from(cx.db, (slot.0, 0), cx.now_ms, |(s, _), key, _| {
+        if s != slot.0 {
+            return false;
+        }
+        out.push(key.clone());
+        out.len() < limit
+    });
+    out
+}
+
+/// `CLUSTER HELP`
+///
+/// # Reply
+/// Array of simple strings describing the subcommands this node supports.
+fn help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    const LINES: &[&str] = &[
+        "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "COUNTKEYSINSLOT <slot>",
+        "    Return the number of keys in <slot>.",
+        "GETKEYSINSLOT <slot> <count>",
+        "    Return key names stored by current node in a slot.",
+        "INFO",
+        "    Return information about the cluster.",
+        "KEYSLOT <key>",
+        "    Return the hash slot for <key>.",
+        "MYID",
+        "    Return the node id.",
+        "NODES",
+        "    Return cluster configuration seen by node. Output format:",
+        "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+        "SLOTS",
+        "    Return information about slots range mappings. Each range is made of:",
+        "    start, end, master and replicas IP addresses, ports and ids",
+        "SHARDS",
+        "    Return information about slot range mappings and the nodes associated with them.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    Ok(Reply::Array(LINES.iter().copied().map(Reply::simple).collect()).into())
+}
+
+/// `READONLY` — marks the connection as allowing replica reads. `+OK`.
+/// (This node is a master, so reads were always allowed.)
+fn readonly(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cx.conn.readonly = true;
+    Ok(Reply::Ok.into())
+}
+
+/// `READWRITE` — clears the READONLY mark. `+OK`.
+fn readwrite(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cx.conn.readonly = false;
+    Ok(Reply::Ok.into())
+}
+
+/// `ASKING` — announces an -ASK redirect follow-up. `+OK` (no slot migrations
+/// exist yet, so it changes nothing).
+fn asking(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(Reply::Ok.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::ExecCtx;
+    use crate::route::slot::ShardId;
+    use crate::shard::db::Value;
+
+    #[test]
+    fn keys_in_slot_skips_expired_and_other_slots() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        let slot = slot_of(b"{t}a");
+        for (k, exp) in [
+            ("{t}a", None),
+            ("{t}b", Some(50)),
+            ("{t}c", None),
+            ("x", None),
+        ] {
+            db.set(0, Bytes::from(k), Value::Str(Bytes::new()), exp);
+        }
+        let cx = ExecCtx { db: 0, now_ms: 100 };
+        let mut keys = apply_keys_in_slot(&db, &cx, slot, usize::MAX);
+        keys.sort();
+        assert_eq!(keys, vec![Bytes::from("{t}a"), Bytes::from("{t}c")]);
+        assert_eq!(apply_keys_in_slot(&db, &cx, slot, 1).len(), 1);
+        assert!(apply_keys_in_slot(&db, &cx, slot, 0).is_empty());
+    }
+
+    #[test]
+    fn slot_args() {
+        assert_eq!(slot_arg(b"16383", "E"), Ok(Slot(16383)));
+        assert_eq!(slot_arg(b"16384", "E"), Err(CmdError::msg("E")));
+        assert_eq!(slot_arg(b"-1", "E"), Err(CmdError::msg("E")));
+        assert_eq!(slot_arg(b"x", "E"), Err(CmdError::NotInteger));
+    }
+}
