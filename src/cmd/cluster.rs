@@ -211,7 +211,9 @@ fn cluster(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     match sub.handler {
         Handler::Conn(f) => f(cx, argv),
         // Every CLUSTER subcommand row is a Conn row.
-        Handler::Keyed { .. } => Err(CmdError::msg("ERR internal: keyed CLUSTER subcommand")),
+        Handler::Keyed { .. } | Handler::Blocking { .. } => {
+            Err(CmdError::msg("ERR internal: keyed CLUSTER subcommand"))
+        }
     }
 }
 
@@ -531,7 +533,7 @@ mod tests {
         ] {
             db.set(0, Bytes::from(k), Value::Str(Bytes::new()), exp);
         }
-        let cx = ExecCtx { db: 0, now_ms: 100 };
+        let cx = ExecCtx::at(0, 100);
         let mut keys = apply_keys_in_slot(&db, &cx, slot, usize::MAX);
         keys.sort();
         assert_eq!(keys, vec![Bytes::from("{t}a"), Bytes::from("{t}c")]);

@@ -192,9 +192,15 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
             planned.push(Planned::Ready(not_a_command(argv)));
             continue;
         };
-        let Handler::Keyed { parse, merge } = spec.handler else {
-            planned.push(Planned::Conn);
-            continue;
+        // Inside a transaction a blocking read runs in its non-blocking form, as in Redis.
+        let (parse, merge) = match spec.handler {
+            Handler::Keyed { parse, merge } | Handler::Blocking { parse, merge, .. } => {
+                (parse, merge)
+            }
+            Handler::Conn(_) => {
+                planned.push(Planned::Conn);
+                continue;
+            }
         };
         let keyless = spec.key_indexes(argv).is_empty();
         match route_keyed(spec, parse, merge, argv, shared) {
@@ -204,7 +210,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                 }
                 planned.push(Planned::Keyed(req));
             }
-            Routed::Fan(..) => return Err(CmdError::msg(CROSS_SHARD)),
+            Routed::Fan(..) | Routed::Block(_) => return Err(CmdError::msg(CROSS_SHARD)),
             Routed::Reply(r) | Routed::Close(r) => planned.push(Planned::Ready(r)),
         }
     }
@@ -236,7 +242,11 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                         outs.push(Out::Step(steps.len()));
                         steps.push((cx.conn.db, req));
                     }
-                    Routed::Fan(parts, merge) => {
+                    Routed::Block(_) => {
+                        restore(cx.conn, saved);
+                        return Err(CmdError::msg(CROSS_SHARD));
+                    }
+                    Routed::Fan(parts, merge, _) => {
                         if !parts.iter().all(|(s, _)| claim(&mut tx_shard, *s)) {
                             restore(cx.conn, saved);
                             return Err(CmdError::msg(CROSS_SHARD));
@@ -317,10 +327,7 @@ fn apply_exec(
     steps
         .into_iter()
         .map(|(index, req)| {
-            let step_cx = ExecCtx {
-                db: index,
-                now_ms: cx.now_ms,
-            };
+            let step_cx = ExecCtx { db: index, ..*cx };
             req.apply(db, &step_cx)
         })
         .collect()
