@@ -7,9 +7,6 @@ use clap::Parser;
 
 use shardstream::config::{Cli, Config};
 
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 fn main() {
     let cli = Cli::parse();
     let (config, warnings) = match Config::from_cli(&cli) {

@@ -11,6 +11,8 @@
 //! [`Action`].
 
 pub mod args;
+pub mod connection;
+pub mod info;
 pub mod keys;
 pub mod server;
 pub mod string;
@@ -25,7 +27,13 @@ use crate::shard::db::ShardDb;
 pub use table::{CommandSpec, FanMerge, Flags, Handler, Keys};
 
 /// All command families' table rows; the command table is their union.
-pub const FAMILIES: &[&[CommandSpec]] = &[server::SPECS, keys::SPECS, string::SPECS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    server::SPECS,
+    connection::SPECS,
+    info::SPECS,
+    keys::SPECS,
+    string::SPECS,
+];
 
 /// Per-request context a shard passes to `apply`: the selected database and
 /// the shard's clock snapshot for this batch.
@@ -82,6 +90,8 @@ pub enum Action {
     },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),
+    /// Close the connection now without replying (SHUTDOWN, as Redis does).
+    Drop,
 }
 
 impl From<Reply> for Action {

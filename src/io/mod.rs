@@ -480,14 +480,28 @@ fn dispatch(
         reject(conn, err);
         return;
     };
-    if let Ok(mut c) = client.last_cmd.lock() {
-        c.clear();
-        c.push_str(&spec.name.to_ascii_lowercase());
-    }
     if !spec.arity_ok(argv.len()) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
         reject(conn, CmdError::arity(spec.name));
         return;
+    }
+    // Container commands (CLIENT, CONFIG, COMMAND): the subcommand row decides
+    // arity, flags and statistics, before the NOAUTH check as in Redis.
+    let spec = if spec.subcommands.is_empty() || argv.len() < 2 {
+        spec
+    } else {
+        match cmd::connection::resolve_subcommand(spec, &argv) {
+            Ok(sub) => sub,
+            Err(e) => {
+                shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+                reject(conn, e);
+                return;
+            }
+        }
+    };
+    if let Ok(mut c) = client.last_cmd.lock() {
+        c.clear();
+        c.push_str(&spec.name.to_ascii_lowercase());
     }
     if !conn.session.authenticated && !spec.flags.has(crate::cmd::Flags::NO_AUTH) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
@@ -524,6 +538,10 @@ fn dispatch(
             shared.count_call(&name, false, false);
             let seq = conn.push_slot(Pending::Ready(r));
             conn.close_after = Some(seq);
+        }
+        Routed::Drop => {
+            shared.count_call(&name, false, false);
+            conn.dead = true;
         }
         Routed::One(shard, req) => {
             shared.count_call(&name, false, false);
@@ -576,6 +594,8 @@ fn reject(conn: &mut Conn, err: CmdError) {
 pub enum Routed {
     Reply(Reply),
     Close(Reply),
+    /// Close the connection at once, without a reply (SHUTDOWN).
+    Drop,
     One(ShardId, ShardReq),
     Fan(Vec<(ShardId, ShardReq)>, Merge),
 }
@@ -597,6 +617,7 @@ pub fn route(
             match f(&mut cx, argv) {
                 Ok(Action::Reply(r)) => Routed::Reply(r),
                 Ok(Action::Close(r)) => Routed::Close(r),
+                Ok(Action::Drop) => Routed::Drop,
                 Ok(Action::FanOut { mut parts, merge }) => {
                     if parts.len() == 1 {
                         let (shard, req) = parts.remove(0);
