@@ -477,12 +477,12 @@ fn dispatch(
     let Some(spec) = table::lookup(&argv[0]) else {
         let err = table::unknown_command(&argv);
         shared.count_call("unknown", true, true);
-        reject(conn, err);
+        reject(shared, conn, err);
         return;
     };
     if !spec.arity_ok(argv.len()) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-        reject(conn, CmdError::arity(spec.name));
+        reject(shared, conn, CmdError::arity(spec.name));
         return;
     }
     // Container commands (CLIENT, CONFIG, COMMAND): the subcommand row decides
@@ -494,7 +494,7 @@ fn dispatch(
             Ok(sub) => sub,
             Err(e) => {
                 shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-                reject(conn, e);
+                reject(shared, conn, e);
                 return;
             }
         }
@@ -505,14 +505,14 @@ fn dispatch(
     }
     if !conn.session.authenticated && !spec.flags.has(crate::cmd::Flags::NO_AUTH) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-        reject(conn, CmdError::NoAuth);
+        reject(shared, conn, CmdError::NoAuth);
         return;
     }
     if let Some(queue) = conn.session.multi.as_mut() {
         if !runs_inside_multi(spec.name) {
             if spec.flags.has(crate::cmd::Flags::NO_MULTI) {
                 let err = CmdError::msg("ERR Command not allowed inside a transaction");
-                reject(conn, err);
+                reject(shared, conn, err);
                 return;
             }
             queue.push(argv);
@@ -583,7 +583,11 @@ fn dispatch(
 
 /// Answer a command that was refused before running; inside MULTI this also
 /// dooms the transaction (EXECABORT), as Redis does.
-fn reject(conn: &mut Conn, err: CmdError) {
+fn reject(shared: &Shared, conn: &mut Conn, err: CmdError) {
+    shared
+        .stats
+        .total_error_replies
+        .fetch_add(1, Ordering::Relaxed);
     if conn.session.multi.is_some() {
         conn.session.multi_failed = true;
     }
