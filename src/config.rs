@@ -127,7 +127,9 @@ impl Config {
     /// Apply one directive (`CONFIG SET` and config-file lines use the same names).
     /// Returns an error text when the name is unknown or the value is invalid.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let bad = || format!("argument couldn't be parsed into an integer for '{name}'");
+        let bad = || "argument couldn't be parsed into an integer".to_string();
+        let at_least_1mb =
+            || "argument must be between 1048576 and 9223372036854775807 inclusive".to_string();
         match name.to_ascii_lowercase().as_str() {
             "bind" => {
                 self.bind = value
@@ -145,14 +147,17 @@ impl Config {
             "maxclients" => self.maxclients = value.parse().map_err(|_| bad())?,
             "databases" => self.databases = value.parse().map_err(|_| bad())?,
             "proto-max-bulk-len" => {
-                self.proto_max_bulk_len = parse_memory(value)
+                let v = parse_memory(value).ok_or_else(bad)?;
+                self.proto_max_bulk_len = Some(v)
                     .filter(|v| *v >= 1024 * 1024)
-                    .ok_or_else(bad)?
+                    .ok_or_else(at_least_1mb)?
             }
             "client-query-buffer-limit" => {
-                self.client_query_buffer_limit = parse_memory(value)
+                let v = parse_memory(value).ok_or_else(bad)?;
+                self.client_query_buffer_limit = Some(v)
                     .filter(|v| *v >= 1024 * 1024)
-                    .ok_or_else(bad)? as usize
+                    .ok_or_else(at_least_1mb)?
+                    as usize
             }
             "timeout" => self.timeout_s = value.parse().map_err(|_| bad())?,
             "stream-node-max-entries" => {
@@ -228,7 +233,7 @@ impl Config {
                 continue;
             }
             self.set(key, value)
-                .map_err(|e| format!("line {}: {e}", n + 1))?;
+                .map_err(|e| format!("line {}: '{key}': {e}", n + 1))?;
         }
         Ok(warnings)
     }

@@ -23,3 +23,10 @@ pub mod route;
 pub mod server;
 pub mod shard;
 pub mod stream;
+
+/// jemalloc is the global allocator of every program linking this library
+/// (default feature `jemalloc`), so INFO's `used_memory` is jemalloc's
+/// allocated-bytes count in the server binary and in tests alike.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

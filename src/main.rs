@@ -7,9 +7,6 @@ use clap::Parser;
 
 use shardstream::config::{Cli, Config};
 
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 fn main() {
     // A panic in any shard or IO thread would leave a half-dead server whose
     // clients hang: log it and exit non-zero instead.

@@ -12,6 +12,8 @@
 
 pub mod args;
 pub mod cluster;
+pub mod connection;
+pub mod info;
 pub mod keys;
 pub mod server;
 pub mod string;
@@ -30,6 +32,8 @@ pub use table::{CommandSpec, FanMerge, Flags, Handler, Keys};
 /// All command families' table rows; the command table is their union.
 pub const FAMILIES: &[&[CommandSpec]] = &[
     server::SPECS,
+    connection::SPECS,
+    info::SPECS,
     keys::SPECS,
     string::SPECS,
     cluster::SPECS,
@@ -109,6 +113,8 @@ pub enum Action {
     },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),
+    /// Close the connection now without replying (SHUTDOWN, as Redis does).
+    Drop,
 }
 
 impl From<Reply> for Action {

@@ -1,11 +1,19 @@
-//! Connection and server commands that need no key: PING, ECHO, QUIT, SELECT.
-//! They run on the IO thread.
+//! Connection and server commands that need no key: PING, ECHO, QUIT, SELECT,
+//! CONFIG, COMMAND, SHUTDOWN. They run on the IO thread (CONFIG RESETSTAT also
+//! visits every shard).
+
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use crate::cmd::{Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
+use crate::cmd::args::{self, is};
+use crate::cmd::connection::{help_reply, run_subcommand};
+use crate::cmd::table::{all_specs, lookup, lookup_sub, reply_command_docs, reply_command_info};
+use crate::cmd::{merge_ok, on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
+use crate::config::Config;
 use crate::error::CmdError;
 use crate::reply::Reply;
+use crate::route::slot::ShardId;
 
 const fn conn_cmd(
     name: &'static str,
@@ -30,8 +38,172 @@ const fn conn_cmd(
     }
 }
 
+/// A row of this family with ACL categories (subcommands and admin commands).
+#[allow(clippy::too_many_arguments)]
+const fn row(
+    name: &'static str,
+    arity: i16,
+    flags: Flags,
+    acl: &'static [&'static str],
+    summary: &'static str,
+    since: &'static str,
+    group: &'static str,
+    f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
+) -> CommandSpec {
+    CommandSpec {
+        acl,
+        ..conn_cmd(name, arity, flags, summary, since, group, f)
+    }
+}
+
+const LS: Flags = Flags::LOADING.with(Flags::STALE);
+const ADMIN_NLS: Flags = Flags::ADMIN.with(Flags::NOSCRIPT).with(LS);
+const ADMIN_ACL: &[&str] = &["admin", "slow", "dangerous"];
+
+/// Rows of `CONFIG|<sub>`.
+const CONFIG_SUBS: &[CommandSpec] = &[
+    row(
+        "CONFIG|GET",
+        -3,
+        ADMIN_NLS,
+        ADMIN_ACL,
+        "Returns the effective values of configuration parameters.",
+        "2.0.0",
+        "server",
+        config_get,
+    ),
+    row(
+        "CONFIG|SET",
+        -4,
+        ADMIN_NLS,
+        ADMIN_ACL,
+        "Sets configuration parameters in-flight.",
+        "2.0.0",
+        "server",
+        config_set,
+    ),
+    row(
+        "CONFIG|RESETSTAT",
+        2,
+        ADMIN_NLS,
+        ADMIN_ACL,
+        "Resets the server's statistics.",
+        "2.0.0",
+        "server",
+        config_resetstat,
+    ),
+    row(
+        "CONFIG|HELP",
+        2,
+        LS,
+        &["slow"],
+        "Returns helpful text about the different subcommands.",
+        "5.0.0",
+        "server",
+        config_help,
+    ),
+];
+
+/// Rows of `COMMAND|<sub>`.
+const COMMAND_SUBS: &[CommandSpec] = &[
+    row(
+        "COMMAND|COUNT",
+        2,
+        LS,
+        &["slow", "connection"],
+        "Returns a count of commands.",
+        "2.8.13",
+        "server",
+        command_count,
+    ),
+    row(
+        "COMMAND|INFO",
+        -2,
+        LS,
+        &["slow", "connection"],
+        "Returns information about one, multiple or all commands.",
+        "2.8.13",
+        "server",
+        command_info,
+    ),
+    row(
+        "COMMAND|DOCS",
+        -2,
+        LS,
+        &["slow", "connection"],
+        "Returns documentary information about one, multiple or all commands.",
+        "7.0.0",
+        "server",
+        command_docs,
+    ),
+    row(
+        "COMMAND|LIST",
+        -2,
+        LS,
+        &["slow", "connection"],
+        "Returns a list of command names.",
+        "7.0.0",
+        "server",
+        command_list,
+    ),
+    row(
+        "COMMAND|GETKEYS",
+        -3,
+        LS,
+        &["slow", "connection"],
+        "Extracts the key names from an arbitrary command.",
+        "2.8.13",
+        "server",
+        command_getkeys,
+    ),
+    row(
+        "COMMAND|HELP",
+        2,
+        LS,
+        &["slow", "connection"],
+        "Returns helpful text about the different subcommands.",
+        "5.0.0",
+        "server",
+        command_help,
+    ),
+];
+
 /// Table rows of this family.
 pub const SPECS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "CONFIG",
+        arity: -2,
+        flags: Flags::NONE,
+        keys: Keys::None,
+        acl: &["slow"],
+        summary: "A container for server configuration commands.",
+        since: "2.0.0",
+        group: "server",
+        subcommands: CONFIG_SUBS,
+        handler: Handler::Conn(run_subcommand),
+    },
+    CommandSpec {
+        name: "COMMAND",
+        arity: -1,
+        flags: LS,
+        keys: Keys::None,
+        acl: &["slow", "connection"],
+        summary: "Returns detailed information about all commands.",
+        since: "2.8.13",
+        group: "server",
+        subcommands: COMMAND_SUBS,
+        handler: Handler::Conn(command),
+    },
+    row(
+        "SHUTDOWN",
+        -1,
+        ADMIN_NLS.with(Flags::NO_MULTI).with(Flags::ALLOW_BUSY),
+        ADMIN_ACL,
+        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+        "1.0.0",
+        "server",
+        shutdown,
+    ),
     conn_cmd(
         "PING",
         -1,
@@ -112,4 +284,525 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
         .db
         .store(idx as usize, std::sync::atomic::Ordering::Relaxed);
     Ok(Reply::Ok.into())
+}
+
+// ---------------------------------------------------------------------------
+// CONFIG
+
+/// Redis settings shardstream does not implement but clients commonly read
+/// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
+/// them; CONFIG SET accepts only their current value.
+const COMPAT_SETTINGS: &[(&str, &str)] = &[
+    ("save", ""),
+    ("appendonly", "no"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+];
+
+/// Settings fixed for the life of the process (threads, sockets and data
+/// layout are built from them at start).
+const IMMUTABLE: &[&str] = &["bind", "port", "shards", "io-threads", "dir", "databases"];
+
+/// Every name CONFIG GET knows, each once, in a fixed order.
+fn config_names() -> impl Iterator<Item = &'static str> {
+    Config::NAMES.iter().copied().chain(
+        COMPAT_SETTINGS
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !Config::NAMES.contains(n)),
+    )
+}
+
+/// Current value of a setting, real or compatibility-only.
+fn config_value(cfg: &Config, name: &str) -> Option<String> {
+    cfg.get(name).or_else(|| {
+        COMPAT_SETTINGS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    })
+}
+
+/// `CONFIG GET parameter [parameter ...]`
+///
+/// Each parameter is a glob pattern (`*`, `?`, `[...]`, `\\`), matched without
+/// regard to case against the setting names.
+///
+/// # Reply
+/// A map of setting name → value (RESP2: flat array), each setting once.
+/// # Source
+/// `configGetCommand`, redis/src/config.c.
+fn config_get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let cfg = cx
+        .shared
+        .config
+        .read()
+        .map_err(|_| CmdError::msg("ERR configuration unavailable"))?;
+    let patterns = &argv[2..];
+    let pairs = config_names()
+        .filter(|name| {
+            patterns
+                .iter()
+                .any(|p| glob_match(p, name.as_bytes(), true))
+        })
+        .filter_map(|name| {
+            config_value(&cfg, name).map(|v| (Reply::bulk_copy(name), Reply::bulk(v)))
+        })
+        .collect();
+    Ok(Reply::Map(pairs).into())
+}
+
+/// `CONFIG SET parameter value [parameter value ...]`
+///
+/// Applies every pair or none. Changes take effect for new work at once:
+/// `requirepass` for new connections, `timeout`, `maxclients`,
+/// `proto-max-bulk-len`, `client-query-buffer-limit` on the next read,
+/// `stream-node-max-*` for new stream nodes.
+///
+/// # Reply
+/// `+OK`.
+/// # Errors
+/// * `ERR syntax error` for an odd number of arguments
+/// * `ERR Unknown option or number of arguments for CONFIG SET - '<name>'`
+/// * `ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>`
+///   where reason is `can't set immutable config`, `duplicate parameter` or
+///   the value error (`argument couldn't be parsed into an integer`, ...)
+/// # Source
+/// `configSetCommand`, redis/src/config.c.
+fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let pairs = &argv[2..];
+    if !pairs.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    let failed = |name: &str, why: &str| {
+        CmdError::msg(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for pair in pairs.chunks_exact(2) {
+        let name = args::text(&pair[0]).to_ascii_lowercase();
+        if !config_names().any(|n| n == name) {
+            return Err(CmdError::msg(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                args::text(&pair[0])
+            )));
+        }
+        if IMMUTABLE.contains(&name.as_str()) {
+            return Err(failed(&name, "can't set immutable config"));
+        }
+        if seen.contains(&name) {
+            return Err(failed(&name, "duplicate parameter"));
+        }
+        seen.push(name);
+    }
+    let mut cfg = cx
+        .shared
+        .config
+        .write()
+        .map_err(|_| CmdError::msg("ERR configuration unavailable"))?;
+    let mut next = cfg.clone();
+    for pair in pairs.chunks_exact(2) {
+        let name = args::text(&pair[0]).to_ascii_lowercase();
+        let value = args::text(&pair[1]);
+        if cfg.get(&name).is_some() {
+            next.set(&name, &value).map_err(|e| failed(&name, &e))?;
+        } else if config_value(&cfg, &name).is_some_and(|v| !v.eq_ignore_ascii_case(&value)) {
+            // A compatibility-only setting: only its fixed value is accepted.
+            return Err(failed(&name, "can't set immutable config"));
+        }
+    }
+    *cfg = next;
+    Ok(Reply::Ok.into())
+}
+
+/// `CONFIG RESETSTAT` — zero INFO's counters: server stats, commandstats and
+/// every shard's counters (ops, expired keys, hits, misses).
+///
+/// # Reply
+/// `+OK`.
+/// # Source
+/// `resetServerStats` via `configResetStatCommand`, redis/src/config.c.
+fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let st = &cx.shared.stats;
+    for c in [
+        &st.total_connections_received,
+        &st.total_commands_processed,
+        &st.rejected_connections,
+        &st.total_net_input_bytes,
+        &st.total_net_output_bytes,
+        &st.total_error_replies,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    if let Ok(mut m) = cx.shared.cmdstats.lock() {
+        m.clear();
+    }
+    let parts = (0..cx.shared.shards)
+        .map(|i| {
+            (
+                ShardId(i),
+                on_shard(|db, _cx| {
+                    db.stats = Default::default();
+                    Reply::Ok
+                }),
+            )
+        })
+        .collect();
+    Ok(Action::FanOut {
+        parts,
+        merge: Box::new(merge_ok),
+    })
+}
+
+/// `CONFIG HELP` — an array of simple strings.
+fn config_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(help_reply(&[
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern> [<pattern> ...]",
+        "    Return the settings whose names match any glob-style <pattern>, with their values.",
+        "SET <directive> <value> [<directive> <value> ...]",
+        "    Change settings at run time; all of them or none.",
+        "RESETSTAT",
+        "    Zero the statistics reported by INFO.",
+        "HELP",
+        "    Print this help.",
+    ])
+    .into())
+}
+
+/// Glob match as Redis's `stringmatchlen`: `*`, `?`, `[abc]`, `[^a-z]`, `\x`.
+/// Private to CONFIG GET and COMMAND LIST for now.
+fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    let (mut p, mut i) = (0usize, 0usize);
+    // Backtrack point: (pattern index after '*', string index it matched up to).
+    let mut star: Option<(usize, usize)> = None;
+    loop {
+        if p < pat.len() {
+            let step = match pat[p] {
+                b'*' => {
+                    star = Some((p + 1, i));
+                    p += 1;
+                    continue;
+                }
+                b'?' if i < s.len() => Some(p + 1),
+                b'[' if i < s.len() => class_match(pat, p, s[i], nocase),
+                b'\\' if p + 1 < pat.len() => {
+                    (i < s.len() && eq(pat[p + 1], s[i])).then_some(p + 2)
+                }
+                c if i < s.len() && eq(c, s[i]) => Some(p + 1),
+                _ => None,
+            };
+            if let Some(np) = step {
+                p = np;
+                i += 1;
+                continue;
+            }
+        } else if i == s.len() {
+            return true;
+        }
+        match star {
+            Some((sp, si)) if si < s.len() => {
+                star = Some((sp, si + 1));
+                p = sp;
+                i = si + 1;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Match `c` against the class starting at `pat[start] == b'['`; the pattern
+/// index after the class when it matches.
+fn class_match(pat: &[u8], start: usize, c: u8, nocase: bool) -> Option<usize> {
+    let fold = |b: u8| if nocase { b.to_ascii_lowercase() } else { b };
+    let c = fold(c);
+    let mut p = start + 1;
+    let negate = pat.get(p) == Some(&b'^');
+    if negate {
+        p += 1;
+    }
+    let mut hit = false;
+    while p < pat.len() && pat[p] != b']' {
+        if pat[p] == b'\\' && p + 1 < pat.len() {
+            hit |= fold(pat[p + 1]) == c;
+            p += 2;
+        } else if p + 2 < pat.len() && pat[p + 1] == b'-' && pat[p + 2] != b']' {
+            let (a, b) = (fold(pat[p]), fold(pat[p + 2]));
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            hit |= (lo..=hi).contains(&c);
+            p += 3;
+        } else {
+            hit |= fold(pat[p]) == c;
+            p += 1;
+        }
+    }
+    // An unterminated class ends the pattern (as Redis treats it).
+    (hit != negate).then_some(p + 1)
+}
+
+// ---------------------------------------------------------------------------
+// COMMAND
+
+/// `COMMAND` — `COMMAND INFO` of every command; with a subcommand, that subcommand.
+///
+/// # Reply
+/// An array of command info arrays (see [`reply_command_info`]).
+/// # Source
+/// `commandCommand`, redis/src/server.c.
+fn command(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    if argv.len() > 1 {
+        return run_subcommand(cx, argv);
+    }
+    Ok(Reply::Array(all_specs().iter().map(|s| reply_command_info(s)).collect()).into())
+}
+
+/// `COMMAND COUNT` — the number of top-level commands.
+fn command_count(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(Reply::Int(all_specs().len() as i64).into())
+}
+
+/// A command or `container|sub` row by name, any case.
+fn find_spec(name: &[u8]) -> Option<&'static CommandSpec> {
+    match name.iter().position(|&b| b == b'|') {
+        Some(bar) => {
+            let container = lookup(name.get(..bar)?)?;
+            lookup_sub(container, name.get(bar + 1..)?)
+        }
+        None => lookup(name),
+    }
+}
+
+/// `COMMAND INFO [command-name ...]` — info of each named command (all when
+/// none named); a null for unknown names.
+fn command_info(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    if argv.len() == 2 {
+        return Ok(
+            Reply::Array(all_specs().iter().map(|s| reply_command_info(s)).collect()).into(),
+        );
+    }
+    Ok(Reply::Array(
+        argv[2..]
+            .iter()
+            .map(|n| find_spec(n).map_or(Reply::NullBulk, reply_command_info))
+            .collect(),
+    )
+    .into())
+}
+
+/// `COMMAND DOCS [command-name ...]` — a map of name → docs for each known
+/// named command (all when none named); unknown names are left out.
+fn command_docs(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let specs: Vec<&'static CommandSpec> = if argv.len() == 2 {
+        all_specs().to_vec()
+    } else {
+        argv[2..].iter().filter_map(|n| find_spec(n)).collect()
+    };
+    Ok(Reply::Map(
+        specs
+            .into_iter()
+            .map(|s| {
+                (
+                    Reply::bulk(s.name.to_ascii_lowercase()),
+                    reply_command_docs(s),
+                )
+            })
+            .collect(),
+    )
+    .into())
+}
+
+/// `COMMAND LIST [FILTERBY <MODULE module-name | ACLCAT category | PATTERN pattern>]`
+///
+/// # Reply
+/// Array of command names, subcommands included as `container|sub`.
+/// # Errors
+/// `ERR syntax error` for any other argument shape.
+fn command_list(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    enum Filter<'a> {
+        All,
+        Module,
+        AclCat(&'a [u8]),
+        Pattern(&'a [u8]),
+    }
+    let filter = match argv {
+        [_, _] => Filter::All,
+        [_, _, by, kind, val] if is(by, "FILTERBY") => {
+            if is(kind, "MODULE") {
+                Filter::Module
+            } else if is(kind, "ACLCAT") {
+                Filter::AclCat(val)
+            } else if is(kind, "PATTERN") {
+                Filter::Pattern(val)
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        _ => return Err(CmdError::Syntax),
+    };
+    let keep = |s: &CommandSpec| match &filter {
+        Filter::All => true,
+        Filter::Module => false,
+        Filter::AclCat(c) => s.acl.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(c)),
+        Filter::Pattern(p) => glob_match(p, s.name.as_bytes(), true),
+    };
+    let mut out = Vec::new();
+    for s in all_specs() {
+        for row in std::iter::once(*s).chain(s.subcommands.iter()) {
+            if keep(row) {
+                out.push(Reply::bulk(row.name.to_ascii_lowercase()));
+            }
+        }
+    }
+    Ok(Reply::Array(out).into())
+}
+
+/// `COMMAND GETKEYS command [arg ...]` — the keys of a full command line, from
+/// the command table's key positions.
+///
+/// # Reply
+/// Array of key names.
+/// # Errors
+/// * `ERR Invalid command specified` — unknown command or subcommand
+/// * `ERR Invalid number of arguments specified for command` — arity
+/// * `ERR The command has no key arguments`
+/// * `ERR Invalid arguments specified for command` — keys cannot be found
+///   (e.g. XREAD without a well-formed STREAMS section)
+/// # Source
+/// `commandGetKeysCommand`, redis/src/server.c.
+fn command_getkeys(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let inner = &argv[2..];
+    let invalid = || CmdError::msg("ERR Invalid command specified");
+    let mut spec = inner.first().and_then(|n| lookup(n)).ok_or_else(invalid)?;
+    if !spec.subcommands.is_empty() && inner.len() >= 2 {
+        spec = lookup_sub(spec, &inner[1]).ok_or_else(invalid)?;
+    }
+    if !spec.arity_ok(inner.len()) {
+        return Err(CmdError::msg(
+            "ERR Invalid number of arguments specified for command",
+        ));
+    }
+    if spec.keys == Keys::None {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
+    let keys = spec.key_indexes(inner);
+    if keys.is_empty() {
+        return Err(CmdError::msg("ERR Invalid arguments specified for command"));
+    }
+    Ok(Reply::Array(
+        keys.into_iter()
+            .filter_map(|i| inner.get(i).cloned().map(Reply::Bulk))
+            .collect(),
+    )
+    .into())
+}
+
+/// `COMMAND HELP` — an array of simple strings.
+fn command_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(help_reply(&[
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "    Return details about all commands.",
+        "COUNT",
+        "    Return the number of commands.",
+        "DOCS [<command-name> ...]",
+        "    Return documentation of the given commands, or of all of them.",
+        "GETKEYS <full-command>",
+        "    Return the keys of a full command line.",
+        "INFO [<command-name> ...]",
+        "    Return details about the given commands, or about all of them.",
+        "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+        "    Return the names of all commands, optionally filtered.",
+        "HELP",
+        "    Print this help.",
+    ])
+    .into())
+}
+
+// ---------------------------------------------------------------------------
+// SHUTDOWN
+
+/// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`
+///
+/// Stops the server: every IO thread closes its connections and the shards
+/// exit. The calling connection is closed without a reply, as Redis does.
+/// NOSAVE/SAVE/NOW/FORCE are accepted (there is nothing to save and no
+/// replica to wait for).
+///
+/// # Errors
+/// * `ERR No shutdown in progress.` — ABORT (a shutdown is never pending)
+/// * `ERR syntax error` — unknown option, NOSAVE with SAVE, ABORT with others
+/// # Source
+/// `shutdownCommand`, redis/src/db.c.
+fn shutdown(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let (mut save, mut nosave, mut abort) = (false, false, false);
+    for a in &argv[1..] {
+        if is(a, "NOSAVE") {
+            nosave = true;
+        } else if is(a, "SAVE") {
+            save = true;
+        } else if is(a, "ABORT") {
+            abort = true;
+        } else if !(is(a, "NOW") || is(a, "FORCE")) {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (save && nosave) || (abort && argv.len() > 2) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        return Err(CmdError::msg("ERR No shutdown in progress."));
+    }
+    cx.shared.request_shutdown();
+    Ok(Action::Drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_like_redis() {
+        let m = |p: &str, s: &str| glob_match(p.as_bytes(), s.as_bytes(), true);
+        assert!(m("*", ""));
+        assert!(m("*", "anything"));
+        assert!(m("max*", "maxclients"));
+        assert!(m("MAX*", "maxclients"));
+        assert!(!m("max*", "timeout"));
+        assert!(m("*-len", "proto-max-bulk-len"));
+        assert!(m("t?meout", "timeout"));
+        assert!(m("[st]imeout", "timeout"));
+        assert!(!m("[^t]imeout", "timeout"));
+        assert!(m("[a-z]*", "port"));
+        assert!(m("a\\*b", "a*b"));
+        assert!(!m("a\\*b", "axb"));
+        assert!(m("*a*b*", "xxaxxbxx"));
+        assert!(!m("*a*b", "xxaxxbxx"));
+        assert!(!glob_match(b"ABC", b"abc", false));
+    }
+
+    #[test]
+    fn config_names_are_unique() {
+        let names: Vec<_> = config_names().collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+        assert!(names.contains(&"save"));
+    }
+
+    #[test]
+    fn spec_lookup_by_pipe_name() {
+        assert_eq!(find_spec(b"config|get").map(|s| s.name), Some("CONFIG|GET"));
+        assert_eq!(find_spec(b"CONFIG").map(|s| s.name), Some("CONFIG"));
+        assert!(find_spec(b"config|nope").is_none());
+        assert!(find_spec(b"|").is_none());
+    }
 }

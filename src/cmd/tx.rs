@@ -29,6 +29,9 @@ use crate::route::slot::ShardId;
 /// EXEC's error when the queued commands need more than one shard.
 pub const CROSS_SHARD: &str = "ERR MULTI/EXEC spanning more than one shard is not supported: keep the keys of a transaction on one shard with a {hash tag}";
 
+/// Error for a command that cannot run inside a transaction (SHUTDOWN).
+const NOT_IN_TX: &str = "ERR Command not allowed inside a transaction";
+
 const fn row(
     name: &'static str,
     flags: Flags,
@@ -212,6 +215,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
             }
             Routed::Fan(..) | Routed::Block(_) => return Err(CmdError::msg(CROSS_SHARD)),
             Routed::Reply(r) | Routed::Close(r) => planned.push(Planned::Ready(r)),
+            Routed::Drop => planned.push(Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX)))),
         }
     }
 
@@ -234,6 +238,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                 };
                 match route(spec, argv, cx.conn, shared) {
                     Routed::Reply(r) | Routed::Close(r) => outs.push(Out::Ready(r)),
+                    Routed::Drop => outs.push(Out::Ready(Reply::Error(CmdError::msg(NOT_IN_TX)))),
                     Routed::One(shard, req) => {
                         if !claim(&mut tx_shard, shard) {
                             restore(cx.conn, saved);

@@ -551,49 +551,43 @@ fn dispatch(
     let Some(spec) = table::lookup(&argv[0]) else {
         let err = table::unknown_command(&argv);
         shared.count_call("unknown", true, true);
-        reject(conn, err);
+        reject(shared, conn, err);
         return;
     };
-    if let Ok(mut c) = client.last_cmd.lock() {
+    if !spec.arity_ok(argv.len()) {
+        shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+        reject_cmd(shared, conn, spec, CmdError::arity(spec.name));
+        return;
+    }
+    // Container commands (CLIENT, CONFIG, COMMAND, CLUSTER): the subcommand row
+    // decides arity, flags and statistics, checked before NOAUTH and before
+    // queueing in MULTI, as Redis's processCommand does.
+    let spec = if spec.subcommands.is_empty() || argv.len() < 2 {
+        spec
+    } else {
+        match cmd::connection::resolve_subcommand(spec, &argv) {
+            Ok(sub) => sub,
+            Err(e) => {
+                shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+                reject(shared, conn, e);
+                return;
+            }
+        }
+    };
+    if let Ok(mut c) = conn.session.shared.last_cmd.lock() {
         c.clear();
         c.push_str(&spec.name.to_ascii_lowercase());
     }
-    if !spec.arity_ok(argv.len()) {
-        shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-        reject_cmd(conn, spec, CmdError::arity(spec.name));
-        return;
-    }
-    if let (false, Some(sub)) = (spec.subcommands.is_empty(), argv.get(1)) {
-        // Container command: the subcommand must exist and have its arity
-        // (checked before queueing in MULTI, as Redis's processCommand does).
-        match table::lookup_sub(spec, sub) {
-            None => {
-                shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-                let err = CmdError::UnknownSubcommand {
-                    cmd: spec.name.to_string(),
-                    sub: String::from_utf8_lossy(sub).into_owned(),
-                };
-                reject(conn, err);
-                return;
-            }
-            Some(row) if !row.arity_ok(argv.len()) => {
-                shared.count_call(&row.name.to_ascii_lowercase(), true, true);
-                reject(conn, CmdError::arity(row.name));
-                return;
-            }
-            Some(_) => {}
-        }
-    }
     if !conn.session.authenticated && !spec.flags.has(crate::cmd::Flags::NO_AUTH) {
         shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
-        reject_cmd(conn, spec, CmdError::NoAuth);
+        reject_cmd(shared, conn, spec, CmdError::NoAuth);
         return;
     }
     if let Some(queue) = conn.session.multi.as_mut() {
         if !runs_inside_multi(spec.name) {
             if spec.flags.has(crate::cmd::Flags::NO_MULTI) {
                 let err = CmdError::msg("ERR Command not allowed inside a transaction");
-                reject(conn, err);
+                reject(shared, conn, err);
                 return;
             }
             queue.push(argv);
@@ -619,6 +613,10 @@ fn dispatch(
             shared.count_call(&name, false, false);
             let seq = conn.push_slot(Pending::Ready(r));
             conn.close_after = Some(seq);
+        }
+        Routed::Drop => {
+            shared.count_call(&name, false, false);
+            conn.dead = true;
         }
         Routed::One(shard, req) => {
             shared.count_call(&name, false, false);
@@ -670,7 +668,11 @@ fn dispatch(
 
 /// Answer a command that was refused before running; inside MULTI this also
 /// dooms the transaction (EXECABORT), as Redis does.
-fn reject(conn: &mut Conn, err: CmdError) {
+fn reject(shared: &Shared, conn: &mut Conn, err: CmdError) {
+    shared
+        .stats
+        .total_error_replies
+        .fetch_add(1, Ordering::Relaxed);
     if conn.session.multi.is_some() {
         conn.session.multi_failed = true;
     }
@@ -680,7 +682,7 @@ fn reject(conn: &mut Conn, err: CmdError) {
 /// [`reject`], except that a refused EXEC inside MULTI discards the
 /// transaction with `EXECABORT Transaction discarded because of: <reason>`,
 /// as Redis's `execCommandAbort` does.
-fn reject_cmd(conn: &mut Conn, spec: &CommandSpec, err: CmdError) {
+fn reject_cmd(shared: &Shared, conn: &mut Conn, spec: &CommandSpec, err: CmdError) {
     if spec.name == "EXEC" && conn.session.multi.is_some() {
         crate::cmd::tx::reset_multi(&mut conn.session);
         let text = err.to_string();
@@ -691,13 +693,15 @@ fn reject_cmd(conn: &mut Conn, spec: &CommandSpec, err: CmdError) {
         conn.push_slot(Pending::Ready(Reply::Error(err)));
         return;
     }
-    reject(conn, err);
+    reject(shared, conn, err);
 }
 
 /// Where a command goes once parsed.
 pub enum Routed {
     Reply(Reply),
     Close(Reply),
+    /// Close the connection at once, without a reply (SHUTDOWN).
+    Drop,
     One(ShardId, ShardReq),
     /// Parts run on their shards, replies merged; with a block plan, a null
     /// merged reply parks the read instead of answering.
@@ -732,6 +736,7 @@ pub fn route(
             match f(&mut cx, argv) {
                 Ok(Action::Reply(r)) => Routed::Reply(r),
                 Ok(Action::Close(r)) => Routed::Close(r),
+                Ok(Action::Drop) => Routed::Drop,
                 Ok(Action::FanOut { parts, merge }) => Routed::Fan(parts, merge, None),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }

@@ -1,0 +1,537 @@
+//! INFO: server, clients, memory, persistence, stats, replication, cpu,
+//! modules, commandstats, cluster, keyspace and shardstream sections, in
+//! Redis's field names.
+//!
+//! Values the IO thread can read (counters in [`Shared`], the client registry,
+//! process data from `/proc` and `getrusage`) are captured when the command
+//! arrives; per-shard values (ops, keys, expiries, hits/misses) come from a
+//! fan-out to every shard ([`ShardInfo`]) and are merged into the text on the
+//! IO thread.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use crate::cmd::connection::REDIS_COMPAT_VERSION;
+use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
+use crate::error::CmdError;
+use crate::reply::Reply;
+use crate::route::slot::ShardId;
+use crate::server::Shared;
+use crate::shard::db::ShardDb;
+
+/// Table rows of this family.
+pub const SPECS: &[CommandSpec] = &[CommandSpec {
+    name: "INFO",
+    arity: -1,
+    flags: Flags::LOADING.with(Flags::STALE),
+    keys: Keys::None,
+    acl: &["slow", "dangerous"],
+    summary: "Returns information and statistics about the server.",
+    since: "1.0.0",
+    group: "server",
+    subcommands: &[],
+    handler: Handler::Conn(info),
+}];
+
+/// INFO sections in output order: `(name, in the default set)`.
+const SECTIONS: &[(&str, bool)] = &[
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("cpu", true),
+    ("modules", true),
+    ("commandstats", false),
+    ("cluster", true),
+    ("keyspace", true),
+    ("shardstream", true),
+];
+
+/// Sections whose text needs data from the shards.
+const SHARD_SECTIONS: &[&str] = &["stats", "keyspace", "shardstream"];
+
+/// `INFO [section [section ...]]`
+///
+/// Sections: any of [`SECTIONS`] by name (any case), `default` (no argument),
+/// `all` (every section) or `everything` (same as `all` here). Unknown section
+/// names contribute nothing. Sections appear in Redis's fixed order, whatever
+/// order they were asked in.
+///
+/// # Reply
+/// Verbatim text (RESP2: bulk string): `# Section\r\nfield:value\r\n...`,
+/// sections separated by an empty line; empty when nothing matched.
+/// # Source
+/// `infoCommand` / `genRedisInfoString`, redis/src/server.c.
+pub fn info(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let wanted = wanted_sections(&argv[1..]);
+    let snap = Snapshot::take(cx.shared);
+    let needs_shards = wanted.iter().any(|s| SHARD_SECTIONS.contains(s));
+    if !needs_shards {
+        return Ok(Reply::Verbatim(render(&wanted, &snap, &[])).into());
+    }
+    let parts = (0..cx.shared.shards)
+        .map(|i| (ShardId(i), on_shard(|db, _cx| ShardInfo::of(db).to_reply())))
+        .collect();
+    Ok(Action::FanOut {
+        parts,
+        merge: Box::new(move |replies: Vec<Reply>| {
+            let shards: Vec<ShardInfo> = replies.iter().map(ShardInfo::from_reply).collect();
+            Reply::Verbatim(render(&wanted, &snap, &shards))
+        }),
+    })
+}
+
+/// The section names selected by INFO's arguments, in output order.
+fn wanted_sections(args: &[Bytes]) -> Vec<&'static str> {
+    let pick_default = args.is_empty() || args.iter().any(|a| a.eq_ignore_ascii_case(b"default"));
+    let pick_all = args
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(b"all") || a.eq_ignore_ascii_case(b"everything"));
+    SECTIONS
+        .iter()
+        .filter(|(name, default)| {
+            pick_all
+                || (pick_default && *default)
+                || args.iter().any(|a| a.eq_ignore_ascii_case(name.as_bytes()))
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// What one shard reports for INFO.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ShardInfo {
+    pub ops: u64,
+    pub expired_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    /// `(keys, keys with a TTL)` per database.
+    pub dbs: Vec<(u64, u64)>,
+}
+
+impl ShardInfo {
+    /// Read a shard's counters and key counts (on the shard thread).
+    pub fn of(db: &ShardDb) -> Self {
+        ShardInfo {
+            ops: db.stats.ops,
+            expired_keys: db.stats.expired_keys,
+            keyspace_hits: db.stats.keyspace_hits,
+            keyspace_misses: db.stats.keyspace_misses,
+            dbs: (0..db.databases())
+                .map(|i| {
+                    let ks = db.keyspace(i);
+                    (ks.len() as u64, ks.expires_len() as u64)
+                })
+                .collect(),
+        }
+    }
+
+    /// Carry the numbers back to the IO thread as an integer array.
+    fn to_reply(&self) -> Reply {
+        let mut v = vec![
+            self.ops,
+            self.expired_keys,
+            self.keyspace_hits,
+            self.keyspace_misses,
+        ];
+        for (k, e) in &self.dbs {
+            v.push(*k);
+            v.push(*e);
+        }
+        Reply::Array(v.into_iter().map(|n| Reply::Int(n as i64)).collect())
+    }
+
+    /// Inverse of `to_reply`; anything else reads as an empty shard.
+    fn from_reply(r: &Reply) -> Self {
+        let Reply::Array(items) = r else {
+            return ShardInfo::default();
+        };
+        let n: Vec<u64> = items
+            .iter()
+            .map(|i| match i {
+                Reply::Int(n) => *n as u64,
+                _ => 0,
+            })
+            .collect();
+        let at = |i: usize| n.get(i).copied().unwrap_or(0);
+        ShardInfo {
+            ops: at(0),
+            expired_keys: at(1),
+            keyspace_hits: at(2),
+            keyspace_misses: at(3),
+            dbs: n
+                .get(4..)
+                .unwrap_or(&[])
+                .chunks_exact(2)
+                .map(|c| (c[0], c[1]))
+                .collect(),
+        }
+    }
+
+    fn keys(&self) -> u64 {
+        self.dbs.iter().map(|(k, _)| k).sum()
+    }
+}
+
+/// Values read on the IO thread when INFO arrives.
+struct Snapshot {
+    run_id: String,
+    port: u16,
+    uptime_s: u64,
+    now_usec: u128,
+    connected_clients: usize,
+    maxclients: usize,
+    io_threads: usize,
+    inbox_depth: Vec<usize>,
+    connections: u64,
+    commands: u64,
+    rejected: u64,
+    net_in: u64,
+    net_out: u64,
+    errors: u64,
+    /// `(name, calls, failed, rejected)`, sorted by name.
+    cmdstats: Vec<(String, u64, u64, u64)>,
+    mem: MemInfo,
+    cpu: (f64, f64),
+}
+
+impl Snapshot {
+    fn take(shared: &Shared) -> Self {
+        let (port, maxclients) = shared
+            .config
+            .read()
+            .map(|c| (c.port, c.maxclients))
+            .unwrap_or((shared.addr.port(), 0));
+        let mut cmdstats: Vec<(String, u64, u64, u64)> = shared
+            .cmdstats
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .filter(|(name, _)| name.as_str() != "unknown")
+                    .map(|(name, s)| (name.clone(), s.calls, s.failed_calls, s.rejected_calls))
+                    .collect()
+            })
+            .unwrap_or_default();
+        cmdstats.sort();
+        let st = &shared.stats;
+        Snapshot {
+            run_id: shared.run_id.clone(),
+            port,
+            uptime_s: shared.uptime_ms() / 1000,
+            now_usec: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros())
+                .unwrap_or(0),
+            connected_clients: shared.clients.lock().map(|c| c.len()).unwrap_or(0),
+            maxclients,
+            io_threads: shared.io.len(),
+            inbox_depth: shared.shard_tx.iter().map(|tx| tx.len()).collect(),
+            connections: st.total_connections_received.load(Ordering::Relaxed),
+            commands: st.total_commands_processed.load(Ordering::Relaxed),
+            rejected: st.rejected_connections.load(Ordering::Relaxed),
+            net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
+            net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
+            errors: st.total_error_replies.load(Ordering::Relaxed),
+            cmdstats,
+            mem: MemInfo::read(),
+            cpu: cpu_times(),
+        }
+    }
+}
+
+/// Process memory, bytes.
+struct MemInfo {
+    /// Bytes allocated by the program: jemalloc's `stats.allocated` when
+    /// jemalloc is the global allocator, else the RSS.
+    used: u64,
+    rss: u64,
+    allocator: &'static str,
+}
+
+impl MemInfo {
+    fn read() -> Self {
+        let rss = rss_bytes();
+        let jemalloc = if cfg!(feature = "jemalloc") {
+            jemalloc_allocated().filter(|n| *n > 0)
+        } else {
+            None
+        };
+        match jemalloc {
+            Some(used) => MemInfo {
+                used,
+                rss,
+                allocator: "jemalloc-5.3.0",
+            },
+            None => MemInfo {
+                used: rss,
+                rss,
+                allocator: "libc",
+            },
+        }
+    }
+}
+
+/// jemalloc's count of bytes allocated by the application (after refreshing
+/// its statistics epoch).
+fn jemalloc_allocated() -> Option<u64> {
+    tikv_jemalloc_ctl::epoch::advance().ok()?;
+    tikv_jemalloc_ctl::stats::allocated::read()
+        .ok()
+        .map(|n| n as u64)
+}
+
+/// Resident set size from `/proc/self/statm` (0 where unavailable).
+fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions; it only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+/// `(system, user)` CPU seconds used by the process.
+fn cpu_times() -> (f64, f64) {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage; RUSAGE_SELF is a valid `who`.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (secs(ru.ru_stime), secs(ru.ru_utime))
+}
+
+/// `1.23M`-style size as Redis's `bytesToHuman` prints it.
+pub fn bytes_to_human(n: u64) -> String {
+    const UNITS: &[(f64, &str)] = &[
+        (1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0, "P"),
+        (1024.0 * 1024.0 * 1024.0 * 1024.0, "T"),
+        (1024.0 * 1024.0 * 1024.0, "G"),
+        (1024.0 * 1024.0, "M"),
+        (1024.0, "K"),
+    ];
+    let f = n as f64;
+    for (size, unit) in UNITS {
+        if f >= *size {
+            return format!("{:.2}{unit}", f / size);
+        }
+    }
+    format!("{n}B")
+}
+
+/// `Linux 6.1.0 x86_64`-style OS description.
+fn os_name() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let kind = read("/proc/sys/kernel/ostype");
+    let kind = if kind.is_empty() {
+        std::env::consts::OS.to_string()
+    } else {
+        kind
+    };
+    format!(
+        "{kind} {} {}",
+        read("/proc/sys/kernel/osrelease"),
+        std::env::consts::ARCH
+    )
+}
+
+/// Build the INFO text for `wanted` sections.
+fn render(wanted: &[&str], s: &Snapshot, shards: &[ShardInfo]) -> Bytes {
+    let mut out = String::new();
+    for (n, name) in wanted.iter().enumerate() {
+        if n > 0 {
+            out.push_str("\r\n");
+        }
+        render_section(&mut out, name, s, shards);
+    }
+    Bytes::from(out)
+}
+
+fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInfo]) {
+    // `write!` into a String cannot fail.
+    macro_rules! line {
+        ($($arg:tt)*) => {{
+            let _ = write!(out, $($arg)*);
+            out.push_str("\r\n");
+        }};
+    }
+    let sum = |f: fn(&ShardInfo) -> u64| shards.iter().map(f).sum::<u64>();
+    match name {
+        "server" => {
+            line!("# Server");
+            line!("redis_version:{REDIS_COMPAT_VERSION}");
+            line!("shardstream_version:{}", env!("CARGO_PKG_VERSION"));
+            line!("redis_git_sha1:00000000");
+            line!("redis_git_dirty:0");
+            line!("redis_mode:standalone");
+            line!("os:{}", os_name());
+            line!("arch_bits:{}", usize::BITS);
+            line!("multiplexing_api:epoll");
+            line!("process_id:{}", std::process::id());
+            line!("process_supervised:no");
+            line!("run_id:{}", s.run_id);
+            line!("tcp_port:{}", s.port);
+            line!("server_time_usec:{}", s.now_usec);
+            line!("uptime_in_seconds:{}", s.uptime_s);
+            line!("uptime_in_days:{}", s.uptime_s / 86400);
+            line!("hz:10");
+            line!("configured_hz:10");
+            line!(
+                "executable:{}",
+                std::env::current_exe()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
+            line!("config_file:");
+        }
+        "clients" => {
+            line!("# Clients");
+            line!("connected_clients:{}", s.connected_clients);
+            line!("cluster_connections:0");
+            line!("maxclients:{}", s.maxclients);
+            line!("blocked_clients:0");
+            line!("tracking_clients:0");
+        }
+        "memory" => {
+            line!("# Memory");
+            line!("used_memory:{}", s.mem.used);
+            line!("used_memory_human:{}", bytes_to_human(s.mem.used));
+            line!("used_memory_rss:{}", s.mem.rss);
+            line!("used_memory_rss_human:{}", bytes_to_human(s.mem.rss));
+            line!("maxmemory:0");
+            line!("maxmemory_human:0B");
+            line!("maxmemory_policy:noeviction");
+            line!("mem_allocator:{}", s.mem.allocator);
+        }
+        "persistence" => {
+            line!("# Persistence");
+            line!("loading:0");
+            line!("async_loading:0");
+            line!("rdb_changes_since_last_save:0");
+            line!("rdb_bgsave_in_progress:0");
+            line!("rdb_last_bgsave_status:ok");
+            line!("aof_enabled:0");
+            line!("aof_rewrite_in_progress:0");
+            line!("aof_rewrite_scheduled:0");
+            line!("aof_last_bgrewrite_status:ok");
+            line!("aof_last_write_status:ok");
+        }
+        "stats" => {
+            line!("# Stats");
+            line!("total_connections_received:{}", s.connections);
+            line!("total_commands_processed:{}", s.commands);
+            line!("instantaneous_ops_per_sec:0");
+            line!("total_net_input_bytes:{}", s.net_in);
+            line!("total_net_output_bytes:{}", s.net_out);
+            line!("rejected_connections:{}", s.rejected);
+            line!("expired_keys:{}", sum(|i| i.expired_keys));
+            line!("evicted_keys:0");
+            line!("keyspace_hits:{}", sum(|i| i.keyspace_hits));
+            line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));
+            line!("pubsub_channels:0");
+            line!("pubsub_patterns:0");
+            line!("total_error_replies:{}", s.errors);
+        }
+        "replication" => {
+            line!("# Replication");
+            line!("role:master");
+            line!("connected_slaves:0");
+            line!("master_failover_state:no-failover");
+            line!("master_replid:{}", s.run_id);
+            line!("master_replid2:0000000000000000000000000000000000000000");
+            line!("master_repl_offset:0");
+            line!("second_repl_offset:-1");
+            line!("repl_backlog_active:0");
+        }
+        "cpu" => {
+            line!("# CPU");
+            line!("used_cpu_sys:{:.6}", s.cpu.0);
+            line!("used_cpu_user:{:.6}", s.cpu.1);
+            line!("used_cpu_sys_children:0.000000");
+            line!("used_cpu_user_children:0.000000");
+        }
+        "modules" => line!("# Modules"),
+        "commandstats" => {
+            line!("# Commandstats");
+            for (name, calls, failed, rejected) in &s.cmdstats {
+                line!(
+                    "cmdstat_{name}:calls={calls},usec=0,usec_per_call=0.00,rejected_calls={rejected},failed_calls={failed}"
+                );
+            }
+        }
+        "cluster" => {
+            line!("# Cluster");
+            line!("cluster_enabled:0");
+        }
+        "keyspace" => {
+            line!("# Keyspace");
+            let ndb = shards.iter().map(|i| i.dbs.len()).max().unwrap_or(0);
+            for db in 0..ndb {
+                let at = |i: &ShardInfo| i.dbs.get(db).copied().unwrap_or((0, 0));
+                let keys: u64 = shards.iter().map(|i| at(i).0).sum();
+                let expires: u64 = shards.iter().map(|i| at(i).1).sum();
+                if keys > 0 {
+                    line!("db{db}:keys={keys},expires={expires},avg_ttl=0");
+                }
+            }
+        }
+        "shardstream" => {
+            line!("# Shardstream");
+            line!("shards:{}", s.inbox_depth.len());
+            line!("io_threads:{}", s.io_threads);
+            for (n, depth) in s.inbox_depth.iter().enumerate() {
+                let (ops, keys) = shards.get(n).map_or((0, 0), |i| (i.ops, i.keys()));
+                line!("shard{n}:ops={ops},keys={keys},inbox_depth={depth}");
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    #[test]
+    fn section_selection() {
+        assert!(!wanted_sections(&[]).contains(&"commandstats"));
+        assert!(wanted_sections(&[]).contains(&"keyspace"));
+        assert_eq!(wanted_sections(&[b("CPU"), b("server")]), ["server", "cpu"]);
+        assert_eq!(wanted_sections(&[b("nope")]), Vec::<&str>::new());
+        assert_eq!(wanted_sections(&[b("all")]).len(), SECTIONS.len());
+    }
+
+    #[test]
+    fn shard_info_round_trips() {
+        let i = ShardInfo {
+            ops: 7,
+            expired_keys: 1,
+            keyspace_hits: 2,
+            keyspace_misses: 3,
+            dbs: vec![(5, 1), (0, 0)],
+        };
+        assert_eq!(ShardInfo::from_reply(&i.to_reply()), i);
+        assert_eq!(ShardInfo::from_reply(&Reply::Ok), ShardInfo::default());
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(bytes_to_human(10), "10B");
+        assert_eq!(bytes_to_human(1536), "1.50K");
+        assert_eq!(bytes_to_human(3 * 1024 * 1024), "3.00M");
+    }
+}

@@ -1,0 +1,785 @@
+//! Connection and server commands over real sockets: HELLO, AUTH, CLIENT,
+//! CONFIG, COMMAND, INFO, SHUTDOWN — exact replies, plus differential scripts
+//! against a real redis-server.
+mod common;
+
+use common::{assert_same_replies, test_config, RedisServer, RespClient, TestServer};
+use shardstream::config::Config;
+
+/// Value of `field:` in INFO text.
+fn info_field(text: &str, field: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim_end().to_string())
+}
+
+/// Body of a bulk/verbatim reply's wire text (after the `$n\r\n` header).
+fn body(wire: &str) -> &str {
+    wire.split_once("\r\n").map_or("", |(_, b)| b)
+}
+
+/// The id CLIENT ID reports for `c`.
+fn client_id(c: &mut RespClient) -> u64 {
+    c.raw(&["CLIENT", "ID"])
+        .trim_start_matches(':')
+        .parse()
+        .expect("integer id")
+}
+
+#[test]
+fn hello_switches_protocol() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let id = client_id(&mut c);
+    let hello2 = c.raw(&["HELLO", "2"]);
+    assert_eq!(
+        hello2,
+        format!(
+            "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.4.0\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:{id}\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0"
+        )
+    );
+    let hello3 = c.raw(&["HELLO", "3"]);
+    assert!(hello3.starts_with("%7\r\n$6\r\nserver\r\n"), "{hello3:?}");
+    assert!(hello3.contains("$5\r\nproto\r\n:3\r\n"), "{hello3:?}");
+    // RESP3 from now on: maps, nulls, verbatim strings.
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "maxmemory"]),
+        "%1\r\n$9\r\nmaxmemory\r\n$1\r\n0"
+    );
+    assert_eq!(c.raw(&["CLIENT", "GETNAME"]), "_");
+    assert!(c.raw(&["INFO", "server"]).starts_with("="));
+    assert!(c.raw(&["CLIENT", "INFO"]).contains("txt:id="));
+    assert!(c.raw(&["CLIENT", "INFO"]).contains(" resp=3 "));
+    // HELLO without a version keeps the current protocol.
+    assert!(c.raw(&["HELLO"]).starts_with("%7\r\n"));
+    assert!(c
+        .raw(&["HELLO", "2", "SETNAME", "conn-a"])
+        .starts_with("*14\r\n"));
+    assert_eq!(c.raw(&["CLIENT", "GETNAME"]), "$6\r\nconn-a");
+    assert_eq!(
+        c.raw(&["HELLO", "4"]),
+        "-NOPROTO unsupported protocol version"
+    );
+    assert_eq!(
+        c.raw(&["HELLO", "x"]),
+        "-ERR Protocol version is not an integer or out of range"
+    );
+    assert_eq!(
+        c.raw(&["HELLO", "3", "AUTH", "default"]),
+        "-ERR Syntax error in HELLO option 'AUTH'"
+    );
+    assert_eq!(
+        c.raw(&["HELLO", "3", "bogus"]),
+        "-ERR Syntax error in HELLO option 'bogus'"
+    );
+    // Failed HELLO changed nothing.
+    assert_eq!(c.raw(&["CLIENT", "GETNAME"]), "$6\r\nconn-a");
+}
+
+#[test]
+fn auth_without_requirepass() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["AUTH", "pw"]),
+        "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+    );
+    assert_eq!(c.raw(&["AUTH", "default", "anything"]), "+OK");
+    assert_eq!(
+        c.raw(&["AUTH", "alice", "pw"]),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(c.raw(&["AUTH", "a", "b", "c"]), "-ERR syntax error");
+}
+
+#[test]
+fn requirepass_flow() {
+    let srv = TestServer::with_config(Config {
+        requirepass: Some("s3cret".into()),
+        ..test_config()
+    });
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["PING"]), "-NOAUTH Authentication required.");
+    assert_eq!(c.raw(&["CLIENT", "ID"]), "-NOAUTH Authentication required.");
+    // Unknown command, arity and subcommand errors come before NOAUTH, as in Redis.
+    assert_eq!(
+        c.raw(&["NOPE"]),
+        "-ERR unknown command 'NOPE', with args beginning with: "
+    );
+    assert_eq!(
+        c.raw(&["GET"]),
+        "-ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "nope"]),
+        "-ERR unknown subcommand 'nope'. Try CLIENT HELP."
+    );
+    assert!(c
+        .raw(&["HELLO", "3"])
+        .starts_with("-NOAUTH HELLO must be called with the client already authenticated"));
+    assert_eq!(
+        c.raw(&["AUTH", "wrong"]),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(
+        c.raw(&["AUTH", "nobody", "s3cret"]),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(c.raw(&["PING"]), "-NOAUTH Authentication required.");
+    assert_eq!(c.raw(&["AUTH", "s3cret"]), "+OK");
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+
+    let mut d = srv.client();
+    assert_eq!(
+        d.raw(&["HELLO", "3", "AUTH", "default", "nope"]),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    let h = d.raw(&["HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "d"]);
+    assert!(h.starts_with("%7\r\n"), "{h:?}");
+    assert_eq!(d.raw(&["CLIENT", "GETNAME"]), "$1\r\nd");
+
+    let mut e = srv.client();
+    assert_eq!(e.raw(&["AUTH", "default", "s3cret"]), "+OK");
+    assert_eq!(e.raw(&["SET", "k", "v"]), "+OK");
+}
+
+#[test]
+fn client_naming_and_info() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let id = client_id(&mut c);
+    assert_eq!(c.raw(&["CLIENT", "GETNAME"]), "$-1");
+    assert_eq!(c.raw(&["CLIENT", "SETNAME", "worker-1"]), "+OK");
+    assert_eq!(c.raw(&["CLIENT", "GETNAME"]), "$8\r\nworker-1");
+    assert_eq!(
+        c.raw(&["CLIENT", "SETNAME", "a b"]),
+        "-ERR Client names cannot contain spaces, newlines or special characters."
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "SETNAME"]),
+        "-ERR wrong number of arguments for 'client|setname' command"
+    );
+    assert_eq!(c.raw(&["CLIENT", "SETINFO", "LIB-NAME", "redis-rs"]), "+OK");
+    assert_eq!(c.raw(&["CLIENT", "SETINFO", "lib-ver", "1.0"]), "+OK");
+    assert_eq!(
+        c.raw(&["CLIENT", "SETINFO", "LIB-NAME", "a b"]),
+        "-ERR LIB-NAME cannot contain spaces, newlines or special characters."
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "SETINFO", "color", "x"]),
+        "-ERR Unrecognized option 'color'"
+    );
+    assert_eq!(c.raw(&["CLIENT", "NO-EVICT", "on"]), "+OK");
+    assert_eq!(c.raw(&["CLIENT", "NO-TOUCH", "off"]), "+OK");
+    assert_eq!(c.raw(&["CLIENT", "NO-TOUCH", "maybe"]), "-ERR syntax error");
+    assert_eq!(
+        c.raw(&["CLIENT", "nope"]),
+        "-ERR unknown subcommand 'nope'. Try CLIENT HELP."
+    );
+    assert_eq!(
+        c.raw(&["CLIENT"]),
+        "-ERR wrong number of arguments for 'client' command"
+    );
+    let help = c.raw(&["CLIENT", "HELP"]);
+    assert!(help.starts_with("*"), "{help:?}");
+    assert!(help.contains("+SETNAME <name>"), "{help:?}");
+
+    let info = c.raw(&["CLIENT", "INFO"]);
+    let line = body(&info);
+    assert!(line.ends_with('\n'));
+    for want in [
+        format!("id={id} "),
+        "name=worker-1 ".into(),
+        "db=0 ".into(),
+        "cmd=client|info ".into(),
+        "resp=2 ".into(),
+        "lib-name=redis-rs ".into(),
+        "lib-ver=1.0".into(),
+        "flags=N ".into(),
+        "user=default ".into(),
+    ] {
+        assert!(line.contains(&want), "{want:?} not in {line:?}");
+    }
+    assert!(line.contains(&format!("laddr={} ", srv.addr)));
+}
+
+#[test]
+fn client_list_filters() {
+    let srv = TestServer::start(1);
+    let mut a = srv.client();
+    let mut b = srv.client();
+    let (ida, idb) = (client_id(&mut a), client_id(&mut b));
+    let all = a.raw(&["CLIENT", "LIST"]);
+    let lines: Vec<&str> = body(&all).lines().collect();
+    assert_eq!(lines.len(), 2, "{all:?}");
+    assert!(lines[0].starts_with(&format!("id={ida} ")));
+    assert!(lines[1].starts_with(&format!("id={idb} ")));
+    assert!(lines[0].contains("cmd=client|list"));
+    let only_b = a.raw(&["CLIENT", "LIST", "ID", &idb.to_string()]);
+    assert_eq!(body(&only_b).lines().count(), 1);
+    assert!(body(&only_b).starts_with(&format!("id={idb} ")));
+    assert_eq!(
+        body(&a.raw(&["CLIENT", "LIST", "TYPE", "normal"]))
+            .lines()
+            .count(),
+        2
+    );
+    assert_eq!(a.raw(&["CLIENT", "LIST", "TYPE", "pubsub"]), "$0\r\n");
+    assert_eq!(
+        a.raw(&["CLIENT", "LIST", "TYPE", "x"]),
+        "-ERR Unknown client type 'x'"
+    );
+    assert_eq!(
+        a.raw(&["CLIENT", "LIST", "ID", "0"]),
+        "-ERR Invalid client ID"
+    );
+    assert_eq!(a.raw(&["CLIENT", "LIST", "x"]), "-ERR syntax error");
+}
+
+#[test]
+fn client_kill_closes_other_connection() {
+    let srv = TestServer::start(2);
+    let mut killer = srv.client();
+    let mut victim = srv.client();
+    let vid = client_id(&mut victim);
+    assert_eq!(
+        killer.raw(&["CLIENT", "KILL", "ID", &vid.to_string()]),
+        ":1"
+    );
+    assert!(victim.is_closed());
+    // Gone from the registry.
+    assert_eq!(
+        killer.raw(&["CLIENT", "KILL", "ID", &vid.to_string()]),
+        ":0"
+    );
+    assert_eq!(killer.raw(&["PING"]), "+PONG");
+
+    // Old form by address.
+    let mut v2 = srv.client();
+    let line = v2.raw(&["CLIENT", "INFO"]);
+    let addr = body(&line)
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .expect("addr field")
+        .to_string();
+    assert_eq!(killer.raw(&["CLIENT", "KILL", &addr]), "+OK");
+    assert!(v2.is_closed());
+    assert_eq!(
+        killer.raw(&["CLIENT", "KILL", &addr]),
+        "-ERR No such client"
+    );
+
+    // SKIPME defaults to yes; SKIPME no kills the caller after its reply.
+    let kid = client_id(&mut killer);
+    assert_eq!(
+        killer.raw(&["CLIENT", "KILL", "ID", &kid.to_string()]),
+        ":0"
+    );
+    assert_eq!(
+        killer.raw(&["CLIENT", "KILL", "ID", &kid.to_string(), "SKIPME", "no"]),
+        ":1"
+    );
+    assert!(killer.is_closed());
+}
+
+#[test]
+fn client_kill_errors() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CLIENT", "KILL", "ID", "0"]),
+        "-ERR client-id should be greater than 0"
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "KILL", "a", "b", "c"]),
+        "-ERR syntax error"
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "KILL", "FOO", "bar"]),
+        "-ERR syntax error"
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "KILL", "USER", "bob"]),
+        "-ERR No such user 'bob'"
+    );
+    assert_eq!(c.raw(&["CLIENT", "KILL", "TYPE", "master"]), ":0");
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+}
+
+#[test]
+fn config_get_and_set() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "timeout"]),
+        "*2\r\n$7\r\ntimeout\r\n$1\r\n0"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "timeout", "30", "maxclients", "50"]),
+        "+OK"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "timeout", "maxc*"]),
+        "*4\r\n$10\r\nmaxclients\r\n$2\r\n50\r\n$7\r\ntimeout\r\n$2\r\n30"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "port"]),
+        format!(
+            "*2\r\n$4\r\nport\r\n${}\r\n{}",
+            srv.addr.port().to_string().len(),
+            srv.addr.port()
+        )
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "SAVE", "appendonly"]),
+        "*4\r\n$4\r\nsave\r\n$0\r\n\r\n$10\r\nappendonly\r\n$2\r\nno"
+    );
+    // '*' lists every setting once.
+    let all = c.raw(&["CONFIG", "GET", "*"]);
+    assert!(all.contains("$9\r\nmaxmemory\r\n$1\r\n0"), "{all:?}");
+    assert!(all.contains("$6\r\nshards\r\n$1\r\n1"), "{all:?}");
+    assert_eq!(c.raw(&["CONFIG", "GET", "nomatch"]), "*0");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "port", "1"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "shards", "8"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'shards') - can't set immutable config"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "nope", "1"]),
+        "-ERR Unknown option or number of arguments for CONFIG SET - 'nope'"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "maxmemory", "100"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - can't set immutable config"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "save", ""]), "+OK");
+    // All or nothing: a bad second value leaves the first unchanged.
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "timeout", "7", "maxclients", "x"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument couldn't be parsed into an integer"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "timeout"]),
+        "*2\r\n$7\r\ntimeout\r\n$2\r\n30"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "NOPE"]),
+        "-ERR unknown subcommand 'NOPE'. Try CONFIG HELP."
+    );
+    assert!(c.raw(&["CONFIG", "HELP"]).starts_with("*"));
+}
+
+#[test]
+fn config_set_requirepass_applies_to_new_connections() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CONFIG", "SET", "requirepass", "pw"]), "+OK");
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+    let mut d = srv.client();
+    assert_eq!(d.raw(&["PING"]), "-NOAUTH Authentication required.");
+    assert_eq!(d.raw(&["AUTH", "pw"]), "+OK");
+}
+
+#[test]
+fn config_resetstat_zeroes_counters() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for _ in 0..3 {
+        c.raw(&["GET", "missing"]);
+    }
+    let before = c.raw(&["INFO", "stats"]);
+    assert_eq!(
+        info_field(body(&before), "keyspace_misses").as_deref(),
+        Some("3")
+    );
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    let after = c.raw(&["INFO", "stats", "commandstats"]);
+    let text = body(&after);
+    assert_eq!(info_field(text, "keyspace_misses").as_deref(), Some("0"));
+    assert!(!text.contains("cmdstat_get:"), "{text}");
+}
+
+#[test]
+fn info_sections() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["SET", "a", "1"]), "+OK");
+    assert_eq!(c.raw(&["SET", "b", "2"]), "+OK");
+    assert_eq!(c.raw(&["GET", "a"]), "$1\r\n1");
+    assert_eq!(c.raw(&["GET", "zz"]), "$-1");
+    assert_eq!(c.raw(&["SELECT", "3"]), "+OK");
+    assert_eq!(c.raw(&["SET", "c", "3"]), "+OK");
+    c.raw(&["NOPE"]);
+
+    let all = c.raw(&["INFO"]);
+    assert!(all.starts_with('$'));
+    let text = body(&all);
+    assert!(text.starts_with("# Server\r\n"), "{text}");
+    assert!(text.contains("\r\n\r\n# Clients\r\n"), "{text}");
+    assert!(text.ends_with("\r\n"));
+    assert!(!text.contains("# Commandstats"));
+    assert_eq!(info_field(text, "redis_version").as_deref(), Some("7.4.0"));
+    assert_eq!(
+        info_field(text, "redis_mode").as_deref(),
+        Some("standalone")
+    );
+    assert_eq!(
+        info_field(text, "tcp_port"),
+        Some(srv.addr.port().to_string())
+    );
+    assert_eq!(
+        info_field(text, "process_id"),
+        Some(std::process::id().to_string())
+    );
+    assert_eq!(info_field(text, "run_id").map(|r| r.len()), Some(40));
+    assert_eq!(info_field(text, "connected_clients").as_deref(), Some("1"));
+    assert_eq!(info_field(text, "maxclients").as_deref(), Some("10000"));
+    let used: u64 = info_field(text, "used_memory").unwrap().parse().unwrap();
+    assert!(used > 0);
+    let rss: u64 = info_field(text, "used_memory_rss")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rss > 0);
+    assert_eq!(
+        info_field(text, "mem_allocator").as_deref(),
+        Some("jemalloc-5.3.0")
+    );
+    assert_eq!(info_field(text, "aof_enabled").as_deref(), Some("0"));
+    assert_eq!(info_field(text, "loading").as_deref(), Some("0"));
+    assert_eq!(info_field(text, "keyspace_hits").as_deref(), Some("1"));
+    assert_eq!(info_field(text, "keyspace_misses").as_deref(), Some("1"));
+    assert!(
+        info_field(text, "total_error_replies")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    assert!(info_field(text, "used_cpu_user").is_some());
+    assert_eq!(info_field(text, "role").as_deref(), Some("master"));
+    assert_eq!(
+        info_field(text, "db0").as_deref(),
+        Some("keys=2,expires=0,avg_ttl=0")
+    );
+    assert_eq!(
+        info_field(text, "db3").as_deref(),
+        Some("keys=1,expires=0,avg_ttl=0")
+    );
+    assert!(info_field(text, "db1").is_none());
+    assert_eq!(info_field(text, "shards").as_deref(), Some("2"));
+    assert_eq!(info_field(text, "io_threads").as_deref(), Some("1"));
+    let s0 = info_field(text, "shard0").unwrap();
+    let s1 = info_field(text, "shard1").unwrap();
+    let keys = |s: &str| -> u64 {
+        s.split(',')
+            .find_map(|f| f.strip_prefix("keys="))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(keys(&s0) + keys(&s1), 3);
+    assert!(s0.ends_with(",inbox_depth=0"), "{s0}");
+
+    let one = c.raw(&["INFO", "keyspace"]);
+    assert_eq!(
+        body(&one),
+        "# Keyspace\r\ndb0:keys=2,expires=0,avg_ttl=0\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
+    );
+    // Sections come in Redis's order whatever the asked order; case-insensitive.
+    let two = c.raw(&["INFO", "CPU", "server"]);
+    let t = body(&two);
+    assert!(t.starts_with("# Server\r\n"));
+    assert!(t.contains("\r\n\r\n# CPU\r\n"));
+    assert!(!t.contains("# Clients"));
+
+    let cs = c.raw(&["INFO", "commandstats"]);
+    let t = body(&cs);
+    assert!(t.starts_with("# Commandstats\r\n"));
+    assert_eq!(
+        info_field(t, "cmdstat_set").as_deref(),
+        Some("calls=3,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0")
+    );
+    assert!(info_field(t, "cmdstat_info").is_some());
+    assert!(!t.contains("cmdstat_unknown"));
+
+    let everything = c.raw(&["INFO", "everything"]);
+    assert!(body(&everything).contains("# Commandstats\r\n"));
+    assert_eq!(c.raw(&["INFO", "nosuchsection"]), "$0\r\n");
+}
+
+#[test]
+fn commandstats_counts_subcommands_and_rejections() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    c.raw(&["CLIENT", "ID"]);
+    c.raw(&["CLIENT", "ID"]);
+    c.raw(&["CLIENT", "SETNAME"]);
+    let cs = c.raw(&["INFO", "commandstats"]);
+    let t = body(&cs);
+    assert_eq!(
+        info_field(t, "cmdstat_client|id").as_deref(),
+        Some("calls=2,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0")
+    );
+    assert_eq!(
+        info_field(t, "cmdstat_client").as_deref(),
+        Some("calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=1")
+    );
+}
+
+#[test]
+fn command_introspection() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let count: usize = c
+        .raw(&["COMMAND", "COUNT"])
+        .trim_start_matches(':')
+        .parse()
+        .unwrap();
+    assert!(count >= 10);
+    let all = c.raw(&["COMMAND"]);
+    assert!(all.starts_with(&format!("*{count}\r\n")));
+    let get = c.raw(&["COMMAND", "INFO", "get", "nope"]);
+    assert!(
+        get.starts_with(
+            "*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"
+        ),
+        "{get:?}"
+    );
+    assert!(get.ends_with("\r\n$-1"), "{get:?}");
+    let sub = c.raw(&["COMMAND", "INFO", "client|kill"]);
+    assert!(
+        sub.starts_with("*1\r\n*10\r\n$11\r\nclient|kill\r\n:-3\r\n"),
+        "{sub:?}"
+    );
+    let client = c.raw(&["COMMAND", "INFO", "client"]);
+    assert!(client.contains("$9\r\nclient|id\r\n:2\r\n"), "{client:?}");
+    let hello = c.raw(&["COMMAND", "INFO", "hello"]);
+    assert!(hello.contains("+no_auth\r\n"), "{hello:?}");
+
+    let docs = c.raw(&["COMMAND", "DOCS", "config", "nope"]);
+    assert!(docs.starts_with("*2\r\n$6\r\nconfig\r\n"), "{docs:?}");
+    assert!(docs.contains("$10\r\nconfig|get\r\n"), "{docs:?}");
+    assert_eq!(c.raw(&["COMMAND", "DOCS", "nope"]), "*0");
+
+    let list = c.raw(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "client|*"]);
+    assert!(list.contains("$11\r\nclient|list\r\n"), "{list:?}");
+    assert!(!list.contains("$3\r\nget\r\n"));
+    let list = c.raw(&["COMMAND", "LIST"]);
+    assert!(list.contains("$3\r\nget\r\n") && list.contains("$10\r\nconfig|set"));
+    assert_eq!(c.raw(&["COMMAND", "LIST", "FILTERBY", "MODULE", "m"]), "*0");
+    let admin = c.raw(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "admin"]);
+    assert!(admin.contains("$8\r\nshutdown\r\n") && !admin.contains("$3\r\nget\r\n"));
+
+    assert_eq!(
+        c.raw(&["COMMAND", "GETKEYS", "SET", "k", "v"]),
+        "*1\r\n$1\r\nk"
+    );
+    assert_eq!(
+        c.raw(&["COMMAND", "GETKEYS", "DEL", "a", "b", "c"]),
+        "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc"
+    );
+    assert_eq!(
+        c.raw(&["COMMAND", "GETKEYS", "PING", "x"]),
+        "-ERR The command has no key arguments"
+    );
+    assert_eq!(
+        c.raw(&["COMMAND", "GETKEYS", "nope", "x"]),
+        "-ERR Invalid command specified"
+    );
+    assert_eq!(
+        c.raw(&["COMMAND", "GETKEYS", "SET", "k"]),
+        "-ERR Invalid number of arguments specified for command"
+    );
+    assert_eq!(
+        c.raw(&["COMMAND", "GETKEYS"]),
+        "-ERR wrong number of arguments for 'command|getkeys' command"
+    );
+    assert!(c.raw(&["COMMAND", "HELP"]).starts_with("*"));
+}
+
+#[test]
+fn redis_crate_client_reads_info() {
+    let srv = TestServer::start(2);
+    let mut con = srv.redis();
+    let info: String = redis::cmd("INFO").query(&mut con).expect("INFO");
+    assert!(info.contains("redis_version:7.4.0"), "{info}");
+    let name: Option<String> = redis::cmd("CLIENT")
+        .arg("GETNAME")
+        .query(&mut con)
+        .expect("GETNAME");
+    assert_eq!(name, None);
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("rs")
+        .query(&mut con)
+        .expect("SETNAME");
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory")
+        .query(&mut con)
+        .expect("CONFIG GET");
+    assert_eq!(cfg, ["maxmemory", "0"]);
+}
+
+#[test]
+fn shutdown_closes_without_reply() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let mut other = srv.client();
+    assert_eq!(other.raw(&["PING"]), "+PONG");
+    assert_eq!(
+        c.raw(&["SHUTDOWN", "ABORT"]),
+        "-ERR No shutdown in progress."
+    );
+    assert_eq!(c.raw(&["SHUTDOWN", "SAVE", "NOSAVE"]), "-ERR syntax error");
+    assert_eq!(c.raw(&["SHUTDOWN", "LATER"]), "-ERR syntax error");
+    c.send(&["SHUTDOWN", "NOSAVE", "NOW"]);
+    assert!(c.is_closed());
+    assert!(other.is_closed());
+}
+
+/// Connection and server commands compared reply for reply with redis-server.
+#[test]
+fn differential_connection_and_server_commands() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        r#"
+        AUTH x
+        AUTH default x
+        AUTH foo x
+        AUTH a b c
+        HELLO 4
+        HELLO 1
+        HELLO abc
+        HELLO 2 foo
+        HELLO 2 AUTH x
+        HELLO 3 AUTH foo x
+        HELLO 2 SETNAME "a b"
+        CLIENT foo
+        CLIENT
+        CLIENT SETNAME
+        CLIENT SETNAME "a b"
+        CLIENT GETNAME
+        CLIENT SETNAME x
+        CLIENT GETNAME
+        CLIENT SETNAME ""
+        CLIENT GETNAME
+        CLIENT ID x
+        CLIENT KILL 1.2.3.4:5
+        CLIENT KILL ID 999999
+        CLIENT KILL ID 0
+        CLIENT KILL ID x
+        CLIENT KILL foo bar
+        CLIENT KILL a b c
+        CLIENT KILL SKIPME maybe
+        CLIENT KILL USER nobody
+        CLIENT KILL TYPE master
+        CLIENT KILL TYPE bogus
+        CLIENT KILL ADDR 1.2.3.4:5 SKIPME yes
+        CLIENT NO-EVICT maybe
+        CLIENT NO-EVICT on
+        CLIENT NO-EVICT off
+        CLIENT LIST TYPE foo
+        CLIENT LIST TYPE master
+        CLIENT LIST ID x
+        CLIENT LIST foo
+        CONFIG
+        CONFIG FOO
+        CONFIG GET
+        CONFIG GET nomatch
+        CONFIG GET maxmemory
+        CONFIG GET appendonly
+        CONFIG GET save
+        CONFIG GET timeout
+        CONFIG SET foo 1
+        CONFIG SET timeout abc
+        CONFIG SET timeout 5
+        CONFIG GET timeout
+        CONFIG SET timeout
+        CONFIG SET timeout 1 foo
+        CONFIG SET timeout 1 timeout 2
+        CONFIG SET databases 3
+        CONFIG SET io-threads 3
+        CONFIG SET proto-max-bulk-len 5
+        CONFIG SET stream-node-max-entries abc
+        CONFIG SET stream-node-max-entries 50
+        CONFIG GET stream-node-max-entries
+        CONFIG SET appendonly no
+        CONFIG SET maxclients 100
+        CONFIG GET maxclients
+        CONFIG RESETSTAT x
+        CONFIG RESETSTAT
+        COMMAND FOO
+        COMMAND COUNT x
+        COMMAND GETKEYS
+        COMMAND GETKEYS NOPE a
+        COMMAND GETKEYS GET a b
+        COMMAND GETKEYS GET k
+        COMMAND GETKEYS SET a
+        COMMAND GETKEYS SET k v
+        COMMAND GETKEYS DEL a b c
+        COMMAND GETKEYS EXISTS a a
+        COMMAND GETKEYS PING x
+        COMMAND GETKEYS client list
+        COMMAND GETKEYS client nope
+        COMMAND INFO nope
+        COMMAND DOCS nope
+        COMMAND LIST x
+        COMMAND LIST FILTERBY foo x
+        COMMAND LIST FILTERBY MODULE x
+        INFO foo
+        SHUTDOWN foo
+        SHUTDOWN ABORT
+        SHUTDOWN NOSAVE SAVE
+        "#,
+    );
+}
+
+/// Authentication order of checks compared with redis-server: requirepass set
+/// at run time, then a fresh connection on each server.
+#[test]
+fn differential_requirepass() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    assert_same_replies(&mut ours, &mut theirs, "CONFIG SET requirepass pw\nPING");
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        r#"
+        PING
+        NOPE a
+        GET
+        GET k
+        CLIENT foo
+        CLIENT SETNAME
+        CLIENT ID
+        HELLO 3
+        HELLO 4
+        HELLO 3 AUTH default wrong
+        AUTH wrong
+        AUTH default wrong
+        AUTH x y z
+        PING
+        AUTH pw
+        PING
+        AUTH default pw
+        "#,
+    );
+}
