@@ -11,6 +11,8 @@
 //! [`Action`].
 
 pub mod args;
+pub mod expire;
+pub mod glob;
 pub mod keys;
 pub mod server;
 pub mod string;
@@ -25,7 +27,7 @@ use crate::shard::db::ShardDb;
 pub use table::{CommandSpec, FanMerge, Flags, Handler, Keys};
 
 /// All command families' table rows; the command table is their union.
-pub const FAMILIES: &[&[CommandSpec]] = &[server::SPECS, keys::SPECS, string::SPECS];
+pub const FAMILIES: &[&[CommandSpec]] = &[server::SPECS, keys::SPECS, expire::SPECS, string::SPECS];
 
 /// Per-request context a shard passes to `apply`: the selected database and
 /// the shard's clock snapshot for this batch.
