@@ -316,8 +316,12 @@ fn keys_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
 ///
-/// Runs on the shard owning the cursor's slot (see [`apply_scan`] for the
-/// cursor scheme and guarantees).
+/// Fans out to the shard owning the cursor's slot and every later shard; each
+/// scans up to COUNT keys of its own range (see [`apply_scan`] for the cursor
+/// scheme and guarantees). The pages are joined in shard order for as long as
+/// each shard finished its range, so a large COUNT walks the whole keyspace in
+/// one call as it does in Redis; COUNT stays a hint (a call may return up to
+/// COUNT keys per shard).
 ///
 /// # Reply
 /// `[next cursor as bulk string, [keys...]]`; cursor `0` ends the iteration.
@@ -327,11 +331,49 @@ fn scan_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let Some(scan) = parse_scan(argv)? else {
         return Ok(reply_scan(0, Vec::new()).into());
     };
-    let shard = Slot(scan.from.0).shard(cx.shared.shards);
+    let shards = cx.shared.shards.max(1);
+    let first = Slot(scan.from.0).shard(shards);
+    let parts: Vec<(ShardId, ShardReq)> = (first.0..shards)
+        .map(|s| {
+            let mut part = scan.clone();
+            if s != first.0 {
+                part.from = (ShardId(s).first_slot(shards).0, 0);
+            }
+            let req = on_shard(move |db, cx| apply_scan(db, cx, &part));
+            (ShardId(s), req)
+        })
+        .collect();
+    let owners: Vec<ShardId> = parts.iter().map(|(s, _)| *s).collect();
     Ok(Action::FanOut {
-        parts: vec![(shard, on_shard(move |db, cx| apply_scan(db, cx, &scan)))],
-        merge: Box::new(|mut parts: Vec<Reply>| parts.pop().unwrap_or(Reply::NullArray)),
+        parts,
+        merge: Box::new(move |pages| merge_scan(pages, &owners, shards)),
     })
+}
+
+/// Join SCAN pages from consecutive shards: take each page, and continue with
+/// the next shard's page only while the current shard reported its range done
+/// (its next cursor is 0 or lies in a later shard).
+fn merge_scan(pages: Vec<Reply>, owners: &[ShardId], shards: u16) -> Reply {
+    if let Some(e) = crate::cmd::first_error(&pages) {
+        return e;
+    }
+    let mut keys = Vec::new();
+    let mut cursor = 0;
+    for (page, owner) in pages.into_iter().zip(owners) {
+        let Reply::Array(mut pair) = page else {
+            break;
+        };
+        let (Some(Reply::Array(page_keys)), Some(Reply::Bulk(c))) = (pair.pop(), pair.pop()) else {
+            break;
+        };
+        keys.extend(page_keys);
+        cursor = parse_cursor(&c).unwrap_or(0);
+        let done = cursor == 0 || Slot((cursor >> 48) as u16).shard(shards) != *owner;
+        if !done {
+            break;
+        }
+    }
+    reply_scan(cursor, keys)
 }
 
 /// `DBSIZE` — number of keys in the selected database, summed over shards.
