@@ -326,6 +326,8 @@ pub struct Set {
     pub xx: bool,
     pub get: bool,
     pub ttl: TtlChange,
+    /// Command name for `ERR invalid expire time in '<cmd>' command` (set, setex, psetex).
+    pub cmd: &'static str,
 }
 
 /// Options shared by SET and GETEX.
@@ -346,15 +348,16 @@ struct StrOpts {
 ///
 /// # Errors
 /// `ERR syntax error` for an unknown or conflicting option or a missing
-/// value (checked for every option before any value); then the expire value errors
-/// of [`Deadline::parse`]. Repeating the same option is allowed; the last wins.
+/// value (checked for every option before any value). The expire value is
+/// validated separately (the returned `Result`): SET reports its errors before
+/// looking at the key, GETEX after. Repeating the same option is allowed; the last wins.
 /// # Source
 /// `parseExtendedStringArgumentsOrReply`, redis/src/t_string.c (7.0).
 fn parse_str_opts(
     a: &mut Args<'_>,
     is_set: bool,
     cmd: &str,
-) -> Result<(StrOpts, TtlChange), CmdError> {
+) -> Result<(StrOpts, Result<TtlChange, CmdError>), CmdError> {
     let mut o = StrOpts::default();
     while let Some(opt) = a.next_opt() {
         let kind = [("EX", 1u8), ("PX", 2), ("EXAT", 4), ("PXAT", 8)]
@@ -384,15 +387,20 @@ fn parse_str_opts(
             return Err(CmdError::Syntax);
         }
     }
-    let ttl = match &o.expire {
+    let ttl = opts_ttl(&o, cmd);
+    Ok((o, ttl))
+}
+
+/// The TTL change the options ask for; the expire value errors of [`Deadline::parse`].
+fn opts_ttl(o: &StrOpts, cmd: &str) -> Result<TtlChange, CmdError> {
+    Ok(match &o.expire {
         Some((seconds, absolute, raw)) => {
             TtlChange::At(Deadline::parse(raw, *seconds, !*absolute, cmd)?)
         }
         None if o.keepttl => TtlChange::Keep,
         None if o.persist => TtlChange::Persist,
         None => TtlChange::Default,
-    };
-    Ok((o, ttl))
+    })
 }
 
 // ---------------------------------------------------------------- parsing (IO thread)
@@ -416,6 +424,7 @@ pub fn parse_set_req(argv: &[Bytes]) -> Result<Set, CmdError> {
     let key = a.next_arg()?.clone();
     let value = a.next_arg()?.clone();
     let (o, ttl) = parse_str_opts(&mut a, true, "set")?;
+    let ttl = ttl?;
     Ok(Set {
         key,
         value,
@@ -423,6 +432,7 @@ pub fn parse_set_req(argv: &[Bytes]) -> Result<Set, CmdError> {
         xx: o.xx,
         get: o.get,
         ttl,
+        cmd: "set",
     })
 }
 
@@ -456,6 +466,7 @@ fn parse_setnx(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
         xx: false,
         get: false,
         ttl: TtlChange::Default,
+        cmd: "setnx",
     };
     Ok(on_shard(move |db, cx| match apply_set(db, cx, req) {
         Ok(Reply::Ok) => Reply::Int(1),
@@ -464,7 +475,11 @@ fn parse_setnx(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     }))
 }
 
-fn parse_setex_generic(argv: &[Bytes], seconds: bool, cmd: &str) -> Result<ShardReq, CmdError> {
+fn parse_setex_generic(
+    argv: &[Bytes],
+    seconds: bool,
+    cmd: &'static str,
+) -> Result<ShardReq, CmdError> {
     let deadline = Deadline::parse(&key_at(argv, 2)?, seconds, true, cmd)?;
     let req = Set {
         key: key_at(argv, 1)?,
@@ -473,6 +488,7 @@ fn parse_setex_generic(argv: &[Bytes], seconds: bool, cmd: &str) -> Result<Shard
         xx: false,
         get: false,
         ttl: TtlChange::At(deadline),
+        cmd,
     };
     Ok(on_shard(move |db, cx| apply_set(db, cx, req).into()))
 }
@@ -611,7 +627,7 @@ pub fn apply_get(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Result<Reply, Cm
 /// `setCommand` / `setGenericCommand`, redis/src/t_string.c (7.0).
 pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdError> {
     let deadline = match req.ttl {
-        TtlChange::At(d) => Some(d.resolve(cx.now_ms, "set")?),
+        TtlChange::At(d) => Some(d.resolve(cx.now_ms, req.cmd)?),
         _ => None,
     };
     let (exists, old_ttl, old_value) = match db.get(cx.db, &req.key, cx.now_ms) {
@@ -665,26 +681,28 @@ pub fn apply_getdel(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Result<Reply,
 /// Returns the string and changes its TTL; a deadline in the past deletes the key.
 ///
 /// # Reply
-/// The string, or a null bulk when missing.
+/// The string, or a null bulk when missing (even if the expire value is bad).
 /// # Errors
-/// `ERR invalid expire time in 'getex' command` when now + EX/PX overflows;
-/// `WRONGTYPE` for non-strings.
+/// In Redis's order: `WRONGTYPE` for non-strings; then the expire value's
+/// error carried in `ttl`; `ERR invalid expire time in 'getex' command` when
+/// now + EX/PX overflows.
 /// # Source
 /// `getexCommand`, redis/src/t_string.c (7.0).
 pub fn apply_getex(
     db: &mut ShardDb,
     cx: &ExecCtx,
     key: &[u8],
-    ttl: TtlChange,
+    ttl: Result<TtlChange, CmdError>,
 ) -> Result<Reply, CmdError> {
-    let deadline = match ttl {
-        TtlChange::At(d) => Some(d.resolve(cx.now_ms, "getex")?),
-        _ => None,
-    };
     let v = apply_get(db, cx, key)?;
     if !matches!(v, Reply::Bulk(_)) {
         return Ok(v);
     }
+    let ttl = ttl?;
+    let deadline = match ttl {
+        TtlChange::At(d) => Some(d.resolve(cx.now_ms, "getex")?),
+        _ => None,
+    };
     match (ttl, deadline) {
         (TtlChange::Persist, _) => {
             db.set_expire(cx.db, key, None);
