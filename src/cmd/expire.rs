@@ -149,10 +149,13 @@ pub struct ExpireFlags {
 /// A parsed `EXPIRE` / `PEXPIRE` / `EXPIREAT` / `PEXPIREAT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Expire {
+    /// The key whose TTL changes.
     pub key: Bytes,
     /// The deadline in ms: relative to now when `relative`, else absolute (Unix ms).
     pub when_ms: i64,
+    /// EXPIRE / PEXPIRE (offset from now) rather than EXPIREAT / PEXPIREAT.
     pub relative: bool,
+    /// NX / XX / GT / LT conditions.
     pub flags: ExpireFlags,
     /// Command name for `ERR invalid expire time in '<cmd>' command`.
     pub cmd: &'static str,

@@ -259,6 +259,7 @@ pub const SPECS: &[CommandSpec] = &[
 pub struct Deadline {
     /// Positive milliseconds: an offset from now when `relative`, else Unix ms.
     pub ms: i64,
+    /// EX / PX (offset from now) rather than EXAT / PXAT (absolute).
     pub relative: bool,
 }
 
@@ -320,11 +321,17 @@ pub enum TtlChange {
 /// A parsed `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT t|KEEPTTL]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Set {
+    /// The key to write.
     pub key: Bytes,
+    /// The new string.
     pub value: Bytes,
+    /// `NX`: write only when the key is missing.
     pub nx: bool,
+    /// `XX`: write only when the key exists.
     pub xx: bool,
+    /// `GET`: reply with the old string instead of `+OK`.
     pub get: bool,
+    /// What happens to the TTL.
     pub ttl: TtlChange,
     /// Command name for `ERR invalid expire time in '<cmd>' command` (set, setex, psetex).
     pub cmd: &'static str,
