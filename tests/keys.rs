@@ -417,3 +417,75 @@ fn differential_keys_against_redis() {
         "#,
     );
 }
+
+#[test]
+fn differential_glob_patterns_against_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(4);
+    let mut ours = srv.redis();
+    let mut theirs = redis::Client::open(format!("redis://{}/", redis.addr))
+        .expect("client")
+        .get_connection()
+        .expect("connect");
+    let names = [
+        "", "a", "ab", "abc", "abcd", "aXc", "a*c", "a?c", "a[c", "a]c", "a\\c", "a-c", "b", "B",
+        "hello", "Hello", "hallo", "h]llo", "h^llo", "h-llo", "hxllo", "x", "xyz", "zzz",
+    ];
+    for n in names {
+        let _: () = redis::cmd("SET").arg(n).arg("v").query(&mut ours).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(n)
+            .arg("v")
+            .query(&mut theirs)
+            .unwrap();
+    }
+    let patterns = [
+        "*",
+        "**",
+        "?",
+        "??",
+        "a*",
+        "*c",
+        "a*c",
+        "a?c",
+        "a\\*c",
+        "a\\?c",
+        "a[*]c",
+        "a[?]c",
+        "a[]]c",
+        "a[\\]]c",
+        "a[\\\\]c",
+        "a[-]c",
+        "a[a-c]*",
+        "a[c-a]*",
+        "[^a]*",
+        "[^]*",
+        "h[^e]llo",
+        "h[]-^]llo",
+        "h[e",
+        "h[",
+        "a\\",
+        "a[bc",
+        "[a-z]",
+        "[A-Z]",
+        "*[",
+        "\\",
+        "a**c",
+        "*?*",
+        "h[a-z]llo",
+        "h\\[a]llo",
+        "",
+        "x*y*z",
+        "*x*",
+    ];
+    for p in patterns {
+        let get = |c: &mut redis::Connection| {
+            let mut v: Vec<Vec<u8>> = redis::cmd("KEYS").arg(p).query(c).unwrap();
+            v.sort();
+            v
+        };
+        assert_eq!(get(&mut ours), get(&mut theirs), "KEYS {p:?}");
+    }
+}
