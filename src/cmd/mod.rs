@@ -13,6 +13,8 @@
 pub mod args;
 pub mod cluster;
 pub mod connection;
+pub mod expire;
+pub mod glob;
 pub mod info;
 pub mod keys;
 pub mod server;
@@ -35,6 +37,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     connection::SPECS,
     info::SPECS,
     keys::SPECS,
+    expire::SPECS,
     string::SPECS,
     cluster::SPECS,
     tx::SPECS,
