@@ -12,7 +12,9 @@
 
 pub mod args;
 pub mod keys;
+pub mod object;
 pub mod server;
+pub mod stream;
 pub mod string;
 pub mod table;
 
@@ -26,7 +28,13 @@ use crate::shard::msg::ReplyTo;
 pub use table::{CommandSpec, FanMerge, Flags, Handler, Keys};
 
 /// All command families' table rows; the command table is their union.
-pub const FAMILIES: &[&[CommandSpec]] = &[server::SPECS, keys::SPECS, string::SPECS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    server::SPECS,
+    keys::SPECS,
+    string::SPECS,
+    stream::SPECS,
+    object::SPECS,
+];
 
 /// Per-request context a shard passes to `apply`: the selected database and
 /// the shard's clock snapshot for this batch.
