@@ -508,7 +508,7 @@ pub fn parse_xread_req(argv: &[Bytes]) -> Result<XreadReq, CmdError> {
             count = u64::try_from(int_arg(&argv[i])?).unwrap_or(0);
         } else if is(o, "STREAMS") && moreargs > 0 {
             let first = i + 1;
-            if (argc - first) % 2 != 0 {
+            if !(argc - first).is_multiple_of(2) {
                 return Err(CmdError::msg(
                     "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.",
                 ));
