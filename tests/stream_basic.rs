@@ -351,3 +351,28 @@ fn differential_against_redis() {
         "~XADD auto * a 1\n~XADD auto * a 2\nXLEN auto\n~XADD auto 5-* a 1\nXADD auto 5-1 a 1\n",
     );
 }
+
+#[test]
+fn config_set_stream_node_max_entries_changes_approximate_trims() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for i in 1..=10 {
+        c.raw(&["XADD", "big", &format!("{i}-0"), "f", "v"]);
+    }
+    // One node of up to 100 entries: an approximate trim removes nothing.
+    assert_eq!(c.raw(&["XTRIM", "big", "MAXLEN", "~", "5"]), ":0");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "stream-node-max-entries", "2"]),
+        "+OK"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "stream-node-max-entries"]),
+        "*2\r\n$23\r\nstream-node-max-entries\r\n$1\r\n2"
+    );
+    for i in 1..=10 {
+        c.raw(&["XADD", "small", &format!("{i}-0"), "f", "v"]);
+    }
+    // Nodes of 2 entries: whole nodes go, never below the threshold.
+    assert_eq!(c.raw(&["XTRIM", "small", "MAXLEN", "~", "5"]), ":4");
+    assert_eq!(c.raw(&["XLEN", "small"]), ":6");
+}

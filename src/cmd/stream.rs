@@ -21,7 +21,7 @@ use crate::reply::Reply;
 use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start, parse_xadd_id};
-use crate::stream::{node_limits, Entry, IdSpec, StreamId, TrimSpec, TrimStrategy};
+use crate::stream::{Entry, IdSpec, StreamId, TrimSpec, TrimStrategy};
 
 const KEY1: Keys = Keys::Range {
     first: 1,
@@ -585,7 +585,7 @@ fn park_xread(argv: &[Bytes], ticket: Arc<Ticket>) -> Result<ShardReq, CmdError>
 /// # Source
 /// `xaddCommand`.
 pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply, CmdError> {
-    let limits = node_limits();
+    let limits = db.node_limits();
     let exists = match db.get_stream(cx.db, &req.key, cx.now_ms)? {
         Some(s) => {
             s.next_id(req.id, cx.now_ms)?;
@@ -668,10 +668,11 @@ pub fn apply_xtrim(
     key: &[u8],
     trim: TrimSpec,
 ) -> Result<Reply, CmdError> {
+    let limits = db.node_limits();
     let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
         return Ok(Reply::Int(0));
     };
-    Ok(Reply::Int(s.trim(trim, node_limits()) as i64))
+    Ok(Reply::Int(s.trim(trim, limits) as i64))
 }
 
 /// `XSETID`.

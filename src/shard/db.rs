@@ -129,6 +129,8 @@ pub struct ShardDb {
     pub stats: ShardStats,
     /// Parked XREAD / XREADGROUP waiters on this shard's keys.
     pub blocking: crate::shard::blocking::Waiters,
+    /// Run-time settings shared with CONFIG SET (stream node caps).
+    pub tunables: std::sync::Arc<crate::config::Tunables>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -141,8 +143,14 @@ impl ShardDb {
             dbs: (0..databases.max(1)).map(|_| Keyspace::default()).collect(),
             stats: ShardStats::default(),
             blocking: Default::default(),
+            tunables: Default::default(),
             _not_send: PhantomData,
         }
+    }
+
+    /// Stream node caps currently configured (`stream-node-max-entries/bytes`).
+    pub fn node_limits(&self) -> crate::stream::NodeLimits {
+        self.tunables.node_limits()
     }
 
     /// Number of databases.

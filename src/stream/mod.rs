@@ -15,7 +15,6 @@ mod node;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
@@ -41,22 +40,6 @@ impl Default for NodeLimits {
             max_entries: 100,
             max_bytes: 4096,
         }
-    }
-}
-
-/// `stream-node-max-entries`, read by every command at apply time (CONFIG SET
-/// stores into it). Default 100, as Redis.
-pub static STREAM_NODE_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(100);
-/// `stream-node-max-bytes`, read by every command at apply time (CONFIG SET
-/// stores into it). Default 4096, as Redis.
-pub static STREAM_NODE_MAX_BYTES: AtomicUsize = AtomicUsize::new(4096);
-
-/// The node limits currently configured ([`STREAM_NODE_MAX_ENTRIES`],
-/// [`STREAM_NODE_MAX_BYTES`]).
-pub fn node_limits() -> NodeLimits {
-    NodeLimits {
-        max_entries: STREAM_NODE_MAX_ENTRIES.load(Ordering::Relaxed),
-        max_bytes: STREAM_NODE_MAX_BYTES.load(Ordering::Relaxed),
     }
 }
 
