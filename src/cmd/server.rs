@@ -436,9 +436,7 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
     ] {
         c.store(0, Ordering::Relaxed);
     }
-    if let Ok(mut m) = cx.shared.cmdstats.lock() {
-        m.clear();
-    }
+    cx.shared.cmdstats.reset();
     let parts = (0..cx.shared.shards)
         .map(|i| {
             (

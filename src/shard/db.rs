@@ -312,7 +312,23 @@ impl ShardDb {
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
         let ks = self.ks(db);
-        let old = ks.remove(&key);
+        if let Some(e) = ks.map.get_mut(&key) {
+            // Overwrite in place: the key keeps its place in the scan index.
+            let old_at = std::mem::replace(&mut e.expire_at_ms, expire_at_ms);
+            let old_value = std::mem::replace(&mut e.value, value);
+            if old_at != expire_at_ms {
+                if let Some(at) = old_at {
+                    ks.expires.remove(&(at, key.clone()));
+                }
+                if let Some(at) = expire_at_ms {
+                    ks.expires.insert((at, key));
+                }
+            }
+            return Some(Entry {
+                value: old_value,
+                expire_at_ms: old_at,
+            });
+        }
         if let Some(at) = expire_at_ms {
             ks.expires.insert((at, key.clone()));
         }
@@ -324,7 +340,7 @@ impl ShardDb {
                 expire_at_ms,
             },
         );
-        old
+        None
     }
 
     /// Delete `key`; returns the removed entry (expired keys count as missing).
