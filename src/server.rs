@@ -2,6 +2,7 @@
 //! and the state they share (configuration, client registry, counters).
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,7 +34,7 @@ pub struct ServerStats {
 pub struct CmdStats {
     /// Lowercase names (`get`, `client|list`), by row index.
     names: Vec<String>,
-    index: HashMap<&'static str, usize>,
+    index: HashMap<&'static str, usize, BuildHasherDefault<crate::cmd::table::NameHasher>>,
     calls: Vec<AtomicU64>,
     failed: Vec<AtomicU64>,
     rejected: Vec<AtomicU64>,
