@@ -59,6 +59,8 @@ pub struct Shared {
     /// 40 hex characters, fixed for the process life (INFO `run_id`, CLUSTER MYID).
     pub run_id: String,
     pub shutdown: AtomicBool,
+    /// Settings shards read at run time; CONFIG SET updates them.
+    pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
     pub blocked_clients: AtomicU64,
 }
@@ -188,7 +190,9 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         io_parts.push((poll, rx, parked));
     }
 
+    let tunables = Arc::new(crate::config::Tunables::from_config(&config));
     let shared = Arc::new(Shared {
+        tunables: tunables.clone(),
         config: RwLock::new(Config {
             port: addr.port(),
             ..config
@@ -217,6 +221,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
             core: (!cores.is_empty()).then(|| cores[i % cores.len()]),
             inbox: rx,
             outboxes: outboxes.clone(),
+            tunables: tunables.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
     }

@@ -17,7 +17,9 @@ pub mod expire;
 pub mod glob;
 pub mod info;
 pub mod keys;
+pub mod object;
 pub mod server;
+pub mod stream;
 pub mod string;
 pub mod table;
 pub mod tx;
@@ -39,6 +41,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     keys::SPECS,
     expire::SPECS,
     string::SPECS,
+    stream::SPECS,
+    object::SPECS,
     cluster::SPECS,
     tx::SPECS,
 ];

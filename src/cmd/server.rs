@@ -413,6 +413,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         }
     }
     *cfg = next;
+    cx.shared.tunables.update(&cfg);
     Ok(Reply::Ok.into())
 }
 
