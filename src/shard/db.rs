@@ -317,6 +317,7 @@ impl ShardDb {
             ks.expires.insert((at, key.clone()));
         }
         ks.scan_index.insert(Keyspace::index_key(&key));
+        let replaced = old.is_some().then(|| key.clone());
         ks.map.insert(
             key,
             Entry {
@@ -324,6 +325,10 @@ impl ShardDb {
                 expire_at_ms,
             },
         );
+        if let Some(k) = replaced {
+            // A replaced stream wakes its blocked XREADGROUP readers (with an error).
+            self.blocking.mark_ready(db, &k);
+        }
         old
     }
 
@@ -332,7 +337,12 @@ impl ShardDb {
         if self.expire_if_needed(db, key, now_ms) {
             return None;
         }
-        self.ks(db).remove(key)
+        let old = self.ks(db).remove(key);
+        if old.is_some() {
+            // Blocked XREADGROUP readers of a deleted stream get an error.
+            self.blocking.mark_ready(db, key);
+        }
+        old
     }
 
     /// Set or clear the TTL of an existing key. Returns false when the key is missing.
@@ -360,6 +370,7 @@ impl ShardDb {
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();
+        self.blocking.mark_db_ready(db);
         n
     }
 
