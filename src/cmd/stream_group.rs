@@ -400,7 +400,7 @@ pub struct XreadgroupReq {
 /// # Errors
 /// In Redis's order: `ERR timeout is not an integer or out of range`, `ERR
 /// timeout is negative`, `ERR value is not an integer or out of range`
-/// (COUNT), `ERR Unbalanced 'xreadgroup' list of streams: ...`, `ERR syntax
+/// (COUNT), `ERR Unbalanced XREAD list of streams: ...` (Redis 7 prints XREAD's text), `ERR syntax
 /// error`, `ERR Missing GROUP option for XREADGROUP`. ID errors are deferred.
 /// # Source
 /// `xreadCommand`.
@@ -429,7 +429,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
             let first = i + 1;
             if !(argc - first).is_multiple_of(2) {
                 return Err(CmdError::msg(
-                    "ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.",
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
                 ));
             }
             streams_at = Some(first);
@@ -997,15 +997,16 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                 pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
             }
             GroupFrom::History(after) => {
+                // Nothing can follow MAX-MAX: Redis leaves the stream out.
+                let Some(start) = after.next() else {
+                    continue;
+                };
                 let Some(g) = s.group_mut(&req.group) else {
                     continue;
                 };
                 let (cid, _) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
                 g.touch_seen(cid, cx.now_ms);
-                let ids: Vec<StreamId> = match after.next() {
-                    Some(start) => g.consumer_pel_from(cid, start).take(take).collect(),
-                    None => Vec::new(),
-                };
+                let ids: Vec<StreamId> = g.consumer_pel_from(cid, start).take(take).collect();
                 let mut out = Vec::with_capacity(ids.len());
                 let mut found = Vec::with_capacity(ids.len());
                 for id in ids {
