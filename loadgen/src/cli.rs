@@ -92,8 +92,10 @@ pub struct LatencyArgs {
     /// XREADGROUP BLOCK, milliseconds.
     #[arg(long, default_value_t = 100)]
     pub block_ms: u64,
-    /// Producer pipelining depth: at most this many XADDs per round trip.
-    #[arg(long, default_value_t = 1)]
+    /// Producer pipelining depth: at most this many *due* XADDs per round trip.
+    /// On schedule a producer sends one entry at a time; depth only lets a
+    /// producer that fell behind catch up instead of adding its own queueing.
+    #[arg(long, default_value_t = 16)]
     pub pipeline: usize,
     /// XADD MAXLEN ~ N (trimming may drop unread entries: losses then only warn).
     #[arg(long)]

@@ -271,6 +271,14 @@ impl LatencyReport {
                 .map(|v| format!(" (redis_version {v})"))
                 .unwrap_or_default()
         );
+        if t.unsent > 0 {
+            let _ = writeln!(
+                out,
+                "warning: producers fell {} entries behind the schedule (their wait counts as \
+                 latency; try --pipeline or --producers)",
+                t.unsent
+            );
+        }
         for e in &t.error_samples {
             let _ = writeln!(out, "error: {e}");
         }
