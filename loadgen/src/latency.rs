@@ -205,7 +205,20 @@ fn keyed(router: &mut Router, key: &str, cmd: &redis::Cmd) -> redis::RedisResult
             }
         }
     }
-    Err(last.unwrap_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no node"))))
+    match last {
+        Some(e) if e.redirect_node().is_some() && !router.cluster() => {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the target is a Redis Cluster node (it answered MOVED): add --cluster",
+                e.to_string(),
+            )))
+        }
+        Some(e) => Err(e),
+        None => Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "no node",
+        ))),
+    }
 }
 
 /// `INFO server` of the first node, as key/value pairs.
@@ -270,6 +283,14 @@ pub fn run(
 
     let sets = read_sets(&keys, cluster);
     let consumers = args.consumers.max(1);
+    if sets.len() > consumers && !args.quiet {
+        eprintln!(
+            "note: {} slots of streams for {consumers} consumers: each consumer polls several \
+             slots (BLOCK 1 ms each), which adds latency; use --consumers {} or --hash-tag",
+            sets.len(),
+            sets.len()
+        );
+    }
     let mut consumer_threads = Vec::new();
     for c in 0..consumers {
         let plan = plan.clone();

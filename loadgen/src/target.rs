@@ -184,6 +184,11 @@ impl Router {
             .ok_or_else(|| bad("connection vanished"))
     }
 
+    /// Whether MOVED is followed (the target is a cluster).
+    pub fn cluster(&self) -> bool {
+        self.cluster
+    }
+
     /// Forget node `idx`'s connection (after an IO error) so the next use reconnects.
     pub fn drop_conn(&mut self, idx: usize) {
         if let Some(addr) = self.topo.nodes.get(idx) {
