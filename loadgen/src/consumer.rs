@@ -141,20 +141,24 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
 fn ack(plan: &Plan, router: &mut Router, to_ack: &[(Vec<u8>, Vec<Vec<u8>>)]) -> u64 {
     let shared = &plan.shared;
     let mut acked = 0;
-    for node in 0..router.topo.nodes.len() {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        let mut any = false;
-        for (key, ids) in to_ack {
-            if router.topo.node_of_slot(slot_of(key)) != node {
-                continue;
+    // Partition first: a MOVED below replaces the topology mid-loop.
+    let mut by_node: Vec<(usize, redis::Pipeline)> = Vec::new();
+    for (key, ids) in to_ack {
+        let node = router.topo.node_of_slot(slot_of(key));
+        let idx = match by_node.iter().position(|(n, _)| *n == node) {
+            Some(i) => i,
+            None => {
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors();
+                by_node.push((node, pipe));
+                by_node.len() - 1
             }
+        };
+        if let Some((_, pipe)) = by_node.get_mut(idx) {
             pipe.cmd("XACK").arg(key).arg(&plan.args.group).arg(ids);
-            any = true;
         }
-        if !any {
-            continue;
-        }
+    }
+    for (node, pipe) in by_node {
         let res: RedisResult<Vec<RedisResult<i64>>> = router.conn(node).and_then(|c| pipe.query(c));
         match res {
             Ok(replies) => {

@@ -131,18 +131,19 @@ fn send_batch(
     stats: &mut ProducerStats,
 ) {
     let shared = &plan.shared;
-    let nodes = router.topo.nodes.len();
-    for node in 0..nodes {
-        let mine: Vec<&Pending> = batch
-            .iter()
-            .filter(|e| {
-                let key = plan.key_of(e.k);
-                router.topo.node_of_slot(slot_of(key.as_bytes())) == node
-            })
-            .collect();
-        if mine.is_empty() {
-            continue;
+    // Partition before sending anything: a MOVED below replaces the topology,
+    // and re-partitioning mid-batch would send some entries twice.
+    let mut by_node: Vec<(usize, Vec<&Pending>)> = Vec::new();
+    for e in batch {
+        let node = router
+            .topo
+            .node_of_slot(slot_of(plan.key_of(e.k).as_bytes()));
+        match by_node.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, v)) => v.push(e),
+            None => by_node.push((node, vec![e])),
         }
+    }
+    for (node, mine) in by_node {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for e in &mine {

@@ -196,10 +196,13 @@ impl Router {
         }
     }
 
-    /// React to an error: rediscover on MOVED (returns true: retry), drop the
+    /// React to an error: in cluster mode, rediscover on MOVED or ASK (a slot
+    /// in migration is retried until it settles) and on `UNBLOCKED` (a blocked
+    /// read whose key was migrated away), returning true: retry. Drop the
     /// connection on IO errors.
     pub fn handle_error(&mut self, node: usize, err: &RedisError) -> bool {
-        if err.redirect_node().is_some() && self.cluster {
+        let moved_away = err.code() == Some("UNBLOCKED");
+        if (err.redirect_node().is_some() || moved_away) && self.cluster {
             if let Ok(t) = Topology::discover(&self.url) {
                 self.topo = t;
             }
