@@ -27,7 +27,7 @@ done
 
 run() { # port pipeline -> lines "test rps p50 p99"
   redis-benchmark -p "$1" -c 50 -n "$N" -P "$2" -t "$TESTS" --csv 2>/dev/null |
-    tail -n +2 | tr -d '"' | awk -F, '{print $1, $2, $4, $7}'
+    tail -n +2 | tr -d '"' | awk -F, '{print $1, $2, $5, $7}'
 }
 printf '%-6s %-4s %14s %8s %8s %14s %8s %8s %7s\n' test P redis_rps p50 p99 shard_rps p50 p99 ratio
 for P in 16 1; do

@@ -7,8 +7,51 @@
 //! (`shards`, `io-threads`, `no-pin`).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Parser;
+
+/// Settings that shards read while they run and `CONFIG SET` may change:
+/// plain atomics shared by one server's shards (configuration, not data).
+#[derive(Debug)]
+pub struct Tunables {
+    /// `stream-node-max-entries` (0 = unlimited).
+    pub stream_node_max_entries: AtomicUsize,
+    /// `stream-node-max-bytes` (0 = unlimited).
+    pub stream_node_max_bytes: AtomicUsize,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables::from_config(&Config::default())
+    }
+}
+
+impl Tunables {
+    /// The shard-visible settings of `cfg`.
+    pub fn from_config(cfg: &Config) -> Tunables {
+        Tunables {
+            stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
+            stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
+        }
+    }
+
+    /// Publish `cfg`'s shard-visible settings (after CONFIG SET).
+    pub fn update(&self, cfg: &Config) {
+        self.stream_node_max_entries
+            .store(cfg.stream_node_max_entries, Ordering::Relaxed);
+        self.stream_node_max_bytes
+            .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
+    }
+
+    /// Stream node caps for new appends.
+    pub fn node_limits(&self) -> crate::stream::NodeLimits {
+        crate::stream::NodeLimits {
+            max_entries: self.stream_node_max_entries.load(Ordering::Relaxed),
+            max_bytes: self.stream_node_max_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Command line of the `shardstream` binary.
 #[derive(Parser, Debug, Default, Clone)]

@@ -2,6 +2,7 @@
 //! and the state they share (configuration, client registry, counters).
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,12 +28,70 @@ pub struct ServerStats {
     pub total_error_replies: AtomicU64,
 }
 
-/// Per-command counters for INFO commandstats.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct CmdStat {
-    pub calls: u64,
-    pub failed_calls: u64,
-    pub rejected_calls: u64,
+/// Per-command counters for INFO commandstats: one row of atomics per command
+/// table row (subcommands included), found by the row's static name, so
+/// counting a call takes no lock and allocates nothing.
+pub struct CmdStats {
+    /// Lowercase names (`get`, `client|list`), by row index.
+    names: Vec<String>,
+    index: HashMap<&'static str, usize, BuildHasherDefault<crate::cmd::table::NameHasher>>,
+    calls: Vec<AtomicU64>,
+    failed: Vec<AtomicU64>,
+    rejected: Vec<AtomicU64>,
+}
+
+impl CmdStats {
+    fn new() -> CmdStats {
+        let mut rows: Vec<&'static str> = Vec::new();
+        for spec in crate::cmd::table::all_specs() {
+            rows.push(spec.name);
+            rows.extend(spec.subcommands.iter().map(|s| s.name));
+        }
+        let zeros = || rows.iter().map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+        CmdStats {
+            names: rows.iter().map(|n| n.to_ascii_lowercase()).collect(),
+            index: rows.iter().enumerate().map(|(i, n)| (*n, i)).collect(),
+            calls: zeros(),
+            failed: zeros(),
+            rejected: zeros(),
+        }
+    }
+
+    /// Row index of a table row's name (`"GET"`, `"CLIENT|LIST"`).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Lowercase name of row `i` (`CLIENT LIST cmd=`).
+    pub fn name(&self, i: usize) -> &str {
+        self.names.get(i).map(String::as_str).unwrap_or("NULL")
+    }
+
+    /// `(name, calls, failed_calls, rejected_calls)` of every command used so far, by name.
+    pub fn snapshot(&self) -> Vec<(String, u64, u64, u64)> {
+        let mut out: Vec<_> = (0..self.names.len())
+            .map(|i| {
+                (
+                    self.names[i].clone(),
+                    self.calls[i].load(Ordering::Relaxed),
+                    self.failed[i].load(Ordering::Relaxed),
+                    self.rejected[i].load(Ordering::Relaxed),
+                )
+            })
+            .filter(|(_, c, f, r)| c + f + r > 0)
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Zero every counter (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for v in [&self.calls, &self.failed, &self.rejected] {
+            for c in v {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// State shared by every IO thread (never by shards' data).
@@ -51,14 +110,16 @@ pub struct Shared {
     pub clients: Mutex<HashMap<u64, Arc<ClientShared>>>,
     pub next_client_id: AtomicU64,
     pub stats: ServerStats,
-    /// Calls per command name (lowercase, `client|list` for subcommands).
-    pub cmdstats: Mutex<HashMap<String, CmdStat>>,
+    /// Calls per command table row (INFO commandstats).
+    pub cmdstats: CmdStats,
     pub started: Instant,
     /// Address actually bound (port resolved when 0 was asked).
     pub addr: SocketAddr,
     /// 40 hex characters, fixed for the process life (INFO `run_id`, CLUSTER MYID).
     pub run_id: String,
     pub shutdown: AtomicBool,
+    /// Settings shards read at run time; CONFIG SET updates them.
+    pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
     pub blocked_clients: AtomicU64,
 }
@@ -82,16 +143,24 @@ impl Shared {
         }
     }
 
-    /// Count one call of `name` (and whether it failed or was rejected before running).
+    /// Count one call of the table row named `name` (`"GET"`, `"CLIENT|LIST"`;
+    /// unknown names only count as processed), and whether it failed or was
+    /// rejected before running.
     pub fn count_call(&self, name: &str, failed: bool, rejected: bool) {
         self.stats
             .total_commands_processed
             .fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut m) = self.cmdstats.lock() {
-            let e = m.entry(name.to_string()).or_default();
-            e.calls += u64::from(!rejected);
-            e.failed_calls += u64::from(failed);
-            e.rejected_calls += u64::from(rejected);
+        if let Some(i) = self.cmdstats.index_of(name) {
+            let st = &self.cmdstats;
+            if !rejected {
+                st.calls[i].fetch_add(1, Ordering::Relaxed);
+            }
+            if failed {
+                st.failed[i].fetch_add(1, Ordering::Relaxed);
+            }
+            if rejected {
+                st.rejected[i].fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -188,7 +257,9 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         io_parts.push((poll, rx, parked));
     }
 
+    let tunables = Arc::new(crate::config::Tunables::from_config(&config));
     let shared = Arc::new(Shared {
+        tunables: tunables.clone(),
         config: RwLock::new(Config {
             port: addr.port(),
             ..config
@@ -200,7 +271,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         clients: Mutex::new(HashMap::new()),
         next_client_id: AtomicU64::new(1),
         stats: ServerStats::default(),
-        cmdstats: Mutex::new(HashMap::new()),
+        cmdstats: CmdStats::new(),
         started: Instant::now(),
         addr,
         run_id: random_hex40(),
@@ -217,6 +288,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
             core: (!cores.is_empty()).then(|| cores[i % cores.len()]),
             inbox: rx,
             outboxes: outboxes.clone(),
+            tunables: tunables.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
     }

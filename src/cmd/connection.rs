@@ -482,7 +482,7 @@ fn client_lines(shared: &Shared, clients: &[Arc<ClientShared>]) -> Reply {
     let now = shared.uptime_ms();
     let mut text = String::new();
     for c in clients {
-        text.push_str(&c.info_line(now));
+        text.push_str(&c.info_line(now, &shared.cmdstats));
         text.push('\n');
     }
     Reply::Verbatim(Bytes::from(text))

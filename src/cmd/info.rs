@@ -206,17 +206,7 @@ impl Snapshot {
             .read()
             .map(|c| (c.port, c.maxclients))
             .unwrap_or((shared.addr.port(), 0));
-        let mut cmdstats: Vec<(String, u64, u64, u64)> = shared
-            .cmdstats
-            .lock()
-            .map(|m| {
-                m.iter()
-                    .filter(|(name, _)| name.as_str() != "unknown")
-                    .map(|(name, s)| (name.clone(), s.calls, s.failed_calls, s.rejected_calls))
-                    .collect()
-            })
-            .unwrap_or_default();
-        cmdstats.sort();
+        let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
             run_id: shared.run_id.clone(),

@@ -17,7 +17,10 @@ pub mod expire;
 pub mod glob;
 pub mod info;
 pub mod keys;
+pub mod object;
 pub mod server;
+pub mod stream;
+pub mod stream_group;
 pub mod string;
 pub mod table;
 pub mod tx;
@@ -39,6 +42,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     keys::SPECS,
     expire::SPECS,
     string::SPECS,
+    stream::SPECS,
+    stream_group::SPECS,
+    object::SPECS,
     cluster::SPECS,
     tx::SPECS,
 ];

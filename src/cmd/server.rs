@@ -413,6 +413,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         }
     }
     *cfg = next;
+    cx.shared.tunables.update(&cfg);
     Ok(Reply::Ok.into())
 }
 
@@ -435,9 +436,7 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
     ] {
         c.store(0, Ordering::Relaxed);
     }
-    if let Ok(mut m) = cx.shared.cmdstats.lock() {
-        m.clear();
-    }
+    cx.shared.cmdstats.reset();
     let parts = (0..cx.shared.shards)
         .map(|i| {
             (

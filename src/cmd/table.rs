@@ -6,6 +6,7 @@
 //! command family file exports its rows as `SPECS`.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -213,6 +214,29 @@ impl CommandSpec {
     }
 }
 
+/// FNV-1a over a command name: the command and stats indexes only hold our
+/// own command names, so it needs speed, not SipHash's flood resistance.
+#[derive(Default)]
+pub struct NameHasher(u64);
+
+impl std::hash::Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
 /// Every command family's rows, in one list.
 pub fn all_specs() -> &'static [&'static CommandSpec] {
     static ALL: OnceLock<Vec<&'static CommandSpec>> = OnceLock::new();
@@ -224,7 +248,8 @@ pub fn all_specs() -> &'static [&'static CommandSpec] {
 
 /// Look a command up by name, any case.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec>> = OnceLock::new();
+    type Index = HashMap<Vec<u8>, &'static CommandSpec, BuildHasherDefault<NameHasher>>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
         all_specs()
             .iter()

@@ -268,7 +268,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     }
     for argv in &queue {
         if let Some(spec) = argv.first().and_then(|name| table::lookup(name)) {
-            shared.count_call(&spec.name.to_ascii_lowercase(), false, false);
+            shared.count_call(spec.name, false, false);
         }
     }
 

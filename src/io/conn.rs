@@ -46,8 +46,9 @@ pub struct ClientShared {
     pub name: Mutex<Option<String>>,
     pub lib_name: Mutex<Option<String>>,
     pub lib_ver: Mutex<Option<String>>,
-    /// Last command name, lowercased (`CLIENT LIST cmd=`).
-    pub last_cmd: Mutex<String>,
+    /// Command-table row of the last command (`CLIENT LIST cmd=`; see
+    /// `CmdStats::name`), `usize::MAX` before the first one.
+    pub last_cmd: AtomicUsize,
     /// Milliseconds since server start at the last command (for `idle=`).
     pub last_interaction_ms: AtomicU64,
     pub db: AtomicUsize,
@@ -64,7 +65,8 @@ pub struct ClientShared {
 
 impl ClientShared {
     /// One `CLIENT LIST` / `CLIENT INFO` line (Redis 7 field order, the fields we track).
-    pub fn info_line(&self, now_ms_since_start: u64) -> String {
+    /// `stats` names the last command (`cmd=`).
+    pub fn info_line(&self, now_ms_since_start: u64, stats: &crate::server::CmdStats) -> String {
         let name = self
             .name
             .lock()
@@ -80,7 +82,7 @@ impl ClientShared {
             .lock()
             .map(|n| n.clone().unwrap_or_default())
             .unwrap_or_default();
-        let cmd = self.last_cmd.lock().map(|c| c.clone()).unwrap_or_default();
+        let cmd = stats.name(self.last_cmd.load(Ordering::Relaxed));
         let idle_s = now_ms_since_start
             .saturating_sub(self.last_interaction_ms.load(Ordering::Relaxed))
             / 1000;
@@ -99,7 +101,7 @@ impl ClientShared {
             multi,
             self.qbuf_bytes.load(Ordering::Relaxed),
             self.omem_bytes.load(Ordering::Relaxed),
-            if cmd.is_empty() { "NULL".to_string() } else { cmd },
+            cmd,
             self.resp.load(Ordering::Relaxed),
             lib_name,
             lib_ver,

@@ -209,7 +209,7 @@ impl IoThread {
             name: Mutex::new(None),
             lib_name: Mutex::new(None),
             lib_ver: Mutex::new(None),
-            last_cmd: Mutex::new(String::new()),
+            last_cmd: AtomicUsize::new(usize::MAX),
             last_interaction_ms: AtomicU64::new(shared.uptime_ms()),
             db: AtomicUsize::new(0),
             resp: AtomicUsize::new(2),
@@ -293,6 +293,10 @@ impl IoThread {
             max_multibulk: codec::MULTIBULK_MAX,
             unauthenticated: false,
         };
+        conn.session
+            .shared
+            .last_interaction_ms
+            .store(self.shared.uptime_ms(), Ordering::Relaxed);
         process_input(self.idx, &self.shared, &mut self.batches, conn, limits);
         if conn.blocked.is_some() {
             self.blocked_ids.insert(id);
@@ -545,9 +549,6 @@ fn dispatch(
     argv: Vec<Bytes>,
 ) {
     let client = &conn.session.shared;
-    client
-        .last_interaction_ms
-        .store(shared.uptime_ms(), Ordering::Relaxed);
     let Some(spec) = table::lookup(&argv[0]) else {
         let err = table::unknown_command(&argv);
         shared.count_call("unknown", true, true);
@@ -555,7 +556,7 @@ fn dispatch(
         return;
     };
     if !spec.arity_ok(argv.len()) {
-        shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+        shared.count_call(spec.name, true, true);
         reject_cmd(shared, conn, spec, CmdError::arity(spec.name));
         return;
     }
@@ -568,18 +569,17 @@ fn dispatch(
         match cmd::connection::resolve_subcommand(spec, &argv) {
             Ok(sub) => sub,
             Err(e) => {
-                shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+                shared.count_call(spec.name, true, true);
                 reject(shared, conn, e);
                 return;
             }
         }
     };
-    if let Ok(mut c) = conn.session.shared.last_cmd.lock() {
-        c.clear();
-        c.push_str(&spec.name.to_ascii_lowercase());
+    if let Some(i) = shared.cmdstats.index_of(spec.name) {
+        conn.session.shared.last_cmd.store(i, Ordering::Relaxed);
     }
     if !conn.session.authenticated && !spec.flags.has(crate::cmd::Flags::NO_AUTH) {
-        shared.count_call(&spec.name.to_ascii_lowercase(), true, true);
+        shared.count_call(spec.name, true, true);
         reject_cmd(shared, conn, spec, CmdError::NoAuth);
         return;
     }
@@ -596,11 +596,11 @@ fn dispatch(
             return;
         }
     }
-    let name = spec.name.to_ascii_lowercase();
+    let name = spec.name;
     let reply_failed = |r: &Reply| r.is_error();
     match route(spec, &argv, &mut conn.session, shared) {
         Routed::Reply(r) => {
-            shared.count_call(&name, reply_failed(&r), false);
+            shared.count_call(name, reply_failed(&r), false);
             if r.is_error() {
                 shared
                     .stats
@@ -610,16 +610,16 @@ fn dispatch(
             conn.push_slot(Pending::Ready(r));
         }
         Routed::Close(r) => {
-            shared.count_call(&name, false, false);
+            shared.count_call(name, false, false);
             let seq = conn.push_slot(Pending::Ready(r));
             conn.close_after = Some(seq);
         }
         Routed::Drop => {
-            shared.count_call(&name, false, false);
+            shared.count_call(name, false, false);
             conn.dead = true;
         }
         Routed::One(shard, req) => {
-            shared.count_call(&name, false, false);
+            shared.count_call(name, false, false);
             let seq = conn.push_slot(Pending::Waiting);
             batches[usize::from(shard.0)].push(Job {
                 req,
@@ -633,13 +633,13 @@ fn dispatch(
             });
         }
         Routed::Block(plan) => {
-            shared.count_call(&name, false, false);
+            shared.count_call(name, false, false);
             let seq = conn.push_slot(Pending::Waiting);
             start_block(io, shared, batches, conn, seq, plan);
         }
         Routed::Fan(parts, merge, then_block) => {
             let blocking = then_block.is_some();
-            shared.count_call(&name, false, false);
+            shared.count_call(name, false, false);
             let n = parts.len();
             let seq = conn.push_slot(Pending::Fan {
                 parts: (0..n).map(|_| None).collect(),
@@ -759,6 +759,7 @@ pub fn route_keyed(
         .unwrap_or(ShardId(0));
     let single = keys
         .iter()
+        .skip(1)
         .all(|&i| shared.shard_of(&argv[i]) == first_shard);
     if single {
         return match parse(argv) {

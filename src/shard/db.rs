@@ -16,11 +16,14 @@ use bytes::Bytes;
 
 use crate::error::CmdError;
 use crate::route::slot::{slot_of, ShardId};
+use crate::stream::Stream;
 
 /// A value stored under a key.
 pub enum Value {
     /// A string (GET/SET/INCR/APPEND).
     Str(Bytes),
+    /// A stream (XADD/XRANGE/XREAD/...). Boxed: the struct is much larger than a string.
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -28,6 +31,7 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -35,6 +39,7 @@ impl Value {
     pub fn memory_usage_bytes(&self) -> usize {
         match self {
             Value::Str(b) => b.len(),
+            Value::Stream(s) => s.memory_usage_bytes(),
         }
     }
 }
@@ -124,6 +129,8 @@ pub struct ShardDb {
     pub stats: ShardStats,
     /// Parked XREAD / XREADGROUP waiters on this shard's keys.
     pub blocking: crate::shard::blocking::Waiters,
+    /// Run-time settings shared with CONFIG SET (stream node caps).
+    pub tunables: std::sync::Arc<crate::config::Tunables>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -136,8 +143,14 @@ impl ShardDb {
             dbs: (0..databases.max(1)).map(|_| Keyspace::default()).collect(),
             stats: ShardStats::default(),
             blocking: Default::default(),
+            tunables: Default::default(),
             _not_send: PhantomData,
         }
+    }
+
+    /// Stream node caps currently configured (`stream-node-max-entries/bytes`).
+    pub fn node_limits(&self) -> crate::stream::NodeLimits {
+        self.tunables.node_limits()
     }
 
     /// Number of databases.
@@ -207,9 +220,86 @@ impl ShardDb {
                 value: Value::Str(s),
                 ..
             }) => Ok(Some(s)),
-            #[allow(unreachable_patterns)]
             Some(_) => Err(CmdError::WrongType),
         }
+    }
+
+    /// The stream under `key` (after lazy expiry): `Ok(None)` when missing,
+    /// `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_STREAM)`.
+    pub fn get_stream(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&Stream>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Stream(s),
+                ..
+            }) => Ok(Some(s)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.
+    ///
+    /// # Errors
+    /// `WrongType` when the key holds another type.
+    pub fn get_stream_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut Stream>, CmdError> {
+        match self.get_mut(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Stream(s),
+                ..
+            }) => Ok(Some(s)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// The stream under `key` for writing; when the key is missing and
+    /// `create` is true, an empty persistent stream is stored first (XADD
+    /// without NOMKSTREAM), else `Ok(None)`.
+    ///
+    /// # Errors
+    /// `WrongType` when the key holds another type (nothing is created).
+    /// # Source
+    /// `streamTypeLookupWriteOrCreate`.
+    pub fn stream_for_write(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        create: bool,
+        now_ms: u64,
+    ) -> Result<Option<&mut Stream>, CmdError> {
+        let exists = match self.get(db, key, now_ms) {
+            None => false,
+            Some(Entry {
+                value: Value::Stream(_),
+                ..
+            }) => true,
+            Some(_) => return Err(CmdError::WrongType),
+        };
+        if !exists {
+            if !create {
+                return Ok(None);
+            }
+            self.set(
+                db,
+                Bytes::copy_from_slice(key),
+                Value::Stream(Box::default()),
+                None,
+            );
+        }
+        self.get_stream_mut(db, key, now_ms)
     }
 
     /// Store `value` under `key` with the given expiry, replacing any old value
@@ -222,7 +312,25 @@ impl ShardDb {
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
         let ks = self.ks(db);
-        let old = ks.remove(&key);
+        if let Some(e) = ks.map.get_mut(&key) {
+            // Overwrite in place: the key keeps its place in the scan index.
+            let old_at = std::mem::replace(&mut e.expire_at_ms, expire_at_ms);
+            let old_value = std::mem::replace(&mut e.value, value);
+            if old_at != expire_at_ms {
+                if let Some(at) = old_at {
+                    ks.expires.remove(&(at, key.clone()));
+                }
+                if let Some(at) = expire_at_ms {
+                    ks.expires.insert((at, key.clone()));
+                }
+            }
+            // A replaced stream wakes its blocked XREADGROUP readers (with an error).
+            self.blocking.mark_ready(db, &key);
+            return Some(Entry {
+                value: old_value,
+                expire_at_ms: old_at,
+            });
+        }
         if let Some(at) = expire_at_ms {
             ks.expires.insert((at, key.clone()));
         }
@@ -234,7 +342,7 @@ impl ShardDb {
                 expire_at_ms,
             },
         );
-        old
+        None
     }
 
     /// Delete `key`; returns the removed entry (expired keys count as missing).
@@ -242,7 +350,12 @@ impl ShardDb {
         if self.expire_if_needed(db, key, now_ms) {
             return None;
         }
-        self.ks(db).remove(key)
+        let old = self.ks(db).remove(key);
+        if old.is_some() {
+            // Blocked XREADGROUP readers of a deleted stream get an error.
+            self.blocking.mark_ready(db, key);
+        }
+        old
     }
 
     /// Set or clear the TTL of an existing key. Returns false when the key is missing.
@@ -270,6 +383,7 @@ impl ShardDb {
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();
+        self.blocking.mark_db_ready(db);
         n
     }
 

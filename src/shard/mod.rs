@@ -42,6 +42,7 @@ pub struct ShardSeed {
     pub core: Option<core_affinity::CoreId>,
     pub inbox: Receiver<ShardMsg>,
     pub outboxes: Vec<IoOutbox>,
+    pub tunables: std::sync::Arc<crate::config::Tunables>,
 }
 
 /// Start a shard thread; it runs until [`ShardMsg::Shutdown`] or until every sender is gone.
@@ -53,6 +54,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 core_affinity::set_for_current(core);
             }
             let mut db = ShardDb::new(seed.id, seed.shards, seed.databases);
+            db.tunables = seed.tunables;
             run_shard(&mut db, &seed.inbox, &seed.outboxes);
         })
 }

@@ -1,0 +1,288 @@
+//! Introspection of one key's value: OBJECT ENCODING, MEMORY USAGE.
+//!
+//! # Source
+//! redis/src/object.c (7.x): `objectCommand`, `memoryCommand`.
+
+use bytes::Bytes;
+
+use crate::cmd::args::{int_arg, is, parse_i64, text};
+use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
+use crate::error::CmdError;
+use crate::reply::Reply;
+use crate::shard::db::{ShardDb, Value};
+
+const KEY2: Keys = Keys::Range {
+    first: 2,
+    last: 2,
+    step: 1,
+};
+
+const fn sub(
+    name: &'static str,
+    arity: i16,
+    keys: Keys,
+    summary: &'static str,
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags: Flags::READONLY,
+        keys,
+        acl: &["keyspace", "read", "slow"],
+        summary,
+        since: "4.0.0",
+        group: "generic",
+        subcommands: &[],
+        handler: Handler::Keyed {
+            parse,
+            merge: FanMerge::Refuse,
+        },
+    }
+}
+
+/// Table rows of this family.
+pub const SPECS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "OBJECT",
+        arity: -2,
+        flags: Flags::NONE,
+        keys: KEY2,
+        acl: &["slow"],
+        summary: "A container for object introspection commands.",
+        since: "2.2.3",
+        group: "generic",
+        subcommands: &[
+            sub(
+                "OBJECT|ENCODING",
+                3,
+                KEY2,
+                "Returns the internal encoding of a Redis object.",
+                parse_object,
+            ),
+            sub(
+                "OBJECT|HELP",
+                2,
+                Keys::None,
+                "Returns helpful text about the different subcommands.",
+                parse_object,
+            ),
+        ],
+        handler: Handler::Keyed {
+            parse: parse_object,
+            merge: FanMerge::Refuse,
+        },
+    },
+    CommandSpec {
+        name: "MEMORY",
+        arity: -2,
+        flags: Flags::NONE,
+        keys: KEY2,
+        acl: &["slow"],
+        summary: "A container for memory diagnostics commands.",
+        since: "4.0.0",
+        group: "server",
+        subcommands: &[
+            sub(
+                "MEMORY|USAGE",
+                -3,
+                KEY2,
+                "Estimates the memory usage of a key.",
+                parse_memory,
+            ),
+            sub(
+                "MEMORY|HELP",
+                2,
+                Keys::None,
+                "Returns helpful text about the different subcommands.",
+                parse_memory,
+            ),
+        ],
+        handler: Handler::Keyed {
+            parse: parse_memory,
+            merge: FanMerge::Refuse,
+        },
+    },
+];
+
+/// `OBJECT ENCODING key` | `OBJECT HELP`.
+///
+/// # Errors
+/// `ERR wrong number of arguments for 'object|encoding' command`,
+/// `ERR unknown subcommand '<sub>'. Try OBJECT HELP.`
+fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let sub = &argv[1];
+    if is(sub, "ENCODING") {
+        if argv.len() != 3 {
+            return Err(CmdError::arity("object|encoding"));
+        }
+        let key = argv[2].clone();
+        return Ok(on_shard(move |db, cx| {
+            apply_object_encoding(db, cx, &key).into()
+        }));
+    }
+    if is(sub, "HELP") {
+        if argv.len() != 2 {
+            return Err(CmdError::arity("object|help"));
+        }
+        return Ok(on_shard(|_, _| {
+            help_reply(&[
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "HELP",
+                "    Prints this help.",
+            ])
+        }));
+    }
+    Err(CmdError::UnknownSubcommand {
+        cmd: "OBJECT".into(),
+        sub: text(sub),
+    })
+}
+
+/// `MEMORY USAGE key [SAMPLES count]` | `MEMORY HELP`.
+///
+/// # Errors
+/// `ERR wrong number of arguments for 'memory|usage' command`, `ERR value is
+/// not an integer or out of range` (SAMPLES), `ERR syntax error` (negative
+/// SAMPLES or another token), `ERR unknown subcommand '<sub>'. Try MEMORY HELP.`
+fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let sub = &argv[1];
+    if is(sub, "USAGE") {
+        if argv.len() < 3 {
+            return Err(CmdError::arity("memory|usage"));
+        }
+        let mut j = 3;
+        while j < argv.len() {
+            if is(&argv[j], "SAMPLES") && j + 1 < argv.len() {
+                if int_arg(&argv[j + 1])? < 0 {
+                    return Err(CmdError::Syntax);
+                }
+                j += 2;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        let key = argv[2].clone();
+        return Ok(on_shard(move |db, cx| apply_memory_usage(db, cx, &key)));
+    }
+    if is(sub, "HELP") {
+        if argv.len() != 2 {
+            return Err(CmdError::arity("memory|help"));
+        }
+        return Ok(on_shard(|_, _| {
+            help_reply(&[
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+                "HELP",
+                "    Prints this help.",
+            ])
+        }));
+    }
+    Err(CmdError::UnknownSubcommand {
+        cmd: "MEMORY".into(),
+        sub: text(sub),
+    })
+}
+
+/// `OBJECT ENCODING key`.
+///
+/// # Reply
+/// Bulk string: `stream` for streams; for strings `int` (a canonical 64-bit
+/// integer), `embstr` (up to 44 bytes) or `raw`, as Redis encodes a value
+/// written by SET. Null bulk for a missing key.
+/// # Source
+/// `objectCommand`, `tryObjectEncoding` (`OBJ_ENCODING_EMBSTR_SIZE_LIMIT` 44).
+pub fn apply_object_encoding(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+) -> Result<Reply, CmdError> {
+    let Some(entry) = db.get(cx.db, key, cx.now_ms) else {
+        return Ok(Reply::NullBulk);
+    };
+    let name = match &entry.value {
+        Value::Stream(_) => "stream",
+        Value::Str(s) => string_encoding(s),
+    };
+    Ok(Reply::bulk(name))
+}
+
+/// Encoding Redis gives a string value stored by SET.
+fn string_encoding(s: &[u8]) -> &'static str {
+    if s.len() <= 20 && parse_i64(s).is_some() {
+        "int"
+    } else if s.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+/// `MEMORY USAGE key [SAMPLES count]`: estimated bytes held by the key and
+/// its value (SAMPLES is accepted; streams are measured in full).
+///
+/// # Reply
+/// Integer bytes; null bulk for a missing key.
+pub fn apply_memory_usage(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
+    let Some(entry) = db.get(cx.db, key, cx.now_ms) else {
+        return Reply::NullBulk;
+    };
+    // Key bytes plus the dict entry and object header Redis also counts.
+    let overhead = key.len() + 3 * std::mem::size_of::<usize>() + 16;
+    Reply::Int((entry.value.memory_usage_bytes() + overhead) as i64)
+}
+
+fn help_reply(lines: &[&'static str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::simple(l)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::slot::ShardId;
+
+    #[test]
+    fn encodings_and_usage() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        let cx = ExecCtx::at(0, 0);
+        for (v, enc) in [
+            ("123", "int"),
+            ("-5", "int"),
+            ("0123", "embstr"),
+            ("hello", "embstr"),
+            (&"x".repeat(45)[..], "raw"),
+        ] {
+            db.set(
+                0,
+                Bytes::from_static(b"k"),
+                Value::Str(Bytes::copy_from_slice(v.as_bytes())),
+                None,
+            );
+            assert_eq!(
+                apply_object_encoding(&mut db, &cx, b"k"),
+                Ok(Reply::bulk(enc))
+            );
+        }
+        db.set(
+            0,
+            Bytes::from_static(b"s"),
+            Value::Stream(Box::default()),
+            None,
+        );
+        assert_eq!(
+            apply_object_encoding(&mut db, &cx, b"s"),
+            Ok(Reply::bulk("stream"))
+        );
+        assert_eq!(
+            apply_object_encoding(&mut db, &cx, b"none"),
+            Ok(Reply::NullBulk)
+        );
+        assert!(matches!(apply_memory_usage(&mut db, &cx, b"s"), Reply::Int(n) if n > 0));
+        assert_eq!(apply_memory_usage(&mut db, &cx, b"none"), Reply::NullBulk);
+    }
+}

@@ -1,0 +1,207 @@
+//! XREAD BLOCK with two or more clients over real sockets (4 shards).
+//!
+//! A blocked client's XREAD is on the wire before the other client's
+//! commands, so once the other client completed a few round trips through
+//! the same IO thread and every shard, the read is parked (shards apply
+//! their inbox in order). `settle` does those round trips.
+mod common;
+
+use std::time::Duration;
+
+use common::{RespClient, TestServer};
+use shardstream::route::slot::slot_of;
+
+const SHARDS: u16 = 4;
+
+fn keys_on_two_shards(prefix: &str) -> (String, String) {
+    let first = format!("{prefix}0");
+    let shard0 = slot_of(first.as_bytes()).shard(SHARDS);
+    for n in 1..1000 {
+        let k = format!("{prefix}{n}");
+        if slot_of(k.as_bytes()).shard(SHARDS) != shard0 {
+            return (first, k);
+        }
+    }
+    panic!("no key on another shard");
+}
+
+fn bulk(s: &str) -> String {
+    format!("${}\r\n{s}\r\n", s.len())
+}
+
+/// Wire text of an XREAD reply with one stream and one entry `id` holding `f v`.
+fn one_entry(key: &str, id: &str, f: &str, v: &str) -> String {
+    let s = format!(
+        "*1\r\n*2\r\n{}*1\r\n*2\r\n{}*2\r\n{}{}",
+        bulk(key),
+        bulk(id),
+        bulk(f),
+        bulk(v)
+    );
+    s.strip_suffix("\r\n").unwrap_or(&s).to_string()
+}
+
+/// Let a read sent earlier by another connection reach its shards: round
+/// trips on keys spread over every shard, plus a short pause for the
+/// multi-shard case (park after the first non-blocking pass).
+fn settle(probe: &mut RespClient) {
+    for _ in 0..3 {
+        for k in ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"] {
+            probe.raw(&["XLEN", k]);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+#[test]
+fn xread_block_0_woken_by_xadd_on_another_connection() {
+    let srv = TestServer::start(SHARDS);
+    let mut reader = srv.client();
+    let mut writer = srv.client();
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    settle(&mut writer);
+    assert_eq!(writer.raw(&["XADD", "s", "7-1", "f", "v"]), "$3\r\n7-1");
+    assert_eq!(reader.read_reply(), one_entry("s", "7-1", "f", "v"));
+    assert_eq!(reader.raw(&["PING"]), "+PONG");
+}
+
+#[test]
+fn dollar_means_entries_after_the_last_id_at_block_time() {
+    let srv = TestServer::start(SHARDS);
+    let mut reader = srv.client();
+    let mut writer = srv.client();
+    writer.raw(&["XADD", "s", "1", "old", "x"]);
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    settle(&mut writer);
+    writer.raw(&["XADD", "s", "2", "new", "y"]);
+    assert_eq!(reader.read_reply(), one_entry("s", "2-0", "new", "y"));
+    // With data after the given ID, XREAD BLOCK answers at once.
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "1"]);
+    assert_eq!(reader.read_reply(), one_entry("s", "2-0", "new", "y"));
+}
+
+#[test]
+fn timeout_replies_null_array() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["XREAD", "BLOCK", "100", "STREAMS", "s", "$"]),
+        "*-1"
+    );
+    let (a, b) = keys_on_two_shards("t");
+    assert_eq!(
+        c.raw(&["XREAD", "BLOCK", "100", "STREAMS", &a, &b, "$", "$"]),
+        "*-1"
+    );
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+}
+
+#[test]
+fn multi_shard_block_is_answered_once() {
+    let srv = TestServer::start(SHARDS);
+    let (a, b) = keys_on_two_shards("m");
+    for first in [&a, &b] {
+        let mut reader = srv.client();
+        let mut writer = srv.client();
+        reader.send(&["XREAD", "BLOCK", "0", "STREAMS", &a, &b, "$", "$"]);
+        settle(&mut writer);
+        writer.raw(&["XADD", first, "*", "f", "1"]);
+        let r = reader.read_reply();
+        assert!(
+            r.starts_with(&format!("*1\r\n*2\r\n{}", bulk(first))),
+            "{r}"
+        );
+        // The other shard's waiter must not answer a second time.
+        let other = if first == &a { &b } else { &a };
+        writer.raw(&["XADD", other, "*", "f", "2"]);
+        writer.raw(&["XADD", first, "*", "f", "3"]);
+        settle(&mut writer);
+        assert_eq!(reader.raw(&["PING"]), "+PONG");
+    }
+}
+
+#[test]
+fn pipeline_after_blocked_xread_waits_for_it() {
+    let srv = TestServer::start(SHARDS);
+    let mut reader = srv.client();
+    let mut writer = srv.client();
+    let mut out = Vec::new();
+    for cmd in [
+        &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"][..],
+        &["XLEN", "s"][..],
+        &["PING"][..],
+    ] {
+        out.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
+        for a in cmd {
+            out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    reader.send_raw(&out);
+    settle(&mut writer);
+    writer.raw(&["XADD", "s", "3", "f", "v"]);
+    assert_eq!(reader.read_reply(), one_entry("s", "3-0", "f", "v"));
+    // XLEN ran after the XREAD was served, so it sees the entry.
+    assert_eq!(reader.read_reply(), ":1");
+    assert_eq!(reader.read_reply(), "+PONG");
+}
+
+#[test]
+fn disconnected_blocked_client_does_not_break_the_server() {
+    let srv = TestServer::start(SHARDS);
+    let mut writer = srv.client();
+    {
+        let mut gone = srv.client();
+        gone.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        settle(&mut writer);
+    }
+    settle(&mut writer);
+    let mut reader = srv.client();
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    settle(&mut writer);
+    assert_eq!(writer.raw(&["XADD", "s", "1", "f", "v"]), "$3\r\n1-0");
+    assert_eq!(reader.read_reply(), one_entry("s", "1-0", "f", "v"));
+    assert_eq!(writer.raw(&["XADD", "s", "2", "f", "v"]), "$3\r\n2-0");
+}
+
+#[test]
+fn del_of_watched_key_does_not_wake_xread() {
+    let srv = TestServer::start(SHARDS);
+    let mut reader = srv.client();
+    let mut writer = srv.client();
+    writer.raw(&["XADD", "s", "5", "f", "v"]);
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    settle(&mut writer);
+    assert_eq!(writer.raw(&["DEL", "s"]), ":1");
+    // Re-created with IDs at or below the resolved `$` (5-0): still nothing.
+    writer.raw(&["XADD", "s", "4", "f", "old"]);
+    settle(&mut writer);
+    writer.raw(&["XADD", "s", "6", "f", "new"]);
+    // A wrong wake-up by DEL or by 4-0 would have answered with null or 4-0.
+    assert_eq!(reader.read_reply(), one_entry("s", "6-0", "f", "new"));
+    assert_eq!(reader.raw(&["PING"]), "+PONG");
+}
+
+#[test]
+fn several_blocked_clients_on_one_key_are_all_served() {
+    let srv = TestServer::start(SHARDS);
+    let mut writer = srv.client();
+    let mut readers: Vec<RespClient> = (0..3).map(|_| srv.client()).collect();
+    for r in &mut readers {
+        r.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+        settle(&mut writer);
+    }
+    writer.raw(&["XADD", "s", "9", "f", "v"]);
+    for r in &mut readers {
+        assert_eq!(r.read_reply(), one_entry("s", "9-0", "f", "v"));
+    }
+    // COUNT limits what each waiter gets; all are served by one XADD batch.
+    let mut r1 = srv.client();
+    let mut r2 = srv.client();
+    r1.send(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
+    settle(&mut writer);
+    r2.send(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
+    settle(&mut writer);
+    writer.raw(&["XADD", "s", "10", "f", "w"]);
+    assert_eq!(r1.read_reply(), one_entry("s", "10-0", "f", "w"));
+    assert_eq!(r2.read_reply(), one_entry("s", "10-0", "f", "w"));
+}
