@@ -404,6 +404,23 @@ mod tests {
             }
             assert!(covered >= sets.len());
         }
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from(["loadgen", "--rate", "3"]);
+        let plan = Plan {
+            args: cli.latency,
+            shared: Arc::new(Shared::new()),
+            keys: spread.clone(),
+            payload: Vec::new(),
+            start_ns: 1_000,
+            measure_from_ns: 1_000,
+            end_ns: 1_000 + 2_000_000_000,
+        };
+        assert_eq!(plan.due_ns(0), 1_000);
+        assert_eq!(plan.due_ns(1), 1_000 + 333_333_333);
+        assert_eq!(plan.due_ns(6), 1_000 + 2_000_000_000);
+        // Due before end_ns: entries 0..=5.
+        assert_eq!(plan.scheduled_total(), 6);
+        assert_eq!(plan.key_of(5), "lg:1");
         let p = payload(2, 5, 9);
         assert_eq!(p.len(), 2);
         assert_eq!(p[1].0, "f1");

@@ -165,11 +165,8 @@ fn check_latency_run(target: &[&str], tag: &str) {
 }
 
 /// The README's default job, shortened: no target flags → embedded shardstream.
-///
-/// EMBEDDED VARIANT: needs XADD/XREADGROUP/XACK in shardstream (src/cmd/stream.rs
-/// and src/cmd/stream_group.rs).
+/// Exercises shardstream's XADD, XREADGROUP BLOCK across shards and XACK.
 #[test]
-#[ignore = "EMBEDDED VARIANT: waits for consumer groups (XREADGROUP/XACK) to land on main"]
 fn latency_against_embedded_shardstream() {
     check_latency_run(&["--embedded-shards", "2"], "embedded");
 }
