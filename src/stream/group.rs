@@ -324,6 +324,72 @@ impl ConsumerGroup {
             .map(|n| s.entries_added.saturating_sub(n))
     }
 
+    /// Checks the group's bookkeeping and returns the first broken invariant:
+    /// every PEL entry names a live consumer whose own PEL holds that ID; the
+    /// consumer PELs are disjoint and together equal the group PEL (they
+    /// partition it); every consumer PEL ID is in the group PEL; the name
+    /// index and the slab agree (same names, no free slot in use, no slot
+    /// both free and occupied); every delivery count is at least 1 unless
+    /// set by XCLAIM RETRYCOUNT (so not checked).
+    ///
+    /// # Errors
+    /// A description of the first violated invariant.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (id, p) in &self.pel {
+            let Some(c) = self.consumer(p.consumer) else {
+                return Err(format!(
+                    "PEL entry {id} owned by missing consumer {}",
+                    p.consumer
+                ));
+            };
+            if !c.pel.contains(id) {
+                return Err(format!(
+                    "PEL entry {id} missing from consumer {}'s PEL",
+                    String::from_utf8_lossy(&c.name)
+                ));
+            }
+        }
+        let mut total = 0usize;
+        for (slot, c) in self.slab.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let cid = slot as ConsumerId;
+            if self.by_name.get(&c.name) != Some(&cid) {
+                return Err(format!(
+                    "consumer slot {slot} ({}) not indexed by name",
+                    String::from_utf8_lossy(&c.name)
+                ));
+            }
+            for id in &c.pel {
+                match self.pel.get(id) {
+                    Some(p) if p.consumer == cid => {}
+                    Some(p) => {
+                        return Err(format!(
+                            "{id} in consumer {slot}'s PEL but owned by {}",
+                            p.consumer
+                        ))
+                    }
+                    None => return Err(format!("{id} in consumer {slot}'s PEL, not the group's")),
+                }
+            }
+            total += c.pel.len();
+        }
+        if total != self.pel.len() {
+            return Err(format!(
+                "consumer PELs hold {total} IDs, group PEL {}",
+                self.pel.len()
+            ));
+        }
+        if self.by_name.len() != self.slab.iter().flatten().count() {
+            return Err("name index and consumer slab differ in size".into());
+        }
+        for &f in &self.free {
+            if self.consumer(f).is_some() {
+                return Err(format!("slot {f} is both free and in use"));
+            }
+        }
+        Ok(())
+    }
+
     /// Estimated bytes for this group (PEL slots, consumer sets, names).
     pub fn memory_usage_bytes(&self) -> usize {
         let pel_slot = std::mem::size_of::<StreamId>() + std::mem::size_of::<PendingEntry>();

@@ -493,6 +493,102 @@ impl Stream {
         std::mem::size_of::<Self>() + btree_bytes + buffers
     }
 
+    /// Checks the stream's structural invariants and returns the first one
+    /// that does not hold. Read-only; O(entries + pending). Used by the unit
+    /// proptests and by the `streams` fuzz target after every operation.
+    ///
+    /// Checked:
+    /// * every node holds at least one live entry, its key is its first
+    ///   (master) entry's ID, and node ID ranges are ascending and disjoint;
+    /// * each node's live count equals its untombstoned entries;
+    /// * IDs strictly increase across the whole stream, and the last live ID
+    ///   is `<= last_id`;
+    /// * `length` equals the number of live entries; `entries_added >= length`;
+    /// * `first_id` is the first live ID (0-0 when empty);
+    /// * each group satisfies [`group::ConsumerGroup::check_invariants`]
+    ///   (consumer PELs partition the group PEL, names and slab agree).
+    ///
+    /// # Errors
+    /// A description of the first violated invariant.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut live_total = 0u64;
+        let mut prev: Option<StreamId> = None;
+        let mut first_live: Option<StreamId> = None;
+        let mut prev_node_last: Option<StreamId> = None;
+        for (&key, node) in &self.nodes {
+            if node.live() == 0 {
+                return Err(format!("node {key} has no live entries"));
+            }
+            if prev_node_last.is_some_and(|p| p >= key) {
+                return Err(format!("node {key} overlaps the previous node"));
+            }
+            let mut pos = node.first_pos();
+            let mut live = 0usize;
+            let mut first = true;
+            while pos < node.end_pos() {
+                let e = node.entry_at(pos);
+                if e.end <= pos {
+                    return Err(format!("node {key}: entry at {pos} does not advance"));
+                }
+                if first && e.id != key {
+                    return Err(format!("node {key}: master entry has ID {}", e.id));
+                }
+                first = false;
+                if prev.is_some_and(|p| p >= e.id) {
+                    return Err(format!("ID {} does not increase", e.id));
+                }
+                prev = Some(e.id);
+                if !e.deleted {
+                    live += 1;
+                    first_live.get_or_insert(e.id);
+                }
+                pos = e.end;
+            }
+            if pos != node.end_pos() {
+                return Err(format!("node {key}: entries overrun the buffer"));
+            }
+            if live != node.live() {
+                return Err(format!(
+                    "node {key}: live count {} but {live} live entries",
+                    node.live()
+                ));
+            }
+            if node.last_id() != prev.unwrap_or_default() {
+                return Err(format!("node {key}: last_id {} is stale", node.last_id()));
+            }
+            prev_node_last = prev;
+            live_total += live as u64;
+        }
+        if live_total != self.length {
+            return Err(format!(
+                "length {} but {live_total} live entries",
+                self.length
+            ));
+        }
+        if self.entries_added < self.length {
+            return Err(format!(
+                "entries_added {} < length {}",
+                self.entries_added, self.length
+            ));
+        }
+        if self.first_id != first_live.unwrap_or(StreamId::MIN) {
+            return Err(format!(
+                "first_id {} but first live entry is {:?}",
+                self.first_id, first_live
+            ));
+        }
+        if let Some(top) = self.last_live_id() {
+            if top > self.last_id {
+                return Err(format!("live entry {top} above last_id {}", self.last_id));
+            }
+        }
+        for (name, g) in &self.groups {
+            g.check_invariants()
+                .map_err(|e| format!("group {}: {e}", String::from_utf8_lossy(name)))?;
+        }
+        Ok(())
+    }
+
     fn last_live_id(&self) -> Option<StreamId> {
         let (_, node) = self.nodes.last_key_value()?;
         node.last_live().map(|e| e.id)

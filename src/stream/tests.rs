@@ -662,6 +662,9 @@ fn run_ops(lim: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
         }
         check_same(&s, &m)?;
+        if let Err(e) = s.check_invariants() {
+            return Err(TestCaseError::fail(e));
+        }
     }
     Ok(())
 }
