@@ -8,8 +8,8 @@
 //! * every ID XADD returns is above the stream's previous `last_id`;
 //! * PEL ⊆ delivered IDs: every pending ID was returned by an XREADGROUP,
 //!   XCLAIM or XAUTOCLAIM reply;
-//! * lag / entries-read: unless the input used XSETID or ENTRIESREAD (which
-//!   set these counters by hand), a known `entries_read` is at most
+//! * lag / entries-read: unless the input used XSETID, ENTRIESREAD or XCLAIM
+//!   LASTID (which set these counters by hand), a known `entries_read` is at most
 //!   `entries_added`, and a known lag lies between the live entries after the
 //!   group's last ID and the entries ever added after it.
 #![no_main]
@@ -437,6 +437,9 @@ fn apply(st: &mut State, op: &Op) {
                 a.push(n.to_string());
             }
             if let Some(l) = lastid {
+                // Moves the group's last ID without touching entries_read
+                // (as Redis does): the counters are then hand-set.
+                st.tainted = true;
                 a.push(s("LASTID"));
                 a.push(id_text(st.id(*l)));
             }

@@ -181,8 +181,17 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
 }
 
 /// Decode one inline command (a text line, split like `sdssplitargs`).
+///
+/// Redis finds the end of the line with `strchr`, which stops at a NUL byte:
+/// a NUL before the newline hides it, so the request stays incomplete until
+/// more than [`INLINE_MAX_BYTES`] are buffered (`too big inline request`).
+/// We do the same.
 fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+    let nl = buf
+        .iter()
+        .position(|&b| b == b'\n' || b == 0)
+        .filter(|&i| buf.get(i) == Some(&b'\n'));
+    let Some(nl) = nl else {
         if buf.len() > INLINE_MAX_BYTES {
             return Err(ProtoError("too big inline request".into()));
         }
@@ -203,11 +212,17 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
 
 /// Split an inline line into arguments: whitespace separated, with `"..."`
 /// (backslash escapes, `\xHH`) and `'...'` quoting. `None` on unbalanced quotes
-/// or a closing quote not followed by a space.
+/// or a closing quote not followed by a space. A NUL byte ends the line, as
+/// it ends the C string `sdssplitargs` walks (an open quote is then
+/// unbalanced).
 ///
 /// # Source
 /// `sdssplitargs`, redis/src/sds.c.
 pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    // Before this cut a NUL outside quotes ended an argument without being
+    // consumed, and the whitespace skip did not consume it either: an endless
+    // loop pushing empty arguments (found by the `codec` fuzz target).
+    let line = line.split(|&b| b == 0).next().unwrap_or_default();
     let mut out = Vec::new();
     let mut i = 0;
     let n = line.len();
@@ -277,7 +292,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     break;
                 }
                 match line[i] {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_dq = true,
                     b'\'' => in_sq = true,
                     c => cur.push(c),
@@ -417,6 +432,43 @@ mod tests {
             max_multibulk: MULTIBULK_MAX,
             unauthenticated: false,
         }
+    }
+
+    /// Fuzz finding (codec): a NUL outside quotes made `split_args` loop
+    /// forever, pushing empty arguments (an IO thread hang and unbounded
+    /// memory from one telnet line). Now NUL ends the line as in C.
+    #[test]
+    fn split_args_stops_at_nul() {
+        let got = split_args(b"ECHO ab\0cd ef").map(|v| v.len());
+        assert_eq!(got, Some(2));
+        assert_eq!(split_args(b"ECHO \0").map(|v| v.len()), Some(1));
+        assert_eq!(split_args(b"\0\0"), Some(Vec::new()));
+        assert_eq!(split_args(b"ECHO \"x\0y\""), None);
+        assert_eq!(split_args(b"ECHO 'x\0y'"), None);
+    }
+
+    /// Fuzz finding (codec), the exact crashing input: an inline line with a
+    /// NUL. As in Redis (`strchr` stops at the NUL) the line does not end at
+    /// its newline; the client gets `too big inline request` past 64 KiB.
+    #[test]
+    fn inline_nul_hides_the_newline_like_redis() {
+        let input = b"*1\r\n*2\r\n$C*\r\n1\n\r\n s\n\r\n \0\0\0\0\0\0\0\0\0";
+        let _ = split_args(input);
+        let mut buf = BytesMut::from(&b"ECHO \0\r\nPING\r\n"[..]);
+        assert!(matches!(
+            decode(&mut buf, limits()),
+            Ok(Decoded::Incomplete { .. })
+        ));
+        let mut big = BytesMut::from(&b"PING \0"[..]);
+        big.extend_from_slice(&vec![b'a'; INLINE_MAX_BYTES]);
+        big.extend_from_slice(b"\r\n");
+        let err = decode(&mut big, limits()).err().map(|e| e.0.to_string());
+        assert_eq!(err.as_deref(), Some("too big inline request"));
+        let mut ok = BytesMut::from(&b"PING x\r\n"[..]);
+        assert_eq!(
+            argv(decode(&mut ok, limits()).unwrap()),
+            vec![b"PING".to_vec(), b"x".to_vec()]
+        );
     }
 
     fn argv(d: Decoded) -> Vec<Vec<u8>> {
