@@ -9,12 +9,13 @@ use shardstream::config::{Cli, Config};
 
 fn main() {
     // A panic in any shard or IO thread would leave a half-dead server whose
-    // clients hang: log it and exit non-zero instead.
+    // clients hang: log it and exit non-zero instead. (server::start installs
+    // the same for server threads when the library is embedded.)
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
-        eprintln!("shardstream: fatal: a server thread panicked; exiting");
-        std::process::exit(70);
+        eprintln!("shardstream: fatal: a thread panicked; exiting");
+        std::process::exit(shardstream::server::PANIC_EXIT_CODE);
     }));
     let cli = Cli::parse();
     let (config, warnings) = match Config::from_cli(&cli) {

@@ -220,8 +220,45 @@ fn random_hex40() -> String {
     out
 }
 
+/// Exit status of a process whose shard or IO thread panicked (EX_SOFTWARE).
+pub const PANIC_EXIT_CODE: i32 = 70;
+
+/// Whether a thread name is one of the server's own (`shard-N`, `io-N`).
+fn is_server_thread(name: Option<&str>) -> bool {
+    name.is_some_and(|n| n.starts_with("shard-") || n.starts_with("io-"))
+}
+
+/// Install (once per process) a panic hook that, after the previous hook has
+/// printed the panic, exits the process with [`PANIC_EXIT_CODE`] when the
+/// panicking thread is a shard or IO thread. A shard that died would leave
+/// its clients waiting forever for replies and the rest of the server
+/// running half-dead; exiting closes every socket, so clients see EOF and
+/// supervisors see a failure.
+///
+/// [`start`] calls it, so the binary and programs embedding the server
+/// (tests, loadgen) get the same behaviour. Panics on other threads (a test's
+/// failed assertion, the embedding program's own threads) are left to the
+/// previous hook. The binary additionally exits on a panic of any thread.
+pub fn exit_on_server_thread_panic() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            if is_server_thread(std::thread::current().name()) {
+                eprintln!("shardstream: fatal: a server thread panicked; exiting");
+                std::process::exit(PANIC_EXIT_CODE);
+            }
+        }));
+    });
+}
+
 /// Bind, spawn shard and IO threads, and return once the server accepts connections.
+///
+/// Installs [`exit_on_server_thread_panic`]: a panic in any shard or IO
+/// thread ends the process (status 70) rather than leaving hung clients.
 pub fn start(config: Config) -> io::Result<ServerHandle> {
+    exit_on_server_thread_panic();
     let listener = std::net::TcpListener::bind((config.bind.as_str(), config.port))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;

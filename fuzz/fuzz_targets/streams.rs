@@ -11,7 +11,10 @@
 //! * lag / entries-read: unless the input used XSETID, ENTRIESREAD or XCLAIM
 //!   LASTID (which set these counters by hand), a known `entries_read` is at most
 //!   `entries_added`, and a known lag lies between the live entries after the
-//!   group's last ID and the entries ever added after it.
+//!   group's last ID and `entries_added`. (Not "entries ever added after the
+//!   last ID": entries trimmed away before the group read them stay in the lag
+//!   forever, in Redis 7.0.15 too: XADD 1-1, group reads it, XADD 2-0 trimmed
+//!   at once by MINID ~, XADD 3-0, group reads it: lag 1.)
 #![no_main]
 
 mod common;
@@ -521,7 +524,6 @@ fn check(st: &mut State, op: &Op) {
             );
         }
         if let Some(lag) = g.lag(&counters) {
-            let ever_after = st.added.iter().filter(|&&a| a > g.last_id).count() as u64;
             let live_after = stream
                 .range(
                     g.last_id.next().unwrap_or(StreamId::MAX),
@@ -536,8 +538,9 @@ fn check(st: &mut State, op: &Op) {
                 live_after
             };
             assert!(
-                live_after <= lag && lag <= ever_after,
-                "after {op:?}: group {name:?} lag {lag}, live after {live_after}, added after {ever_after}"
+                live_after <= lag && lag <= counters.entries_added,
+                "after {op:?}: group {name:?} lag {lag}, live after {live_after}, entries_added {}",
+                counters.entries_added
             );
         }
     }

@@ -59,10 +59,26 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
         })
 }
 
+/// Debug builds only: `SHARDSTREAM_DEBUG_PANIC_AFTER_OPS=<n>` makes a shard
+/// panic when it has applied `n` commands, so tests can prove that a
+/// panicking shard ends the process (exit 70, clients see EOF) instead of
+/// hanging its clients. Like Redis's `DEBUG PANIC`; always off in release
+/// builds (the variable is not even read there).
+fn debug_panic_after_ops() -> Option<u64> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var("SHARDSTREAM_DEBUG_PANIC_AFTER_OPS")
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// The shard loop.
 fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]) {
     let mut out: Vec<Vec<_>> = outboxes.iter().map(|_| Vec::new()).collect();
     let mut next_expire_ms = now_ms() + EXPIRE_PERIOD_MS;
+    let panic_after = debug_panic_after_ops();
     loop {
         let msg = match inbox.try_recv() {
             Ok(m) => Some(m),
@@ -78,13 +94,13 @@ fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]
         };
         match msg {
             Some(ShardMsg::Batch(jobs)) => {
-                run_batch(db, jobs, &mut out);
+                run_batch(db, jobs, &mut out, panic_after);
                 // Take whatever else is already queued before replying, so one
                 // reply message covers as much work as possible.
                 let mut stop = false;
                 for _ in 0..16 {
                     match inbox.try_recv() {
-                        Ok(ShardMsg::Batch(jobs)) => run_batch(db, jobs, &mut out),
+                        Ok(ShardMsg::Batch(jobs)) => run_batch(db, jobs, &mut out, panic_after),
                         Ok(ShardMsg::Shutdown) => {
                             stop = true;
                             break;
@@ -113,6 +129,7 @@ fn run_batch(
     db: &mut ShardDb,
     jobs: Vec<Job>,
     out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
+    panic_after: Option<u64>,
 ) {
     let now = now_ms();
     for job in jobs {
@@ -123,6 +140,12 @@ fn run_batch(
         };
         let reply = job.req.apply(db, &cx);
         db.stats.ops += 1;
+        if panic_after.is_some_and(|n| db.stats.ops >= n) {
+            panic!(
+                "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
+                db.id.0
+            );
+        }
         if matches!(reply, crate::reply::Reply::NoReply) {
             continue;
         }
