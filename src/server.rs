@@ -122,6 +122,9 @@ pub struct Shared {
     pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
     pub blocked_clients: AtomicU64,
+    /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
+    /// cluster serving every slot, with no redirections.
+    pub cluster: Option<crate::cluster::Topology>,
 }
 
 impl Shared {
@@ -221,10 +224,28 @@ fn random_hex40() -> String {
 }
 
 /// Bind, spawn shard and IO threads, and return once the server accepts connections.
+///
+/// # Errors
+/// Binding fails; a `cluster-config` file is unreadable or invalid
+/// (`InvalidInput`, with a message naming the file and line).
 pub fn start(config: Config) -> io::Result<ServerHandle> {
     let listener = std::net::TcpListener::bind((config.bind.as_str(), config.port))?;
+    start_on(config, listener)
+}
+
+/// [`start`] on an already bound listener (its port overrides `config.port`;
+/// a cluster node finds its topology line by it). Lets a caller learn every
+/// node's port before any node starts.
+pub fn start_on(config: Config, listener: std::net::TcpListener) -> io::Result<ServerHandle> {
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
+    let cluster = match &config.cluster_config {
+        Some(path) => Some(
+            crate::cluster::Topology::load(path, &config.bind, addr.port())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+        ),
+        None => None,
+    };
     let shards = config.shards.max(1);
     let io_threads = config.io_threads.max(1);
     let databases = config.databases.max(1);
@@ -277,6 +298,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: AtomicU64::new(0),
+        cluster,
     });
 
     let mut shard_threads = Vec::new();
