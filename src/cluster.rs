@@ -412,7 +412,10 @@ mod tests {
             "line 3: slot 8000 is already assigned to node 'a' (line 1)"
         );
         let e = bad("a 127.0.0.1 7000 0-9000\nb 127.0.0.1 7001 9002-16383\n");
-        assert!(e.contains("1 slots are not assigned") && e.contains("9001-9001"), "{e}");
+        assert!(
+            e.contains("1 slots are not assigned") && e.contains("9001-9001"),
+            "{e}"
+        );
         assert!(bad("a h 7000 0-100\na h 7001 101-16383\n").contains("line 2: node name 'a'"));
         assert!(bad("# nothing\n").contains("no nodes"));
         assert!(bad("a 127.0.0.1 7001 0-16383\n").contains("no node is listed with port 7000"));

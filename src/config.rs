@@ -266,9 +266,12 @@ impl Config {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
-            "cluster-allow-local-multislot" => {
-                if self.cluster_allow_local_multislot { "yes" } else { "no" }.to_string()
+            "cluster-allow-local-multislot" => if self.cluster_allow_local_multislot {
+                "yes"
+            } else {
+                "no"
             }
+            .to_string(),
             _ => return None,
         })
     }

@@ -587,7 +587,7 @@ fn dispatch(
     // a redirected command inside MULTI dooms the transaction; a refused EXEC
     // discards it and answers the redirection itself.
     if let Err(e) = cluster_check(shared, spec, &argv, &conn.session) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         if spec.name == "EXEC" {
             cmd::tx::reset_multi(&mut conn.session);
         }
