@@ -20,6 +20,7 @@ pub mod keys;
 pub mod object;
 pub mod server;
 pub mod stream;
+pub mod stream_group;
 pub mod string;
 pub mod table;
 pub mod tx;
@@ -42,6 +43,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     expire::SPECS,
     string::SPECS,
     stream::SPECS,
+    stream_group::SPECS,
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,
