@@ -115,6 +115,29 @@ fn moved_for_keys_served_elsewhere_and_keyless_commands_local() {
     assert_eq!(a.raw(&["XADD", &kc, "*", "f", "v"]), moved_c);
     assert_eq!(a.raw(&["XRANGE", &kc, "-", "+"]), moved_c);
     assert_eq!(a.raw(&["XREAD", "STREAMS", &kc, "0"]), moved_c);
+    assert_eq!(
+        a.raw(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", &kc, ">"]),
+        moved_c
+    );
+    assert_eq!(
+        a.raw(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            &kc,
+            ">"
+        ]),
+        moved_c
+    );
+    assert_eq!(a.raw(&["XACK", &kc, "g", "1-1"]), moved_c);
+    assert_eq!(
+        a.raw(&["XGROUP", "CREATE", &kc, "g", "$", "MKSTREAM"]),
+        moved_c
+    );
     // A blocking read is redirected before it parks.
     assert_eq!(
         a.raw(&["XREAD", "BLOCK", "0", "STREAMS", &kc, "$"]),
@@ -456,6 +479,91 @@ fn redis_rs_cluster_client_spreads_streams_over_every_node() {
         let v: i64 = con.get(format!("str:{i}")).expect("GET");
         assert_eq!(v, i as i64);
     }
+    // Consumer groups through the cluster client: every stream's group on its node.
+    for (i, s) in streams.iter().enumerate() {
+        let ok: String = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(s)
+            .arg("g")
+            .arg("0")
+            .query(&mut con)
+            .expect("XGROUP CREATE");
+        assert_eq!(ok, "OK");
+        let read: Vec<(String, Entries)> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("c1")
+            .arg("COUNT")
+            .arg(10)
+            .arg("STREAMS")
+            .arg(s)
+            .arg(">")
+            .query(&mut con)
+            .expect("XREADGROUP");
+        let ids: Vec<String> = read[0].1.iter().map(|(id, _)| id.clone()).collect();
+        assert_eq!(
+            ids,
+            (0..3).map(|j| format!("{}-{j}", i + 1)).collect::<Vec<_>>()
+        );
+        let acked: i64 = redis::cmd("XACK")
+            .arg(s)
+            .arg("g")
+            .arg(&ids[..2])
+            .query(&mut con)
+            .expect("XACK");
+        assert_eq!(acked, 2);
+        let pending: (i64, String, String, Vec<(String, String)>) = redis::cmd("XPENDING")
+            .arg(s)
+            .arg("g")
+            .query(&mut con)
+            .expect("XPENDING");
+        assert_eq!(pending.0, 1);
+        assert_eq!(pending.1, ids[2]);
+        // Nothing new: a blocking read times out with a null reply.
+        let none: Option<Vec<(String, Entries)>> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("c1")
+            .arg("BLOCK")
+            .arg(5)
+            .arg("STREAMS")
+            .arg(s)
+            .arg(">")
+            .query(&mut con)
+            .expect("XREADGROUP BLOCK");
+        assert!(none.is_none());
+    }
+    // A reader blocked through one cluster connection is woken by an XADD
+    // through another (either order delivers the entry exactly once).
+    let s = streams.iter().find(|s| node_of(s) == 2).unwrap().clone();
+    let reader_client = client.clone();
+    let stream = s.clone();
+    let reader = std::thread::spawn(move || {
+        let mut con = reader_client.get_connection().expect("reader connection");
+        let got: Vec<(String, Entries)> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("c2")
+            .arg("BLOCK")
+            .arg(0)
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(">")
+            .query(&mut con)
+            .expect("XREADGROUP BLOCK 0");
+        got
+    });
+    let id: String = redis::cmd("XADD")
+        .arg(&s)
+        .arg("999-1")
+        .arg("wake")
+        .arg("up")
+        .query(&mut con)
+        .expect("XADD");
+    let got = reader.join().expect("reader thread");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1[0].0, id);
+    assert_eq!(got[0].1[0].1, vec!["wake".to_string(), "up".to_string()]);
     // Every node holds exactly the keys of its slots.
     for n in 0..3 {
         let want = streams.iter().filter(|s| node_of(s) == n).count()

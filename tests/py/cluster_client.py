@@ -45,6 +45,17 @@ def main() -> None:
         ], read
         assert rc.get(f"pystr:{i}") == str(i)
 
+    # Consumer groups through the cluster client, on every node.
+    for i, s in enumerate(streams):
+        assert rc.xgroup_create(s, "g", id="0") is True
+        got = rc.xreadgroup("g", "c1", {s: ">"}, count=10)
+        ids = [e[0] for e in got[0][1]]
+        assert ids == [f"{i + 1}-{j}" for j in range(3)], got
+        assert rc.xack(s, "g", *ids[:2]) == 2
+        pending = rc.xpending(s, "g")
+        assert pending["pending"] == 1 and pending["min"] == ids[2], pending
+        assert rc.xreadgroup("g", "c1", {s: ">"}, block=5) in (None, [], {}), "nothing new"
+
     # CLUSTER SHARDS: one shard per node with its slot range and one master.
     direct = [redis.Redis(host="127.0.0.1", port=p, decode_responses=True) for p in ports]
     shards = direct[0].execute_command("CLUSTER", "SHARDS")
