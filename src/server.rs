@@ -100,6 +100,8 @@ pub struct Shared {
     pub config: RwLock<Config>,
     /// Number of shards (fixed for the server's life).
     pub shards: u16,
+    /// Which shard owns each slot (a cluster node splits only its own slots).
+    pub slot_map: Arc<crate::route::slot::SlotMap>,
     /// Number of databases (fixed for the server's life).
     pub databases: usize,
     /// Shard inboxes, indexed by shard id.
@@ -130,7 +132,7 @@ pub struct Shared {
 impl Shared {
     /// The shard owning `key`.
     pub fn shard_of(&self, key: &[u8]) -> ShardId {
-        slot_of(key).shard(self.shards)
+        self.slot_map.shard(slot_of(key))
     }
 
     /// Milliseconds since the server started.
@@ -301,7 +303,14 @@ fn start_with(
     }
 
     let tunables = Arc::new(crate::config::Tunables::from_config(&config));
+    let slot_map = Arc::new(match &cluster {
+        Some(topology) => crate::route::slot::SlotMap::balanced(shards, |s| {
+            topology.is_local(crate::route::slot::Slot(s))
+        }),
+        None => crate::route::slot::SlotMap::uniform(shards),
+    });
     let shared = Arc::new(Shared {
+        slot_map: slot_map.clone(),
         tunables: tunables.clone(),
         config: RwLock::new(Config {
             port: addr.port(),
@@ -333,6 +342,7 @@ fn start_with(
             inbox: rx,
             outboxes: outboxes.clone(),
             tunables: tunables.clone(),
+            slot_map: slot_map.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
     }

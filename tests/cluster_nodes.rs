@@ -704,3 +704,47 @@ fn bad_topology_files_refuse_to_start() {
         assert!(err.contains(&file.display().to_string()), "{err}");
     }
 }
+
+/// Every node splits its own slots over its shards: with 2 shards per node,
+/// both shards of every node hold keys, and SCAN still visits each key once.
+#[test]
+fn each_node_uses_all_of_its_shards() {
+    let cluster = Cluster::start(false);
+    for node in 0..3 {
+        let mut c = cluster.client(node);
+        for i in 0..200 {
+            let key = key_on(node, "spread", i);
+            assert_eq!(c.raw(&["XADD", key.as_str(), "1-1", "f", "v"]), bulk("1-1"));
+        }
+        let info = c.raw(&["INFO", "shardstream"]);
+        for shard in ["shard0:", "shard1:"] {
+            let line = info
+                .lines()
+                .find(|l| l.starts_with(shard))
+                .unwrap_or_else(|| panic!("no {shard} line in {info}"));
+            let keys: u64 = line
+                .split(',')
+                .find_map(|f| f.strip_prefix("keys="))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            assert!(
+                keys > 30,
+                "node {node} {shard} holds only {keys} keys: {line}"
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let reply = c.raw(&["SCAN", cursor.as_str(), "COUNT", "37"]);
+            let mut lines = reply.lines().skip(2); // *2, $len
+            cursor = lines.next().expect("cursor").to_string();
+            for l in lines.skip(1).filter(|l| !l.starts_with('$')) {
+                assert!(seen.insert(l.to_string()), "{l} returned twice");
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 200, "node {node}");
+    }
+}

@@ -452,7 +452,7 @@ fn on_slot_shard(
     let merge: Merge =
         Box::new(|parts: Vec<Reply>| parts.into_iter().next().unwrap_or(Reply::NullBulk));
     Action::FanOut {
-        parts: vec![(slot.shard(cx.shared.shards), on_shard(f))],
+        parts: vec![(cx.shared.slot_map.shard(slot), on_shard(f))],
         merge,
     }
 }

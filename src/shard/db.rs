@@ -129,6 +129,8 @@ pub struct ShardDb {
     pub stats: ShardStats,
     /// Parked XREAD / XREADGROUP waiters on this shard's keys.
     pub blocking: crate::shard::blocking::Waiters,
+    /// Which shard owns each slot on this server (SCAN ranges).
+    pub slot_map: std::sync::Arc<crate::route::slot::SlotMap>,
     /// Run-time settings shared with CONFIG SET (stream node caps).
     pub tunables: std::sync::Arc<crate::config::Tunables>,
     _not_send: PhantomData<*const ()>,
@@ -144,6 +146,7 @@ impl ShardDb {
             stats: ShardStats::default(),
             blocking: Default::default(),
             tunables: Default::default(),
+            slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             _not_send: PhantomData,
         }
     }

@@ -43,6 +43,7 @@ pub struct ShardSeed {
     pub inbox: Receiver<ShardMsg>,
     pub outboxes: Vec<IoOutbox>,
     pub tunables: std::sync::Arc<crate::config::Tunables>,
+    pub slot_map: std::sync::Arc<crate::route::slot::SlotMap>,
 }
 
 /// Start a shard thread; it runs until [`ShardMsg::Shutdown`] or until every sender is gone.
@@ -55,6 +56,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
             }
             let mut db = ShardDb::new(seed.id, seed.shards, seed.databases);
             db.tunables = seed.tunables;
+            db.slot_map = seed.slot_map;
             run_shard(&mut db, &seed.inbox, &seed.outboxes);
         })
 }
