@@ -135,6 +135,7 @@ pub const SPECS: &[CommandSpec] = &[
             merge: FanMerge::Streams,
             block_ms: xread_block_ms,
             park: park_xread,
+            validate: None,
         },
     },
 ];
@@ -791,8 +792,13 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
-        attempt: Box::new(move |db, cx, ticket| {
-            match read_after(db, dbi, cx.now_ms, &keys, &after, count) {
+        attempt: Box::new(move |db, cx, ready, ticket| {
+            // Only the stream that woke the reader is served (Redis 7.0).
+            let Some(i) = keys.iter().position(|k| k[..] == *ready) else {
+                return Attempt::NotReady;
+            };
+            let (k, a) = (&keys[i..=i], after.get(i..=i).unwrap_or(&[]));
+            match read_after(db, dbi, cx.now_ms, k, a, count) {
                 Reply::NullArray => Attempt::NotReady,
                 reply if ticket.claim() => Attempt::Served(reply),
                 _ => Attempt::Lost,

@@ -124,6 +124,7 @@ pub const SPECS: &[CommandSpec] = &[
             merge: FanMerge::Streams,
             block_ms: xreadgroup_block_ms,
             park: park_xreadgroup,
+            validate: Some(check_xreadgroup),
         },
     },
     keyed("XACK", -4, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
@@ -486,6 +487,19 @@ fn park_xreadgroup(argv: &[Bytes], ticket: Arc<Ticket>) -> Result<ShardReq, CmdE
     let req = parse_xreadgroup_req(argv)?;
     Ok(on_shard(move |db, cx| {
         park_xreadgroup_apply(db, cx, req, ticket)
+    }))
+}
+
+/// The validation step of a multi-shard XREADGROUP (see
+/// [`Handler::Blocking`]): `+OK`, or `[local key index, error]` for the first
+/// key of this part that fails [`validate_xreadgroup`]. No side effects.
+fn check_xreadgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let req = parse_xreadgroup_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        match first_invalid_key(db, cx, &req) {
+            None => Reply::Ok,
+            Some((n, e)) => Reply::Array(vec![Reply::Int(n as i64), Reply::Error(e)]),
+        }
     }))
 }
 
@@ -911,20 +925,39 @@ fn validate_xreadgroup(
     cx: &ExecCtx,
     req: &XreadgroupReq,
 ) -> Result<(), CmdError> {
-    for (key, from) in req.keys.iter().zip(&req.from) {
-        let s = db.get_stream(cx.db, key, cx.now_ms)?;
+    match first_invalid_key(db, cx, req) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The index (in `req.keys`) and error of the first key failing
+/// [`validate_xreadgroup`]'s checks.
+fn first_invalid_key(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+) -> Option<(usize, CmdError)> {
+    for (n, (key, from)) in req.keys.iter().zip(&req.from).enumerate() {
+        let s = match db.get_stream(cx.db, key, cx.now_ms) {
+            Ok(s) => s,
+            Err(e) => return Some((n, e)),
+        };
         if s.and_then(|s| s.group(&req.group)).is_none() {
-            return Err(CmdError::msg(format!(
-                "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                text(key),
-                text(&req.group)
-            )));
+            return Some((
+                n,
+                CmdError::msg(format!(
+                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+                    text(key),
+                    text(&req.group)
+                )),
+            ));
         }
         if let GroupFrom::Invalid(e) = from {
-            return Err(e.clone());
+            return Some((n, e.clone()));
         }
     }
-    Ok(())
+    None
 }
 
 /// Whether the read would return something now: any history read, or a `>`
@@ -1085,20 +1118,40 @@ fn park_xreadgroup_apply(
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
-        attempt: Box::new(move |db, cx, ticket| attempt_xreadgroup(db, cx, &req, ticket)),
+        attempt: Box::new(move |db, cx, ready, ticket| {
+            attempt_xreadgroup(db, cx, &req, ready, ticket)
+        }),
     });
     Reply::NoReply
 }
 
-/// One service attempt of a parked XREADGROUP: a deleted stream or
-/// destroyed group ends the wait with Redis's error; otherwise delivers only
-/// if there is data, claiming the ticket before any side effect.
+/// One service attempt of a parked XREADGROUP for the key `ready` that was
+/// signalled: a deleted stream or destroyed group ends the wait with Redis's
+/// error; otherwise delivers from that stream only (as Redis 7.0 serves a
+/// blocked reader with the key that woke it), if it has data, claiming the
+/// ticket before any side effect.
 fn attempt_xreadgroup(
     db: &mut ShardDb,
     cx: &ExecCtx,
     req: &XreadgroupReq,
+    ready: &[u8],
     ticket: &Ticket,
 ) -> Attempt {
+    let Some(i) = req.keys.iter().position(|k| k[..] == *ready) else {
+        return Attempt::NotReady;
+    };
+    let mut one = req.clone();
+    one.keys = req
+        .keys
+        .get(i..=i)
+        .map(<[Bytes]>::to_vec)
+        .unwrap_or_default();
+    one.from = req
+        .from
+        .get(i..=i)
+        .map(<[GroupFrom]>::to_vec)
+        .unwrap_or_default();
+    let req = &one;
     for key in &req.keys {
         let err = match db.get_stream(cx.db, key, cx.now_ms) {
             Ok(Some(s)) if s.group(&req.group).is_some() => continue,

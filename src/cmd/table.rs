@@ -125,6 +125,10 @@ pub enum Handler {
             &[Bytes],
             std::sync::Arc<crate::shard::blocking::Ticket>,
         ) -> Result<ShardReq, CmdError>,
+        /// When keys span shards, a side-effect-free check of one shard's
+        /// part, run on every shard before any part reads (XREADGROUP: type,
+        /// group, ID per key). Answers `+OK` or `[local key index, error]`.
+        validate: Option<fn(&[Bytes]) -> Result<ShardReq, CmdError>>,
     },
     /// Runs on the IO thread with the connection's state; may answer directly,
     /// or fan out to shards (DBSIZE, INFO, FLUSHALL...).

@@ -59,9 +59,12 @@ pub enum Attempt {
     Lost,
 }
 
-/// Re-runs a blocked read against the shard's data. It must check for data
-/// first, then call `ticket.claim()` before any side effect.
-pub type AttemptFn = Box<dyn FnMut(&mut ShardDb, &ExecCtx, &Ticket) -> Attempt>;
+/// Re-runs a blocked read against the shard's data for the one key that
+/// became ready (third argument): like Redis 7.0's
+/// `serveClientsBlockedOnStreamKey`, a woken reader is answered with that
+/// stream only, even if other watched keys also have data. It must check for
+/// data first, then call `ticket.claim()` before any side effect.
+pub type AttemptFn = Box<dyn FnMut(&mut ShardDb, &ExecCtx, &[u8], &Ticket) -> Attempt>;
 
 /// One blocked client's registration on this shard.
 pub struct Waiter {
@@ -187,7 +190,7 @@ pub fn serve_ready(db: &mut ShardDb, now_ms: u64, out: &mut Vec<(ReplyTo, Reply)
                     now_ms,
                     reply_to: w.reply_to,
                 };
-                let outcome = (w.attempt)(db, &cx, &w.ticket);
+                let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);
                 let reply_to = w.reply_to;
                 db.blocking.waiters.insert(id, w);
                 match outcome {
