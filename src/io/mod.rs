@@ -794,7 +794,7 @@ pub fn route_keyed(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
-    validate: Option<fn(&[Bytes]) -> Result<ShardReq, CmdError>>,
+    validate: Option<table::ParseFn>,
     argv: &[Bytes],
     shared: &Shared,
 ) -> Routed {
@@ -914,7 +914,7 @@ fn route_blocking(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
-    validate: Option<fn(&[Bytes]) -> Result<ShardReq, CmdError>>,
+    validate: Option<table::ParseFn>,
     park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
     timeout_ms: u64,
     argv: &[Bytes],
