@@ -24,7 +24,7 @@ use bytes::Bytes;
 
 use crate::cmd::args::{int_arg, is, parse_i64, text};
 use crate::cmd::connection::help_reply;
-use crate::cmd::stream::{entries_reply, entry_reply};
+use crate::cmd::stream::{entries_reply, entry_reply, parse_ids_block};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -32,7 +32,7 @@ use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::group::ConsumerGroup;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start};
-use crate::stream::{Stream, StreamId};
+use crate::stream::{RefPolicy, Stream, StreamId};
 
 const KEY1: Keys = Keys::Range {
     first: 1,
@@ -130,6 +130,10 @@ pub const SPECS: &[CommandSpec] = &[
     keyed("XACK", -4, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
         "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.",
         "5.0.0", parse_xack),
+    // Redis 8.2: XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]
+    keyed("XACKDEL", -6, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+        "Acknowledges and conditionally deletes one or multiple entries for a stream consumer group.",
+        "8.2.0", parse_xackdel),
     keyed("XPENDING", -3, R, KEY1, &["read", "stream", "slow"],
         "Returns the information and entries from a stream consumer group's pending entries list.",
         "5.0.0", parse_xpending),
@@ -511,6 +515,20 @@ fn parse_xack(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let ids: Result<Vec<StreamId>, CmdError> = argv[3..].iter().map(|a| parse_id(a)).collect();
     Ok(on_shard(move |db, cx| {
         apply_xack(db, cx, &key, &group, ids).into()
+    }))
+}
+
+/// `XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]`
+/// (Redis 8.2). Arguments are checked before the key is looked up.
+///
+/// # Errors
+/// See [`parse_ids_block`].
+fn parse_xackdel(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let key = argv[1].clone();
+    let group = argv[2].clone();
+    let (refs, ids) = parse_ids_block(argv, 3)?;
+    Ok(on_shard(move |db, cx| {
+        apply_xackdel(db, cx, &key, &group, refs, &ids).into()
     }))
 }
 
@@ -1198,6 +1216,43 @@ pub fn apply_xack(
     let ids = ids?;
     let n = ids.into_iter().filter(|id| g.ack(*id)).count();
     Ok(Reply::Int(n as i64))
+}
+
+/// `XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]`
+/// (Redis 8.2): XACK in `group`, then delete each entry from the stream
+/// under the reference policy.
+///
+/// # Reply
+/// Array of one integer per ID, in order: `-1` no such entry in the stream
+/// (every ID when the key is missing), `1` acknowledged and deleted, `2`
+/// acknowledged but kept because another group still needs it (`ACKED`).
+/// # Errors
+/// `WrongType`; `NOGROUP No such key '<k>' or consumer group '<g>'` when the
+/// group does not exist (nothing is changed).
+/// # Source
+/// redis.io XACKDEL (8.2).
+pub fn apply_xackdel(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    group: &[u8],
+    refs: RefPolicy,
+    ids: &[StreamId],
+) -> Result<Reply, CmdError> {
+    let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
+        return Ok(Reply::Array(ids.iter().map(|_| Reply::Int(-1)).collect()));
+    };
+    if s.group(group).is_none() {
+        return Err(nogroup_key_or_group(key, group));
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(g) = s.group_mut(group) {
+            g.ack(*id);
+        }
+        out.push(Reply::Int(s.delete_with_refs(*id, refs)));
+    }
+    Ok(Reply::Array(out))
 }
 
 /// `XPENDING key group` (summary) or the extended form.
