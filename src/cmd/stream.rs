@@ -916,6 +916,7 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
+        poll: false,
         attempt: Box::new(move |db, cx, ready, ticket| {
             // Only the stream that woke the reader is served (Redis 7.0).
             let Some(i) = keys.iter().position(|k| k[..] == *ready) else {

@@ -395,12 +395,17 @@ pub struct XreadgroupReq {
     pub block_ms: Option<u64>,
     /// `NOACK`: delivered entries are not added to the PEL.
     pub noack: bool,
+    /// `CLAIM min-idle-time` (Redis 8.4), ms: `>` reads first claim the
+    /// group's pending entries idle at least this long.
+    pub claim_min_idle_ms: Option<u64>,
     pub keys: Vec<Bytes>,
     pub from: Vec<GroupFrom>,
 }
 
-/// `XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS
-/// key [key ...] id [id ...]`.
+/// `XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM
+/// min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]` (CLAIM: Redis
+/// 8.4; a negative min-idle-time is `ERR value is out of range, must be
+/// positive`).
 ///
 /// # Errors
 /// In Redis's order: `ERR timeout is not an integer or out of range`, `ERR
@@ -414,6 +419,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
     let mut count = 0u64;
     let mut block_ms = None;
     let mut noack = false;
+    let mut claim_min_idle_ms = None;
     let mut streams_at = None;
     let mut group: Option<(Bytes, Bytes)> = None;
     let mut i = 1;
@@ -442,6 +448,13 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         } else if is(o, "GROUP") && moreargs >= 2 {
             group = Some((argv[i + 1].clone(), argv[i + 2].clone()));
             i += 2;
+        } else if is(o, "CLAIM") && moreargs > 0 {
+            i += 1;
+            let t = int_arg(&argv[i])?;
+            if t < 0 {
+                return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            }
+            claim_min_idle_ms = Some(t as u64);
         } else if is(o, "NOACK") {
             noack = true;
         } else {
@@ -468,6 +481,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         count,
         block_ms,
         noack,
+        claim_min_idle_ms,
         keys,
         from,
     })
@@ -995,7 +1009,13 @@ fn xreadgroup_has_data(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> b
                 let Some(g) = s.group(&req.group) else {
                     return false;
                 };
-                g.last_id
+                let idle = req.claim_min_idle_ms.is_some_and(|min| {
+                    g.pel()
+                        .values()
+                        .any(|p| cx.now_ms.saturating_sub(p.delivery_time_ms) >= min)
+                });
+                idle || g
+                    .last_id
                     .next()
                     .is_some_and(|start| s.iter_range(start, StreamId::MAX, false).next().is_some())
             }
@@ -1019,6 +1039,11 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         let counters = s.counters();
         match from {
             GroupFrom::Invalid(_) => continue,
+            GroupFrom::New if req.claim_min_idle_ms.is_some() => {
+                if let Some(r) = read_claiming(s, cx, req, take) {
+                    pairs.push((Reply::Bulk(key.clone()), r));
+                }
+            }
             GroupFrom::New => {
                 let Some(last) = s.group(&req.group).map(|g| g.last_id) else {
                     continue;
@@ -1088,6 +1113,90 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
     }
 }
 
+/// A `>` read with `CLAIM min-idle-time` on one stream (Redis 8.4): first
+/// the group's pending entries idle at least min-idle-time, longest idle
+/// first (ties by ID), claimed for the consumer (delivery time now, count +1,
+/// kept pending even with NOACK); then new entries, as a plain `>` read, with
+/// what is left of the `take` budget (COUNT per stream, shared by both kinds).
+/// Pending entries whose stream entry was deleted are dropped from the PEL,
+/// as XAUTOCLAIM does.
+///
+/// # Reply
+/// The stream's entries, each `[id, [field, value, ...], idle-ms,
+/// delivery-count]`: for a claimed entry its idle time and delivery count
+/// before this claim; `0`, `0` for a new entry. `None` when nothing is read.
+/// # Source
+/// redis.io XREADGROUP "The CLAIM option" and "Reply extension for claimed
+/// entries" (8.4).
+fn read_claiming(s: &mut Stream, cx: &ExecCtx, req: &XreadgroupReq, take: usize) -> Option<Reply> {
+    let min = req.claim_min_idle_ms.unwrap_or(0);
+    let now = cx.now_ms;
+    let counters = s.counters();
+    let g = s.group(&req.group)?;
+    let mut idle: Vec<(u64, StreamId, u64)> = g
+        .pel()
+        .iter()
+        .filter(|(_, p)| now.saturating_sub(p.delivery_time_ms) >= min)
+        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count))
+        .collect();
+    idle.sort_unstable_by_key(|(t, id, _)| (*t, *id));
+    let last = g.last_id;
+    let mut out = Vec::new();
+    let mut claimed = Vec::new();
+    let mut dangling = Vec::new();
+    for (t, id, count) in idle {
+        if claimed.len() >= take {
+            break;
+        }
+        match s.get(id) {
+            Some(e) => {
+                claimed.push((id, count));
+                out.push(claimed_entry_reply(e, now.saturating_sub(t), count));
+            }
+            None => dangling.push(id),
+        }
+    }
+    let budget = take.saturating_sub(claimed.len());
+    let fresh: Vec<_> = match last.next() {
+        Some(start) if budget > 0 => s
+            .iter_range(start, StreamId::MAX, false)
+            .take(budget)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let g = s.group_mut(&req.group)?;
+    let (cid, _) = g.get_or_create_consumer(&req.consumer, now);
+    g.touch_seen(cid, now);
+    for id in dangling {
+        g.ack(id);
+    }
+    if claimed.is_empty() && fresh.is_empty() {
+        return None;
+    }
+    g.touch_active(cid, now);
+    for (id, count) in claimed {
+        g.claim(id, cid, now, count.saturating_add(1));
+    }
+    for e in fresh {
+        g.advance_last_delivered(e.id, &counters);
+        if !req.noack {
+            g.deliver(e.id, cid, now);
+        }
+        out.push(claimed_entry_reply(e, 0, 0));
+    }
+    Some(Reply::Array(out))
+}
+
+/// One entry of a CLAIM read: `[id, [field, value, ...], idle-ms, delivery-count]`.
+fn claimed_entry_reply(e: crate::stream::Entry, idle_ms: u64, count: u64) -> Reply {
+    let Reply::Array(mut items) = entry_reply(e) else {
+        return Reply::NullArray;
+    };
+    items.push(Reply::Int(i64::try_from(idle_ms).unwrap_or(i64::MAX)));
+    items.push(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)));
+    Reply::Array(items)
+}
+
 /// `XREADGROUP` without blocking.
 ///
 /// # Reply
@@ -1136,6 +1245,7 @@ fn park_xreadgroup_apply(
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
+        poll: req.claim_min_idle_ms.is_some(),
         attempt: Box::new(move |db, cx, ready, ticket| {
             attempt_xreadgroup(db, cx, &req, ready, ticket)
         }),

@@ -73,6 +73,9 @@ pub struct Waiter {
     /// `(db, key)` pairs this waiter watches on this shard.
     pub keys: Vec<(usize, Bytes)>,
     pub attempt: AttemptFn,
+    /// Re-attempt on every periodic shard tick (100 ms), not only when a key
+    /// is signalled: XREADGROUP CLAIM waits for pending entries to age.
+    pub poll: bool,
 }
 
 /// The shard's registry of parked readers.
@@ -124,6 +127,21 @@ impl Waiters {
         for k in self.by_key.keys() {
             if k.0 == db && !self.ready.contains(k) {
                 self.ready.push(k.clone());
+            }
+        }
+    }
+
+    /// Mark the keys of polling waiters ready (see [`Waiter::poll`]).
+    pub fn mark_polling_ready(&mut self) {
+        let keys: Vec<(usize, Bytes)> = self
+            .waiters
+            .values()
+            .filter(|w| w.poll && !w.ticket.is_fired())
+            .flat_map(|w| w.keys.iter().cloned())
+            .collect();
+        for k in keys {
+            if !self.ready.contains(&k) {
+                self.ready.push(k);
             }
         }
     }

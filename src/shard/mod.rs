@@ -103,6 +103,7 @@ fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]
         let now = now_ms();
         if now >= next_expire_ms {
             db.active_expire(now, EXPIRE_BUDGET);
+            db.blocking.mark_polling_ready();
             if db.blocking.has_ready() {
                 serve_and_queue(db, now, &mut out);
                 flush(&mut out, outboxes);
