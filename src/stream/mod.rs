@@ -512,10 +512,7 @@ impl Stream {
         };
         let mut removed = 0u64;
         let mut cursor = StreamId::MIN;
-        loop {
-            let Some((&key, node)) = self.nodes.range_mut(cursor..).next() else {
-                break;
-            };
+        while let Some((&key, node)) = self.nodes.range_mut(cursor..).next() {
             if let TrimStrategy::MaxLen(max) = spec.strategy {
                 if self.length <= max {
                     break;
