@@ -7,7 +7,7 @@
 //! (`shards`, `io-threads`, `no-pin`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use clap::Parser;
 
@@ -19,6 +19,9 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
+    /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
+    /// are all served by this node instead of refusing them with CROSSSLOT.
+    pub cluster_allow_local_multislot: AtomicBool,
 }
 
 impl Default for Tunables {
@@ -33,6 +36,7 @@ impl Tunables {
         Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
+            cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
         }
     }
 
@@ -42,6 +46,8 @@ impl Tunables {
             .store(cfg.stream_node_max_entries, Ordering::Relaxed);
         self.stream_node_max_bytes
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
+        self.cluster_allow_local_multislot
+            .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
     }
 
     /// Stream node caps for new appends.
@@ -91,6 +97,11 @@ pub struct Cli {
     /// Number of databases for SELECT [default: 16].
     #[arg(long)]
     pub databases: Option<usize>,
+    /// Static cluster topology: one `<node-name> <host> <port> <slot-range>[,...]`
+    /// line per node; this node finds itself by its port (and bind address).
+    /// Without it the node is a one-node cluster owning every slot.
+    #[arg(long)]
+    pub cluster_config: Option<PathBuf>,
 }
 
 /// The effective configuration.
@@ -115,6 +126,12 @@ pub struct Config {
     pub stream_node_max_entries: usize,
     /// `stream-node-max-bytes` (default 4096, 0 = unlimited).
     pub stream_node_max_bytes: usize,
+    /// `cluster-config`: the static cluster topology file (see [`crate::cluster`]).
+    pub cluster_config: Option<PathBuf>,
+    /// `cluster-allow-local-multislot` (default no): in cluster mode, serve
+    /// commands whose keys hash to several slots when this node serves them
+    /// all, instead of refusing them with CROSSSLOT as Redis Cluster does.
+    pub cluster_allow_local_multislot: bool,
 }
 
 impl Default for Config {
@@ -136,6 +153,8 @@ impl Default for Config {
             timeout_s: 0,
             stream_node_max_entries: 100,
             stream_node_max_bytes: 4096,
+            cluster_config: None,
+            cluster_allow_local_multislot: false,
         }
     }
 }
@@ -210,6 +229,13 @@ impl Config {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
             }
+            "cluster-config" => {
+                self.cluster_config = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "cluster-allow-local-multislot" => {
+                self.cluster_allow_local_multislot =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -235,6 +261,17 @@ impl Config {
             "timeout" => self.timeout_s.to_string(),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            "cluster-config" => self
+                .cluster_config
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            "cluster-allow-local-multislot" => if self.cluster_allow_local_multislot {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
             _ => return None,
         })
     }
@@ -254,6 +291,8 @@ impl Config {
         "timeout",
         "stream-node-max-entries",
         "stream-node-max-bytes",
+        "cluster-config",
+        "cluster-allow-local-multislot",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in
@@ -318,6 +357,9 @@ impl Config {
         }
         if let Some(v) = cli.databases {
             cfg.databases = v;
+        }
+        if let Some(v) = &cli.cluster_config {
+            cfg.cluster_config = Some(v.clone());
         }
         if cfg.shards == 0 || cfg.shards > 1024 {
             return Err("shards must be between 1 and 1024".into());

@@ -122,6 +122,9 @@ pub struct Shared {
     pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
     pub blocked_clients: AtomicU64,
+    /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
+    /// cluster serving every slot, with no redirections.
+    pub cluster: Option<crate::cluster::Topology>,
 }
 
 impl Shared {
@@ -221,8 +224,48 @@ fn random_hex40() -> String {
 }
 
 /// Bind, spawn shard and IO threads, and return once the server accepts connections.
+///
+/// # Errors
+/// Binding fails; a `cluster-config` file is unreadable or invalid
+/// (`InvalidInput`, with a message naming the file and line).
 pub fn start(config: Config) -> io::Result<ServerHandle> {
+    // A bad topology is reported before binding, so the message is about the file.
+    let cluster = load_topology(&config, config.port)?;
     let listener = std::net::TcpListener::bind((config.bind.as_str(), config.port))?;
+    let port = listener.local_addr()?.port();
+    let cluster = match cluster {
+        Some(t) if port == config.port => Some(t),
+        _ => load_topology(&config, port)?,
+    };
+    start_with(config, listener, cluster)
+}
+
+/// [`start`] on an already bound listener (its port overrides `config.port`;
+/// a cluster node finds its topology line by it). Lets a caller learn every
+/// node's port before any node starts.
+pub fn start_on(config: Config, listener: std::net::TcpListener) -> io::Result<ServerHandle> {
+    let cluster = load_topology(&config, listener.local_addr()?.port())?;
+    start_with(config, listener, cluster)
+}
+
+/// The `cluster-config` topology for a node listening on `port`, if configured.
+///
+/// # Errors
+/// `InvalidInput` with a message naming the file and line.
+fn load_topology(config: &Config, port: u16) -> io::Result<Option<crate::cluster::Topology>> {
+    let Some(path) = &config.cluster_config else {
+        return Ok(None);
+    };
+    crate::cluster::Topology::load(path, &config.bind, port)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+fn start_with(
+    config: Config,
+    listener: std::net::TcpListener,
+    cluster: Option<crate::cluster::Topology>,
+) -> io::Result<ServerHandle> {
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let shards = config.shards.max(1);
@@ -277,6 +320,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: AtomicU64::new(0),
+        cluster,
     });
 
     let mut shard_threads = Vec::new();

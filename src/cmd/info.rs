@@ -197,6 +197,8 @@ struct Snapshot {
     cmdstats: Vec<(String, u64, u64, u64)>,
     mem: MemInfo,
     cpu: (f64, f64),
+    /// A multi-node topology is configured (`cluster_enabled:1`).
+    cluster: bool,
 }
 
 impl Snapshot {
@@ -209,6 +211,7 @@ impl Snapshot {
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
+            cluster: shared.cluster.is_some(),
             run_id: shared.run_id.clone(),
             port,
             uptime_s: shared.uptime_ms() / 1000,
@@ -461,7 +464,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         }
         "cluster" => {
             line!("# Cluster");
-            line!("cluster_enabled:0");
+            line!("cluster_enabled:{}", u8::from(s.cluster));
         }
         "keyspace" => {
             line!("# Keyspace");

@@ -30,7 +30,7 @@ use crate::cmd::table::{self, CommandSpec, FanMerge, Handler};
 use crate::cmd::{self, Action, ConnCtx, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::route::slot::ShardId;
+use crate::route::slot::{slot_of, ShardId, Slot};
 use crate::server::Shared;
 use crate::shard::blocking::Ticket;
 use crate::shard::msg::{IoMsg, Job, ReplyTo, ShardMsg};
@@ -599,6 +599,17 @@ fn dispatch(
         reject_cmd(shared, conn, spec, CmdError::NoAuth);
         return;
     }
+    // Cluster redirection comes before queueing, as in Redis's processCommand:
+    // a redirected command inside MULTI dooms the transaction; a refused EXEC
+    // discards it and answers the redirection itself.
+    if let Err(e) = cluster_check(shared, spec, &argv, &conn.session) {
+        shared.count_call(spec.name, false, true);
+        if spec.name == "EXEC" {
+            cmd::tx::reset_multi(&mut conn.session);
+        }
+        reject(shared, conn, e);
+        return;
+    }
     if let Some(queue) = conn.session.multi.as_mut() {
         if !runs_inside_multi(spec.name) {
             if spec.flags.has(crate::cmd::Flags::NO_MULTI) {
@@ -698,6 +709,55 @@ fn start_fan(
             },
         });
     }
+}
+
+/// The table row that decides a command's keys (a container's subcommand row).
+fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+    let spec = table::lookup(argv.first()?)?;
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Some(spec);
+    }
+    cmd::connection::resolve_subcommand(spec, argv).ok()
+}
+
+/// Redis Cluster's redirection check (`getNodeByQuery`): with a multi-node
+/// topology, a command's keys must share one slot (else `CROSSSLOT`, unless
+/// `cluster-allow-local-multislot` and this node serves every slot) served by
+/// this node (else `MOVED <slot> <host>:<port>`). EXEC checks the keys of
+/// every queued command together. Keyless commands and one-node servers pass.
+///
+/// # Errors
+/// [`CmdError::CrossSlot`], [`CmdError::Moved`].
+fn cluster_check(
+    shared: &Shared,
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    session: &Session,
+) -> Result<(), CmdError> {
+    let Some(topo) = &shared.cluster else {
+        return Ok(());
+    };
+    let allow = shared
+        .tunables
+        .cluster_allow_local_multislot
+        .load(Ordering::Relaxed);
+    let slots_of = |spec: &CommandSpec, argv: &[Bytes]| -> Vec<Slot> {
+        spec.key_indexes(argv)
+            .into_iter()
+            .filter_map(|i| argv.get(i).map(|k| slot_of(k)))
+            .collect()
+    };
+    if spec.name == "EXEC" {
+        let Some(queue) = &session.multi else {
+            return Ok(());
+        };
+        let slots = queue
+            .iter()
+            .filter_map(|a| row_of(a).map(|s| slots_of(s, a)))
+            .flatten();
+        return topo.check(slots, allow);
+    }
+    topo.check(slots_of(spec, argv), allow)
 }
 
 /// Answer a command that was refused before running; inside MULTI this also
