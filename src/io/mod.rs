@@ -35,7 +35,7 @@ use crate::server::Shared;
 use crate::shard::blocking::Ticket;
 use crate::shard::msg::{IoMsg, Job, ReplyTo, ShardMsg};
 use codec::{DecodeLimits, Decoded};
-use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session};
+use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session, Then};
 
 /// Token of the IO thread's waker.
 pub const WAKER: Token = Token(usize::MAX);
@@ -318,18 +318,34 @@ impl IoThread {
                 IoMsg::Replies(replies) => {
                     for (to, reply) in replies {
                         if let Some(conn) = self.conns.get_mut(&to.conn) {
-                            if let Some(plan) = conn.fill(to.seq, to.part, reply) {
-                                start_block(
+                            match conn.fill(to.seq, to.part, reply) {
+                                Some(Then::Block(plan)) => {
+                                    start_block(
+                                        self.idx,
+                                        &self.shared,
+                                        &mut self.batches,
+                                        conn,
+                                        to.seq,
+                                        plan,
+                                    );
+                                    if conn.blocked.is_some() {
+                                        self.blocked_ids.insert(to.conn);
+                                    }
+                                }
+                                Some(Then::Fan {
+                                    parts,
+                                    merge,
+                                    then_block,
+                                }) => start_fan(
                                     self.idx,
-                                    &self.shared,
                                     &mut self.batches,
                                     conn,
                                     to.seq,
-                                    plan,
-                                );
-                                if conn.blocked.is_some() {
-                                    self.blocked_ids.insert(to.conn);
-                                }
+                                    parts,
+                                    merge,
+                                    then_block.map(Then::Block),
+                                ),
+                                None => {}
                             }
                             self.touched.push(to.conn);
                         }
@@ -648,32 +664,50 @@ fn dispatch(
             let seq = conn.push_slot(Pending::Waiting);
             start_block(io, shared, batches, conn, seq, plan);
         }
-        Routed::Fan(parts, merge, then_block) => {
-            let blocking = then_block.is_some();
+        Routed::Fan(parts, merge, then) => {
             shared.count_call(name, false, false);
-            let n = parts.len();
-            let seq = conn.push_slot(Pending::Fan {
-                parts: (0..n).map(|_| None).collect(),
-                left: n,
-                merge,
-                then_block,
-            });
-            if blocking {
-                conn.hold_until = Some(seq);
-            }
-            for (part, (shard, req)) in parts.into_iter().enumerate() {
-                batches[usize::from(shard.0)].push(Job {
-                    req,
-                    db: conn.session.db as u16,
-                    reply_to: ReplyTo {
-                        io,
-                        conn: conn.session.id,
-                        seq,
-                        part: part as u16,
-                    },
-                });
-            }
+            let seq = conn.push_slot(Pending::Waiting);
+            start_fan(io, batches, conn, seq, parts, merge, then);
         }
+    }
+}
+
+/// Send the parts of a fan-out to their shards, collecting their replies in
+/// slot `seq` (a new slot, or one whose validation step just passed).
+fn start_fan(
+    io: u16,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    parts: Vec<(ShardId, ShardReq)>,
+    merge: Merge,
+    then: Option<Then>,
+) {
+    let holds = then.as_ref().is_some_and(Then::holds);
+    let n = parts.len();
+    let Some(slot) = conn.slot_mut(seq) else {
+        return;
+    };
+    *slot = Pending::Fan {
+        parts: (0..n).map(|_| None).collect(),
+        left: n,
+        merge,
+        then,
+    };
+    if holds {
+        conn.hold_until = Some(seq);
+    }
+    for (part, (shard, req)) in parts.into_iter().enumerate() {
+        batches[usize::from(shard.0)].push(Job {
+            req,
+            db: conn.session.db as u16,
+            reply_to: ReplyTo {
+                io,
+                conn: conn.session.id,
+                seq,
+                part: part as u16,
+            },
+        });
     }
 }
 
@@ -763,9 +797,9 @@ pub enum Routed {
     /// Close the connection at once, without a reply (SHUTDOWN).
     Drop,
     One(ShardId, ShardReq),
-    /// Parts run on their shards, replies merged; with a block plan, a null
-    /// merged reply parks the read instead of answering.
-    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<BlockPlan>),
+    /// Parts run on their shards, replies merged; then, optionally, park the
+    /// read or run a second step (see [`Then`]).
+    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
 }
@@ -778,15 +812,18 @@ pub fn route(
     shared: &Shared,
 ) -> Routed {
     match spec.handler {
-        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, argv, shared),
+        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, None, argv, shared),
         Handler::Blocking {
             parse,
             merge,
             block_ms,
             park,
+            validate,
         } => match block_ms(argv) {
-            None => route_keyed(spec, parse, merge, argv, shared),
-            Some(timeout_ms) => route_blocking(spec, parse, merge, park, timeout_ms, argv, shared),
+            None => route_keyed(spec, parse, merge, validate, argv, shared),
+            Some(timeout_ms) => {
+                route_blocking(spec, parse, merge, validate, park, timeout_ms, argv, shared)
+            }
         },
         Handler::Conn(f) => {
             let mut cx = ConnCtx {
@@ -805,10 +842,19 @@ pub fn route(
 }
 
 /// Route a keyed command: to the one shard owning its keys, or split by shard and merged.
+///
+/// With `validate` (XREADGROUP) a split command runs in two steps: every
+/// shard first checks its keys without side effects, and only when all pass
+/// do the reads run, so one shard's `NOGROUP`/`WRONGTYPE`/ID error is never
+/// answered after another shard already delivered (and added to its PEL).
+/// The error is the one of the first failing key in the caller's order, as
+/// Redis checks keys in order. Another client may still change a key between
+/// the steps; the second step re-checks and answers that error.
 pub fn route_keyed(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
+    validate: Option<table::ParseFn>,
     argv: &[Bytes],
     shared: &Shared,
 ) -> Routed {
@@ -837,14 +883,22 @@ pub fn route_keyed(
     let nkeys = keys.len();
     let split = cmd::split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
     let mut parts = Vec::with_capacity(split.len());
+    let mut checks = Vec::new();
     let mut positions = Vec::with_capacity(split.len());
     for (shard, part_argv, pos) in split {
         match parse(&part_argv) {
             Ok(req) => parts.push((shard, req)),
             Err(e) => return Routed::Reply(Reply::Error(e)),
         }
+        if let Some(validate) = validate {
+            match validate(&part_argv) {
+                Ok(req) => checks.push((shard, req)),
+                Err(e) => return Routed::Reply(Reply::Error(e)),
+            }
+        }
         positions.push(pos);
     }
+    let check_positions = positions.clone();
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(cmd::merge_sum),
         FanMerge::AllOk => Box::new(cmd::merge_ok),
@@ -871,7 +925,45 @@ pub fn route_keyed(
         }
         FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
     };
-    Routed::Fan(parts, merge, None)
+    if validate.is_none() {
+        return Routed::Fan(parts, merge, None);
+    }
+    let check_merge: Merge =
+        Box::new(move |replies: Vec<Reply>| merge_checks(replies, &check_positions));
+    Routed::Fan(
+        checks,
+        check_merge,
+        Some(Then::Fan {
+            parts,
+            merge,
+            then_block: None,
+        }),
+    )
+}
+
+/// Merge a validation step: each part answers `+OK` or `[local key index,
+/// error]`; the answer is the error of the first failing key in the caller's
+/// key order, else `+OK`.
+fn merge_checks(replies: Vec<Reply>, positions: &[Vec<usize>]) -> Reply {
+    let mut first: Option<(usize, Reply)> = None;
+    for (reply, pos) in replies.into_iter().zip(positions) {
+        let (n, err) = match reply {
+            Reply::Array(mut v) if v.len() == 2 => {
+                let err = v.pop().unwrap_or(Reply::Ok);
+                let local = match v.pop() {
+                    Some(Reply::Int(i)) => usize::try_from(i).unwrap_or(0),
+                    _ => 0,
+                };
+                (pos.get(local).copied().unwrap_or(usize::MAX), err)
+            }
+            e @ Reply::Error(_) => (usize::MAX, e),
+            _ => continue,
+        };
+        if first.as_ref().is_none_or(|(m, _)| n < *m) {
+            first = Some((n, err));
+        }
+    }
+    first.map_or(Reply::Ok, |(_, e)| e)
 }
 
 /// Route a read that asks to block: park it directly when its keys live on
@@ -882,6 +974,7 @@ fn route_blocking(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
+    validate: Option<table::ParseFn>,
     park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
     timeout_ms: u64,
     argv: &[Bytes],
@@ -902,8 +995,25 @@ fn route_blocking(
     if split.len() <= 1 {
         return Routed::Block(plan);
     }
-    match route_keyed(spec, parse, merge, argv, shared) {
-        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(plan)),
+    match route_keyed(spec, parse, merge, validate, argv, shared) {
+        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: None,
+            }),
+        ) => Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: Some(plan),
+            }),
+        ),
         other => other,
     }
 }

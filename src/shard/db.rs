@@ -177,6 +177,8 @@ impl ShardDb {
         if ks.is_expired(key, now_ms) {
             ks.remove(key);
             self.stats.expired_keys += 1;
+            // Readers blocked on an expired stream are woken as for DEL.
+            self.blocking.mark_ready(db, key);
             true
         } else {
             false
@@ -396,9 +398,12 @@ impl ShardDb {
     /// # Source
     /// Redis's `activeExpireCycle` samples keys; here deadlines are ordered, so
     /// the cycle removes exactly the expired keys, oldest deadline first.
+    /// Like every deletion, it marks the keys ready so that readers blocked
+    /// on them are woken (XREADGROUP answers `UNBLOCKED the stream key no
+    /// longer exists`, as Redis 7's `signalDeletedKeyAsReady` on expiry).
     pub fn active_expire(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
-        for ks in &mut self.dbs {
+        for (dbi, ks) in self.dbs.iter_mut().enumerate() {
             while removed < budget {
                 let Some((at, key)) = ks.expires.first().cloned() else {
                     break;
@@ -407,6 +412,7 @@ impl ShardDb {
                     break;
                 }
                 ks.remove(&key);
+                self.blocking.mark_ready(dbi, &key);
                 removed += 1;
             }
         }

@@ -105,6 +105,11 @@ fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]
         let now = now_ms();
         if now >= next_expire_ms {
             db.active_expire(now, EXPIRE_BUDGET);
+            db.blocking.mark_polling_ready();
+            if db.blocking.has_ready() {
+                serve_and_queue(db, now, &mut out);
+                flush(&mut out, outboxes);
+            }
             db.blocking.sweep();
             next_expire_ms = now + EXPIRE_PERIOD_MS;
         }
@@ -133,12 +138,21 @@ fn run_batch(
         }
     }
     if db.blocking.has_ready() {
-        let mut served = Vec::new();
-        blocking::serve_ready(db, now, &mut served);
-        for (to, reply) in served {
-            if let Some(o) = out.get_mut(usize::from(to.io)) {
-                o.push((to, reply));
-            }
+        serve_and_queue(db, now, out);
+    }
+}
+
+/// Serve the waiters of ready keys and queue their replies per IO thread.
+fn serve_and_queue(
+    db: &mut ShardDb,
+    now: u64,
+    out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
+) {
+    let mut served = Vec::new();
+    blocking::serve_ready(db, now, &mut served);
+    for (to, reply) in served {
+        if let Some(o) = out.get_mut(usize::from(to.io)) {
+            o.push((to, reply));
         }
     }
 }
