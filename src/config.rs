@@ -19,6 +19,8 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
+    /// `appendonly`, `appendfsync`, auto-rewrite settings and AOF status.
+    pub aof: crate::aof::AofShared,
 }
 
 impl Default for Tunables {
@@ -33,6 +35,7 @@ impl Tunables {
         Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
+            aof: crate::aof::AofShared::new(cfg),
         }
     }
 
@@ -42,6 +45,7 @@ impl Tunables {
             .store(cfg.stream_node_max_entries, Ordering::Relaxed);
         self.stream_node_max_bytes
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
+        self.aof.update(cfg);
     }
 
     /// Stream node caps for new appends.
@@ -91,6 +95,13 @@ pub struct Cli {
     /// Number of databases for SELECT [default: 16].
     #[arg(long)]
     pub databases: Option<usize>,
+    /// Keep an append-only file per shard in --dir: yes or no [default: yes].
+    #[arg(long, value_name = "yes|no")]
+    pub appendonly: Option<String>,
+    /// When AOF writes are fsynced: always (group commit before replying),
+    /// everysec or no [default: everysec].
+    #[arg(long, value_name = "always|everysec|no")]
+    pub appendfsync: Option<String>,
 }
 
 /// The effective configuration.
@@ -115,6 +126,14 @@ pub struct Config {
     pub stream_node_max_entries: usize,
     /// `stream-node-max-bytes` (default 4096, 0 = unlimited).
     pub stream_node_max_bytes: usize,
+    /// `appendonly` (default yes): one append-only file set per shard in `dir`.
+    pub appendonly: bool,
+    /// `appendfsync` (default everysec).
+    pub appendfsync: crate::aof::FsyncPolicy,
+    /// `auto-aof-rewrite-percentage` (default 100; 0 disables automatic rewrites).
+    pub auto_aof_rewrite_percentage: u64,
+    /// `auto-aof-rewrite-min-size`, bytes (default 64 MB).
+    pub auto_aof_rewrite_min_size_bytes: u64,
 }
 
 impl Default for Config {
@@ -136,6 +155,10 @@ impl Default for Config {
             timeout_s: 0,
             stream_node_max_entries: 100,
             stream_node_max_bytes: 4096,
+            appendonly: true,
+            appendfsync: crate::aof::FsyncPolicy::EverySec,
+            auto_aof_rewrite_percentage: 100,
+            auto_aof_rewrite_min_size_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -210,6 +233,25 @@ impl Config {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
             }
+            "appendonly" => {
+                self.appendonly = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "appendfsync" => {
+                self.appendfsync = crate::aof::FsyncPolicy::parse(value)
+                    .ok_or("argument(s) must be one of the following: always, everysec, no")?
+            }
+            "auto-aof-rewrite-percentage" => {
+                self.auto_aof_rewrite_percentage =
+                    value.parse::<i64>().map_err(|_| bad()).and_then(|v| {
+                        u64::try_from(v).map_err(|_| {
+                            "argument must be between 0 and 2147483647 inclusive".to_string()
+                        })
+                    })?
+            }
+            "auto-aof-rewrite-min-size" => {
+                self.auto_aof_rewrite_min_size_bytes =
+                    parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as u64
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -235,6 +277,10 @@ impl Config {
             "timeout" => self.timeout_s.to_string(),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            "appendonly" => if self.appendonly { "yes" } else { "no" }.to_string(),
+            "appendfsync" => self.appendfsync.name().to_string(),
+            "auto-aof-rewrite-percentage" => self.auto_aof_rewrite_percentage.to_string(),
+            "auto-aof-rewrite-min-size" => self.auto_aof_rewrite_min_size_bytes.to_string(),
             _ => return None,
         })
     }
@@ -254,6 +300,10 @@ impl Config {
         "timeout",
         "stream-node-max-entries",
         "stream-node-max-bytes",
+        "appendonly",
+        "appendfsync",
+        "auto-aof-rewrite-percentage",
+        "auto-aof-rewrite-min-size",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in
@@ -318,6 +368,14 @@ impl Config {
         }
         if let Some(v) = cli.databases {
             cfg.databases = v;
+        }
+        if let Some(v) = &cli.appendonly {
+            cfg.set("appendonly", v)
+                .map_err(|e| format!("--appendonly {v}: {e}"))?;
+        }
+        if let Some(v) = &cli.appendfsync {
+            cfg.set("appendfsync", v)
+                .map_err(|e| format!("--appendfsync {v}: {e}"))?;
         }
         if cfg.shards == 0 || cfg.shards > 1024 {
             return Err("shards must be between 1 and 1024".into());
