@@ -26,8 +26,6 @@ pub enum CmdError {
     WrongType,
     /// `ERR value is not an integer or out of range`
     NotInteger,
-    /// `ERR value is out of range, must be positive`
-    NotPositive,
     /// `ERR value is not a valid float`
     NotFloat,
     /// `ERR increment or decrement would overflow`
@@ -98,7 +96,6 @@ impl fmt::Display for CmdError {
                 f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
             }
             Self::NotInteger => f.write_str("ERR value is not an integer or out of range"),
-            Self::NotPositive => f.write_str("ERR value is out of range, must be positive"),
             Self::NotFloat => f.write_str("ERR value is not a valid float"),
             Self::Overflow => f.write_str("ERR increment or decrement would overflow"),
             Self::InvalidExpire { cmd } => write!(f, "ERR invalid expire time in '{cmd}' command"),

@@ -29,6 +29,24 @@ pub mod stream;
 /// jemalloc is the global allocator of every program linking this library
 /// (default feature `jemalloc`), so INFO's `used_memory` is jemalloc's
 /// allocated-bytes count in the server binary and in tests alike.
+/// Bytes the allocator really reserves for a request of `requested` bytes
+/// (jemalloc rounds up to its size classes), so MEMORY USAGE matches INFO
+/// `used_memory`. Without jemalloc, `requested` itself.
+pub fn allocation_bytes(requested: usize) -> usize {
+    #[cfg(feature = "jemalloc")]
+    {
+        if requested == 0 {
+            return 0;
+        }
+        // SAFETY: nallocx only computes a size class; it touches no memory.
+        let real = unsafe { tikv_jemalloc_sys::nallocx(requested, 0) };
+        if real > 0 {
+            return real;
+        }
+    }
+    requested
+}
+
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

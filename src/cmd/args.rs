@@ -53,12 +53,6 @@ pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     parse_i64(b).ok_or(CmdError::NotInteger)
 }
 
-/// A non-negative integer argument (`ERR value is out of range, must be positive` when negative).
-pub fn non_negative_arg(b: &[u8]) -> Result<u64, CmdError> {
-    let v = int_arg(b)?;
-    u64::try_from(v).map_err(|_| CmdError::NotPositive)
-}
-
 /// Case-insensitive comparison of an argument with an (uppercase or lowercase) keyword.
 pub fn is(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())

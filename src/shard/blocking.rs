@@ -116,6 +116,15 @@ impl Waiters {
         }
     }
 
+    /// Note that every watched key of `db` may have changed (FLUSHDB/FLUSHALL).
+    pub fn mark_db_ready(&mut self, db: usize) {
+        for k in self.by_key.keys() {
+            if k.0 == db && !self.ready.contains(k) {
+                self.ready.push(k.clone());
+            }
+        }
+    }
+
     /// Whether any key is ready to be served.
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty()

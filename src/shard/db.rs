@@ -380,9 +380,11 @@ impl ShardDb {
                     ks.expires.remove(&(at, key.clone()));
                 }
                 if let Some(at) = expire_at_ms {
-                    ks.expires.insert((at, key));
+                    ks.expires.insert((at, key.clone()));
                 }
             }
+            // A replaced stream wakes its blocked XREADGROUP readers (with an error).
+            self.blocking.mark_ready(db, &key);
             return Some(Entry {
                 value: old_value,
                 expire_at_ms: old_at,
@@ -407,7 +409,12 @@ impl ShardDb {
         if self.expire_if_needed(db, key, now_ms) {
             return None;
         }
-        self.ks(db).remove(key)
+        let old = self.ks(db).remove(key);
+        if old.is_some() {
+            // Blocked XREADGROUP readers of a deleted stream get an error.
+            self.blocking.mark_ready(db, key);
+        }
+        old
     }
 
     /// Set or clear the TTL of an existing key. Returns false when the key is missing.
@@ -435,6 +442,7 @@ impl ShardDb {
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();
+        self.blocking.mark_db_ready(db);
         n
     }
 

@@ -4,12 +4,13 @@
 //! (first-ever) ID; a node packs up to [`NodeLimits::max_entries`] entries into
 //! one byte buffer (see `node.rs`). Metadata mirrors Redis's `stream` struct:
 //! `length`, `last_id`, `first_id`, `max_deleted_entry_id`, `entries_added`.
-//! Consumer groups will live next to these (`groups`), in `group.rs`.
+//! Consumer groups live next to these (`groups`), in `group.rs`.
 //!
 //! # Source
 //! redis/src/t_stream.c and stream.h (7.x): `streamAppendItem`, `streamTrim`,
 //! `streamDeleteItem`, `xdelCommand`, `xsetidCommand`, `streamIteratorGetID`.
 
+pub mod group;
 pub mod id;
 mod node;
 
@@ -119,7 +120,8 @@ pub struct Stream {
     max_deleted_entry_id: StreamId,
     /// Count of all entries ever appended.
     entries_added: u64,
-    // Consumer groups (`groups`) are added here by `group.rs`.
+    /// Consumer groups by name (see `group.rs`); they outlive the entries.
+    groups: BTreeMap<Bytes, group::ConsumerGroup>,
 }
 
 impl Stream {

@@ -96,9 +96,9 @@ impl Node {
         self.buf.len()
     }
 
-    /// Heap bytes owned by this node.
+    /// Heap bytes owned by this node (the allocator's size class of its buffer).
     pub fn capacity_bytes(&self) -> usize {
-        self.buf.capacity()
+        crate::allocation_bytes(self.buf.capacity())
     }
 
     /// ID of the physically last entry, live or not.

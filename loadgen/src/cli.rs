@@ -1,0 +1,197 @@
+//! Command line: the latency test (default) and the `xadd` throughput mode.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+/// End-to-end XADD → XREADGROUP latency for shardstream or any Redis.
+///
+/// With no target (`--host`, `--port` or `--url`) it starts shardstream
+/// in-process on 127.0.0.1:0 and measures that.
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub mode: Option<Mode>,
+    #[command(flatten)]
+    pub latency: LatencyArgs,
+}
+
+/// Modes other than the default latency test.
+#[derive(Debug, Subcommand)]
+pub enum Mode {
+    /// XADD throughput, like redis-benchmark for streams: ops/s and per-call latency.
+    Xadd(XaddArgs),
+}
+
+/// Which server to talk to, shared by every mode.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct TargetArgs {
+    /// Server host (default 127.0.0.1 when `--port` is given).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Server port.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Server URL, e.g. `redis://:password@127.0.0.1:6379/0` (overrides --host/--port).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Discover the topology with CLUSTER SLOTS and route each key to its node,
+    /// following MOVED.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Shard threads of the embedded server (when no target is given; default: cores).
+    #[arg(long)]
+    pub embedded_shards: Option<u16>,
+}
+
+impl TargetArgs {
+    /// The URL to connect to, or `None` to start an embedded server.
+    pub fn url(&self) -> Option<String> {
+        if let Some(u) = &self.url {
+            return Some(u.clone());
+        }
+        if self.host.is_none() && self.port.is_none() {
+            return None;
+        }
+        let host = self.host.as_deref().unwrap_or("127.0.0.1");
+        Some(format!("redis://{}:{}/", host, self.port.unwrap_or(6379)))
+    }
+}
+
+/// Options of the latency test.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Entries per second over all producers, open loop (0 = closed loop, as fast as possible).
+    #[arg(long, default_value_t = 10_000)]
+    pub rate: u64,
+    /// Stream keys; entries go round-robin over them.
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
+    /// Put all stream keys in one hash slot (`{loadgen}:N`) instead of spreading them.
+    #[arg(long)]
+    pub hash_tag: bool,
+    /// Key prefix of the streams.
+    #[arg(long, default_value = "loadgen")]
+    pub key_prefix: String,
+    /// Producer threads (one connection per node each).
+    #[arg(long, default_value_t = 2)]
+    pub producers: usize,
+    /// Consumer threads, all in one consumer group.
+    #[arg(long, default_value_t = 2)]
+    pub consumers: usize,
+    /// Consumer group name.
+    #[arg(long, default_value = "g")]
+    pub group: String,
+    /// XREADGROUP COUNT.
+    #[arg(long, default_value_t = 10)]
+    pub count: usize,
+    /// XREADGROUP BLOCK, milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub block_ms: u64,
+    /// Producer pipelining depth: at most this many *due* XADDs per round trip.
+    /// On schedule a producer sends one entry at a time; depth only lets a
+    /// producer that fell behind catch up instead of adding its own queueing.
+    #[arg(long, default_value_t = 16)]
+    pub pipeline: usize,
+    /// XADD MAXLEN ~ N (trimming may drop unread entries: losses then only warn).
+    #[arg(long)]
+    pub maxlen: Option<u64>,
+    /// Read with NOACK and send no XACK.
+    #[arg(long)]
+    pub noack: bool,
+    /// Fields per entry besides the bookkeeping ones.
+    #[arg(long, default_value_t = 1)]
+    pub fields: usize,
+    /// Bytes per payload field value.
+    #[arg(long, default_value_t = 16)]
+    pub value_size: usize,
+    /// Measured time, seconds (after the warmup).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Time before measuring, seconds: entries scheduled then are checked but not recorded.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// How long consumers keep reading after producers stop, seconds at most.
+    #[arg(long, default_value_t = 5.0)]
+    pub drain_timeout: f64,
+    /// Seed of the payload bytes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Width of a row of the latency table, microseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub bucket_us: u64,
+    /// Write every figure, the config and the target's INFO server as JSON.
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+    /// Write the merged histogram as an HdrHistogram interval log.
+    #[arg(long)]
+    #[serde(skip)]
+    pub hdr: Option<PathBuf>,
+    /// Write latency by percentile as an SVG plot.
+    #[arg(long)]
+    #[serde(skip)]
+    pub plot: Option<PathBuf>,
+    /// No progress output.
+    #[arg(long, short)]
+    #[serde(skip)]
+    pub quiet: bool,
+    /// Keep the stream keys after the run (they are deleted by default).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Options of the `xadd` throughput mode.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct XaddArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Client threads (one connection per node each).
+    #[arg(long, short = 'c', default_value_t = 50)]
+    pub clients: usize,
+    /// XADDs per round trip.
+    #[arg(long, short = 'P', default_value_t = 1)]
+    pub pipeline: usize,
+    /// Stream keys, chosen round-robin per call.
+    #[arg(long, default_value_t = 1)]
+    pub keys: usize,
+    /// Put all stream keys in one hash slot.
+    #[arg(long)]
+    pub hash_tag: bool,
+    /// Key prefix of the streams.
+    #[arg(long, default_value = "loadgen:xadd")]
+    pub key_prefix: String,
+    /// Total XADDs (0 = run for --duration).
+    #[arg(long, short = 'n', default_value_t = 0)]
+    pub requests: u64,
+    /// Seconds to run when --requests is 0.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Payload fields per entry.
+    #[arg(long, default_value_t = 1)]
+    pub fields: usize,
+    /// Bytes per field value.
+    #[arg(long, default_value_t = 16)]
+    pub value_size: usize,
+    /// XADD MAXLEN ~ N.
+    #[arg(long)]
+    pub maxlen: Option<u64>,
+    /// Seed of the payload bytes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the figures as JSON.
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+    /// No progress output.
+    #[arg(long, short)]
+    #[serde(skip)]
+    pub quiet: bool,
+    /// Keep the stream keys after the run.
+    #[arg(long)]
+    pub keep: bool,
+}

@@ -1,0 +1,321 @@
+//! XREADGROUP BLOCK + XACK; latency = receive time − scheduled send time.
+//!
+//! One histogram per consumer thread (µs, 1 µs..60 s, 3 digits), merged by
+//! the report; a copy of the last few hundred ms goes to the progress line.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use redis::{RedisResult, Value};
+
+use crate::latency::{new_histogram, Plan};
+use crate::seen::Seen;
+use crate::target::{slot_of, Router};
+
+/// What a consumer saw, for the report.
+#[derive(Debug)]
+pub struct ConsumerStats {
+    /// Latencies of entries scheduled inside the measured window, µs.
+    pub hist: Histogram<u64>,
+    /// Every (producer, seq) received.
+    pub seen: Seen,
+    /// Sum of XACK replies.
+    pub acked: u64,
+}
+
+/// One entry as read back: who sent it, when it was due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    pub due_ns: u64,
+    pub producer: usize,
+    pub seq: u64,
+}
+
+/// Streams read together in one XREADGROUP: they live on one node (and, in
+/// cluster mode, in one slot, since Redis Cluster refuses cross-slot reads).
+#[derive(Debug, Clone)]
+pub struct ReadSet {
+    pub keys: Vec<String>,
+    pub slot: u16,
+}
+
+/// Run consumer `id` until told to stop.
+pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> ConsumerStats {
+    let shared = &plan.shared;
+    let name = format!("c{id}");
+    let mut stats = ConsumerStats {
+        hist: new_histogram(),
+        seen: Seen::default(),
+        acked: 0,
+    };
+    let mut live = new_histogram();
+    let mut last_flush_ns = shared.now_ns();
+    let mut idle_pass = false;
+    while !shared.stop_consumers.load(Ordering::Relaxed) {
+        let mut got_any = false;
+        for set in &sets {
+            // With one read set we block as asked. With several, a pass first
+            // polls each without blocking and only then waits briefly on each.
+            let block_ms = if sets.len() == 1 {
+                Some(plan.args.block_ms)
+            } else if idle_pass {
+                Some(1)
+            } else {
+                None
+            };
+            let node = router.topo.node_of_slot(set.slot);
+            let mut cmd = redis::cmd("XREADGROUP");
+            cmd.arg("GROUP")
+                .arg(&plan.args.group)
+                .arg(&name)
+                .arg("COUNT")
+                .arg(plan.args.count.max(1));
+            if let Some(b) = block_ms {
+                cmd.arg("BLOCK").arg(b);
+            }
+            if plan.args.noack {
+                cmd.arg("NOACK");
+            }
+            cmd.arg("STREAMS").arg(&set.keys);
+            for _ in &set.keys {
+                cmd.arg(">");
+            }
+            let reply: RedisResult<Value> = router.conn(node).and_then(|c| cmd.query(c));
+            let now_ns = shared.now_ns();
+            let reply = match reply {
+                Ok(v) => v,
+                Err(err) => {
+                    if !router.handle_error(node, &err) {
+                        shared.error(format!("XREADGROUP: {err}"));
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    continue;
+                }
+            };
+            let mut to_ack: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+            let mut n = 0u64;
+            for_each_entry(&reply, |key, id, fields| {
+                let entry = parse_fields(fields);
+                match entry {
+                    Some(e) => {
+                        stats.seen.record(e.producer, e.seq);
+                        if e.due_ns >= plan.measure_from_ns && e.due_ns < plan.end_ns {
+                            let lat_us = (now_ns.saturating_sub(e.due_ns) / 1_000).max(1);
+                            stats.hist.saturating_record(lat_us);
+                            live.saturating_record(lat_us);
+                        }
+                    }
+                    None => shared.error("entry without t/p/n fields".into()),
+                }
+                n += 1;
+                if !plan.args.noack {
+                    match to_ack.iter_mut().find(|(k, _)| k.as_slice() == key) {
+                        Some((_, ids)) => ids.push(id.to_vec()),
+                        None => to_ack.push((key.to_vec(), vec![id.to_vec()])),
+                    }
+                }
+            });
+            if n > 0 {
+                got_any = true;
+                shared.received.fetch_add(n, Ordering::Relaxed);
+            }
+            if !to_ack.is_empty() {
+                stats.acked += ack(plan, &mut router, &to_ack);
+            }
+        }
+        idle_pass = !got_any;
+        let now = shared.now_ns();
+        if now - last_flush_ns > 100_000_000 {
+            if let Ok(mut h) = shared.live.lock() {
+                let _ = h.add(&live);
+            }
+            live.reset();
+            last_flush_ns = now;
+        }
+    }
+    stats
+}
+
+/// XACK the ids, one pipeline per node; returns how many the server acknowledged.
+fn ack(plan: &Plan, router: &mut Router, to_ack: &[(Vec<u8>, Vec<Vec<u8>>)]) -> u64 {
+    let shared = &plan.shared;
+    let mut acked = 0;
+    // Partition first: a MOVED below replaces the topology mid-loop.
+    let mut by_node: Vec<(usize, redis::Pipeline)> = Vec::new();
+    for (key, ids) in to_ack {
+        let node = router.topo.node_of_slot(slot_of(key));
+        let idx = match by_node.iter().position(|(n, _)| *n == node) {
+            Some(i) => i,
+            None => {
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors();
+                by_node.push((node, pipe));
+                by_node.len() - 1
+            }
+        };
+        if let Some((_, pipe)) = by_node.get_mut(idx) {
+            pipe.cmd("XACK").arg(key).arg(&plan.args.group).arg(ids);
+        }
+    }
+    for (node, pipe) in by_node {
+        let res: RedisResult<Vec<RedisResult<i64>>> = router.conn(node).and_then(|c| pipe.query(c));
+        match res {
+            Ok(replies) => {
+                for r in replies {
+                    match r {
+                        Ok(n) => acked += n.max(0) as u64,
+                        Err(err) => shared.error(format!("XACK: {err}")),
+                    }
+                }
+            }
+            Err(err) => {
+                router.handle_error(node, &err);
+                shared.error(format!("XACK pipeline: {err}"));
+            }
+        }
+    }
+    acked
+}
+
+/// Call `f(key, id, fields)` for every entry of an XREAD/XREADGROUP reply, in
+/// RESP2 (`[[key, [[id, [f, v, ...]], ...]], ...]`) or RESP3 (map of key → entries) shape.
+/// A null reply (BLOCK timed out) has no entries.
+pub fn for_each_entry(reply: &Value, mut f: impl FnMut(&[u8], &[u8], &[Value])) {
+    let mut per_key = |key: &Value, entries: &Value| {
+        let Some(key) = bytes(key) else { return };
+        let Value::Array(entries) = entries else {
+            return;
+        };
+        for e in entries {
+            let Value::Array(parts) = e else { continue };
+            let (Some(id), Some(fields)) = (parts.first().and_then(bytes), parts.get(1)) else {
+                continue;
+            };
+            match fields {
+                Value::Array(fv) => f(key, id, fv),
+                Value::Map(pairs) => {
+                    let flat: Vec<Value> = pairs
+                        .iter()
+                        .flat_map(|(k, v)| [k.clone(), v.clone()])
+                        .collect();
+                    f(key, id, &flat)
+                }
+                _ => f(key, id, &[]),
+            }
+        }
+    };
+    match reply {
+        Value::Array(streams) => {
+            for s in streams {
+                if let Value::Array(kv) = s {
+                    if let (Some(k), Some(es)) = (kv.first(), kv.get(1)) {
+                        per_key(k, es);
+                    }
+                }
+            }
+        }
+        Value::Map(pairs) => {
+            for (k, es) in pairs {
+                per_key(k, es);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// The bookkeeping fields `t`, `p`, `n` of an entry's field/value list.
+pub fn parse_fields(fields: &[Value]) -> Option<Received> {
+    let (mut t, mut p, mut n) = (None, None, None);
+    for pair in fields.chunks(2) {
+        let [k, v] = pair else { break };
+        let num = || -> Option<u64> { std::str::from_utf8(bytes(v)?).ok()?.parse().ok() };
+        match bytes(k)? {
+            b"t" => t = num(),
+            b"p" => p = num(),
+            b"n" => n = num(),
+            _ => {}
+        }
+        if t.is_some() && p.is_some() && n.is_some() {
+            break;
+        }
+    }
+    Some(Received {
+        due_ns: t?,
+        producer: usize::try_from(p?).ok()?,
+        seq: n?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn reply_walk_and_fields() {
+        let entry = |id: &str, t: &str, p: &str, n: &str| {
+            Value::Array(vec![
+                bulk(id),
+                Value::Array(vec![
+                    bulk("t"),
+                    bulk(t),
+                    bulk("p"),
+                    bulk(p),
+                    bulk("n"),
+                    bulk(n),
+                    bulk("f0"),
+                    bulk("xx"),
+                ]),
+            ])
+        };
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                bulk("s0"),
+                Value::Array(vec![
+                    entry("1-0", "100", "0", "7"),
+                    entry("1-1", "200", "1", "8"),
+                ]),
+            ]),
+            Value::Array(vec![
+                bulk("s1"),
+                Value::Array(vec![entry("2-0", "300", "0", "9")]),
+            ]),
+        ]);
+        let mut seen = Vec::new();
+        for_each_entry(&reply, |k, id, f| {
+            seen.push((
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(id).into_owned(),
+                parse_fields(f),
+            ))
+        });
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0].0, "s0");
+        assert_eq!(seen[1].1, "1-1");
+        assert_eq!(
+            seen[1].2,
+            Some(Received {
+                due_ns: 200,
+                producer: 1,
+                seq: 8
+            })
+        );
+        assert_eq!(seen[2].0, "s1");
+        let mut none = 0;
+        for_each_entry(&Value::Nil, |_, _, _| none += 1);
+        assert_eq!(none, 0);
+        assert_eq!(parse_fields(&[bulk("t"), bulk("1")]), None);
+    }
+}

@@ -1,0 +1,431 @@
+//! The latency test: set up streams and group, run producers and consumers on
+//! one shared monotonic clock, drain, check exactly-once, report.
+//!
+//! Timeline (ns since `Shared::epoch`): consumers connect and block; the first
+//! entry is due at `start_ns`; entries due before `measure_from_ns` (warmup)
+//! are checked but not recorded; producers stop at `end_ns`; consumers keep
+//! reading until every sent entry arrived or the drain timeout passes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use redis::Value;
+
+use crate::cli::LatencyArgs;
+use crate::consumer::{self, ReadSet};
+use crate::producer;
+use crate::progress::Progress;
+use crate::report::{LatencyReport, Totals};
+use crate::seen::Seen;
+use crate::target::{slot_of, Router, Topology};
+
+/// A histogram of µs latencies: 1 µs..60 s, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// State shared by every thread of a run.
+#[derive(Debug)]
+pub struct Shared {
+    /// The one clock: producers stamp entries with ns since this instant and
+    /// consumers subtract from it. Valid because all threads share one process.
+    pub epoch: Instant,
+    pub stop_producers: AtomicBool,
+    pub stop_consumers: AtomicBool,
+    /// XADDs the server accepted.
+    pub sent: AtomicU64,
+    /// Entries read back (duplicates included).
+    pub received: AtomicU64,
+    pub errors: AtomicU64,
+    /// First few error messages, for the report.
+    pub error_samples: Mutex<Vec<String>>,
+    /// Recent latencies for the progress line; the progress thread drains it.
+    pub live: Mutex<Histogram<u64>>,
+}
+
+impl Shared {
+    pub fn new() -> Shared {
+        Shared {
+            epoch: Instant::now(),
+            stop_producers: AtomicBool::new(false),
+            stop_consumers: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            error_samples: Mutex::new(Vec::new()),
+            live: Mutex::new(new_histogram()),
+        }
+    }
+
+    /// Nanoseconds since the epoch.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Count an error, keeping the first few messages.
+    pub fn error(&self, msg: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut s) = self.error_samples.lock() {
+            if s.len() < 5 {
+                s.push(msg);
+            }
+        }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Everything a worker needs to know, fixed before threads start.
+#[derive(Debug)]
+pub struct Plan {
+    pub args: LatencyArgs,
+    pub shared: Arc<Shared>,
+    pub keys: Vec<String>,
+    /// Field/value pairs appended to every entry.
+    pub payload: Vec<(String, Vec<u8>)>,
+    /// When entry 0 is due, ns since the epoch.
+    pub start_ns: u64,
+    /// Entries due before this are not recorded (warmup).
+    pub measure_from_ns: u64,
+    /// No entry is due at or after this; producers stop here.
+    pub end_ns: u64,
+}
+
+impl Plan {
+    /// Stream key for global entry index `k` (round-robin).
+    pub fn key_of(&self, k: u64) -> &str {
+        let n = self.keys.len().max(1) as u64;
+        self.keys.get((k % n) as usize).map_or("", String::as_str)
+    }
+
+    /// Scheduled send time of global entry `k` at `--rate` (open loop).
+    pub fn due_ns(&self, k: u64) -> u64 {
+        let rate = u128::from(self.args.rate.max(1));
+        self.start_ns + (u128::from(k) * 1_000_000_000 / rate) as u64
+    }
+
+    /// How many entries are due before `end_ns` at `--rate`.
+    pub fn scheduled_total(&self) -> u64 {
+        let span = u128::from(self.end_ns - self.start_ns);
+        (span * u128::from(self.args.rate)).div_ceil(1_000_000_000) as u64
+    }
+}
+
+/// Stream key names: `prefix:i`, or `{prefix}:i` with `--hash-tag`.
+pub fn stream_keys(prefix: &str, n: usize, hash_tag: bool) -> Vec<String> {
+    (0..n.max(1))
+        .map(|i| {
+            if hash_tag {
+                format!("{{{prefix}}}:{i}")
+            } else {
+                format!("{prefix}:{i}")
+            }
+        })
+        .collect()
+}
+
+/// `fields` payload fields of `size` printable bytes, deterministic in `seed`.
+pub fn payload(fields: usize, size: usize, seed: u64) -> Vec<(String, Vec<u8>)> {
+    let mut x = seed.max(1);
+    (0..fields)
+        .map(|i| {
+            let v = (0..size)
+                .map(|_| {
+                    // xorshift64
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b'a' + (x % 26) as u8
+                })
+                .collect();
+            (format!("f{i}"), v)
+        })
+        .collect()
+}
+
+/// Group keys into read sets: all keys together on a standalone server; one
+/// set per slot in cluster mode.
+pub fn read_sets(keys: &[String], cluster: bool) -> Vec<ReadSet> {
+    if !cluster {
+        return vec![ReadSet {
+            keys: keys.to_vec(),
+            slot: keys.first().map_or(0, |k| slot_of(k.as_bytes())),
+        }];
+    }
+    let mut sets: Vec<ReadSet> = Vec::new();
+    for k in keys {
+        let slot = slot_of(k.as_bytes());
+        match sets.iter_mut().find(|s| s.slot == slot) {
+            Some(s) => s.keys.push(k.clone()),
+            None => sets.push(ReadSet {
+                keys: vec![k.clone()],
+                slot,
+            }),
+        }
+    }
+    sets
+}
+
+/// Read sets of consumer `c` of `consumers`: spread sets over consumers; if
+/// there are fewer sets than consumers, several consumers share a set.
+pub fn sets_for(sets: &[ReadSet], c: usize, consumers: usize) -> Vec<ReadSet> {
+    if sets.len() <= consumers {
+        return sets
+            .get(c % sets.len().max(1))
+            .cloned()
+            .into_iter()
+            .collect();
+    }
+    sets.iter()
+        .enumerate()
+        .filter(|(i, _)| i % consumers == c)
+        .map(|(_, s)| s.clone())
+        .collect()
+}
+
+/// Run one command on the node owning `key`, following one MOVED.
+fn keyed(router: &mut Router, key: &str, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+    let mut last = None;
+    for _ in 0..3 {
+        let node = router.topo.node_of_slot(slot_of(key.as_bytes()));
+        match router.conn(node).and_then(|c| cmd.query::<Value>(c)) {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                let retry = router.handle_error(node, &e);
+                last = Some(e);
+                if !retry {
+                    break;
+                }
+            }
+        }
+    }
+    match last {
+        Some(e) if e.redirect_node().is_some() && !router.cluster() => {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the target is a Redis Cluster node (it answered MOVED): add --cluster",
+                e.to_string(),
+            )))
+        }
+        Some(e) => Err(e),
+        None => Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "no node",
+        ))),
+    }
+}
+
+/// `INFO server` of the first node, as key/value pairs.
+pub fn server_info(router: &mut Router) -> std::collections::BTreeMap<String, String> {
+    let text: redis::RedisResult<String> = router
+        .conn(0)
+        .and_then(|c| redis::cmd("INFO").arg("server").query(c));
+    text.unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Run the latency test against `url`. Returns the report (whether it passed
+/// is `report.passed`) and the merged histogram.
+pub fn run(
+    args: &LatencyArgs,
+    url: &str,
+    target_desc: String,
+) -> Result<(LatencyReport, Histogram<u64>), String> {
+    let cluster = args.target.cluster;
+    let topo = if cluster {
+        Topology::discover(url)
+    } else {
+        Topology::single(url)
+    }
+    .map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let mut admin = Router::new(url, topo.clone(), cluster);
+    let info = server_info(&mut admin);
+
+    let keys = stream_keys(&args.key_prefix, args.streams, args.hash_tag);
+    for k in &keys {
+        keyed(&mut admin, k, redis::cmd("DEL").arg(k)).map_err(|e| format!("DEL {k}: {e}"))?;
+        keyed(
+            &mut admin,
+            k,
+            redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(k)
+                .arg(&args.group)
+                .arg("0")
+                .arg("MKSTREAM"),
+        )
+        .map_err(|e| format!("XGROUP CREATE {k}: {e}"))?;
+    }
+
+    let shared = Arc::new(Shared::new());
+    // Give consumers time to connect and block before the first entry is due.
+    let start_ns = shared.now_ns() + 200_000_000;
+    let measure_from_ns = start_ns + (args.warmup.max(0.0) * 1e9) as u64;
+    let end_ns = measure_from_ns + (args.duration.max(0.0) * 1e9) as u64;
+    let plan = Arc::new(Plan {
+        args: args.clone(),
+        shared: shared.clone(),
+        keys: keys.clone(),
+        payload: payload(args.fields, args.value_size, args.seed),
+        start_ns,
+        measure_from_ns,
+        end_ns,
+    });
+
+    let sets = read_sets(&keys, cluster);
+    let consumers = args.consumers.max(1);
+    if sets.len() > consumers && !args.quiet {
+        eprintln!(
+            "note: {} slots of streams for {consumers} consumers: each consumer polls several \
+             slots (BLOCK 1 ms each), which adds latency; use --consumers {} or --hash-tag",
+            sets.len(),
+            sets.len()
+        );
+    }
+    let mut consumer_threads = Vec::new();
+    for c in 0..consumers {
+        let plan = plan.clone();
+        let mine = sets_for(&sets, c, consumers);
+        let router = Router::new(url, topo.clone(), cluster);
+        consumer_threads.push(
+            std::thread::Builder::new()
+                .name(format!("consumer-{c}"))
+                .spawn(move || consumer::run(&plan, c, mine, router))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let mut producer_threads = Vec::new();
+    for p in 0..args.producers.max(1) {
+        let plan = plan.clone();
+        let router = Router::new(url, topo.clone(), cluster);
+        producer_threads.push(
+            std::thread::Builder::new()
+                .name(format!("producer-{p}"))
+                .spawn(move || producer::run(&plan, p, router))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+
+    let mut progress = Progress::new(args.quiet, end_ns, shared.clone());
+    // Producers run until end_ns; allow them a short grace to finish a pipeline.
+    while shared.now_ns() < end_ns {
+        progress.tick();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    shared.stop_producers.store(true, Ordering::Relaxed);
+    let mut pstats = Vec::new();
+    for t in producer_threads {
+        pstats.push(t.join().map_err(|_| "a producer panicked".to_string())?);
+    }
+    let sent: u64 = pstats.iter().map(|s| s.sent).sum();
+    let last_send_ns = pstats
+        .iter()
+        .map(|s| s.last_send_ns)
+        .max()
+        .unwrap_or(end_ns);
+
+    // Drain: wait until everything sent was received, or the timeout.
+    let drain_deadline = shared.now_ns() + (args.drain_timeout.max(0.0) * 1e9) as u64;
+    while shared.received.load(Ordering::Relaxed) < sent && shared.now_ns() < drain_deadline {
+        progress.tick();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    shared.stop_consumers.store(true, Ordering::Relaxed);
+    let mut cstats = Vec::new();
+    for t in consumer_threads {
+        cstats.push(t.join().map_err(|_| "a consumer panicked".to_string())?);
+    }
+    progress.finish();
+
+    let mut hist = new_histogram();
+    let mut seen = Seen::default();
+    let mut acked = 0;
+    for c in &cstats {
+        hist.add(&c.hist)
+            .map_err(|e| format!("merging histograms: {e:?}"))?;
+        seen.merge(&c.seen);
+        acked += c.acked;
+    }
+    if !args.keep {
+        for k in &keys {
+            let _ = keyed(&mut admin, k, redis::cmd("DEL").arg(k));
+        }
+    }
+    let send_span_s = (last_send_ns.max(start_ns + 1) - start_ns) as f64 / 1e9;
+    let errors = shared.errors.load(Ordering::Relaxed);
+    let error_samples = shared
+        .error_samples
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_default();
+    let totals = Totals {
+        sent,
+        unsent: pstats.iter().map(|s| s.unsent).sum(),
+        received: seen.received,
+        unique: seen.unique(),
+        acked,
+        errors,
+        error_samples,
+        elapsed_s: send_span_s,
+    };
+    let report = LatencyReport::build(args, target_desc, info, &hist, totals);
+    Ok((report, hist))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sets_and_schedule() {
+        let keys = stream_keys("lg", 4, true);
+        assert_eq!(keys[3], "{lg}:3");
+        assert_eq!(read_sets(&keys, true).len(), 1);
+        let spread = stream_keys("lg", 4, false);
+        assert_eq!(read_sets(&spread, false).len(), 1);
+        let sets = read_sets(&spread, true);
+        assert_eq!(sets.iter().map(|s| s.keys.len()).sum::<usize>(), 4);
+        // Every set is read by some consumer, and each consumer reads something.
+        for consumers in 1..6 {
+            let mut covered = 0;
+            for c in 0..consumers {
+                let mine = sets_for(&sets, c, consumers);
+                assert!(!mine.is_empty());
+                covered += mine.len();
+            }
+            assert!(covered >= sets.len());
+        }
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from(["loadgen", "--rate", "3"]);
+        let plan = Plan {
+            args: cli.latency,
+            shared: Arc::new(Shared::new()),
+            keys: spread.clone(),
+            payload: Vec::new(),
+            start_ns: 1_000,
+            measure_from_ns: 1_000,
+            end_ns: 1_000 + 2_000_000_000,
+        };
+        assert_eq!(plan.due_ns(0), 1_000);
+        assert_eq!(plan.due_ns(1), 1_000 + 333_333_333);
+        assert_eq!(plan.due_ns(6), 1_000 + 2_000_000_000);
+        // Due before end_ns: entries 0..=5.
+        assert_eq!(plan.scheduled_total(), 6);
+        assert_eq!(plan.key_of(5), "lg:1");
+        let p = payload(2, 5, 9);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].0, "f1");
+        assert_eq!(p[0].1.len(), 5);
+        assert_eq!(p, payload(2, 5, 9));
+        assert_ne!(p, payload(2, 5, 10));
+    }
+}

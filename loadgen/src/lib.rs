@@ -1,0 +1,65 @@
+//! loadgen: end-to-end XADD → XREADGROUP latency, against shardstream or any Redis.
+//!
+//! # Layout
+//! - [`cli`]: options of the latency test and of `loadgen xadd`.
+//! - [`target`]: connections, CLUSTER SLOTS routing, MOVED.
+//! - [`latency`]: the run: setup, threads on one clock, drain, exactly-once check.
+//! - [`producer`]: paced XADD carrying the scheduled send time (no coordinated omission).
+//! - [`consumer`]: XREADGROUP BLOCK + XACK, latency into a per-thread histogram.
+//! - [`seen`]: per-producer bitmaps for lost/duplicate detection.
+//! - [`report`]: the docs' bucket table, percentiles, JSON, HdrHistogram log.
+//! - [`plot`]: latency-by-percentile SVG.
+//! - [`xadd`]: throughput mode.
+//! - [`progress`]: live rate and p99.
+
+pub mod cli;
+pub mod consumer;
+pub mod latency;
+pub mod plot;
+pub mod producer;
+pub mod progress;
+pub mod report;
+pub mod seen;
+pub mod target;
+pub mod xadd;
+
+use cli::TargetArgs;
+use shardstream::server::ServerHandle;
+
+/// Where a run goes: a URL plus, for the embedded default, the server to stop afterwards.
+pub struct Resolved {
+    pub url: String,
+    /// Shown in reports.
+    pub desc: String,
+    pub embedded: Option<ServerHandle>,
+}
+
+/// The URL given, or (with no target) shardstream started in-process on 127.0.0.1:0.
+pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
+    if let Some(url) = target.url() {
+        return Ok(Resolved {
+            desc: url.clone(),
+            url,
+            embedded: None,
+        });
+    }
+    let mut config = shardstream::config::Config {
+        bind: "127.0.0.1".into(),
+        port: 0,
+        pin: false,
+        dir: std::env::temp_dir().join(format!("loadgen-embedded-{}", std::process::id())),
+        ..shardstream::config::Config::default()
+    };
+    if let Some(s) = target.embedded_shards {
+        config.shards = s.max(1);
+    }
+    let shards = config.shards;
+    let handle = shardstream::server::start(config)
+        .map_err(|e| format!("starting embedded shardstream: {e}"))?;
+    let addr = handle.addr();
+    Ok(Resolved {
+        url: format!("redis://{addr}/"),
+        desc: format!("embedded shardstream at {addr} ({shards} shards)"),
+        embedded: Some(handle),
+    })
+}

@@ -1,0 +1,197 @@
+//! Paced XADD: each entry carries its *scheduled* send time, so a slow server
+//! shows up as latency instead of as a lower send rate (coordinated omission).
+//!
+//! Entry fields: `t` = scheduled send time (ns since the shared epoch), `p` =
+//! producer id, `n` = the producer's sequence number, then the payload fields
+//! `f0`, `f1`, ... of `--value-size` bytes each.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use redis::{RedisResult, Value};
+
+use crate::latency::Plan;
+use crate::target::{slot_of, Router};
+
+/// One entry waiting to be sent (or re-sent after MOVED).
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// Global schedule index: entry `k` is due at `start + k × period`.
+    k: u64,
+    /// This producer's sequence number.
+    seq: u64,
+    /// Scheduled send time, ns since the epoch.
+    due_ns: u64,
+}
+
+/// What a producer did, for the report.
+#[derive(Debug, Default, Clone)]
+pub struct ProducerStats {
+    /// Entries the server accepted.
+    pub sent: u64,
+    /// Entries scheduled before the end that were never sent (producer fell behind).
+    pub unsent: u64,
+    /// Time of the last accepted XADD, ns since the epoch.
+    pub last_send_ns: u64,
+}
+
+/// Run producer `id` until the plan's end (or the stop flag).
+pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
+    let shared = &plan.shared;
+    let producers = plan.args.producers.max(1) as u64;
+    let depth = plan.args.pipeline.max(1);
+    let mut stats = ProducerStats::default();
+    let mut next_k = id as u64;
+    let mut next_seq = 0u64;
+    let mut retry: Vec<Pending> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::with_capacity(depth);
+    loop {
+        if shared.stop_producers.load(Ordering::Relaxed) {
+            break;
+        }
+        let now = shared.now_ns();
+        batch.clear();
+        batch.append(&mut retry);
+        match plan.args.rate {
+            rate if rate > 0 => {
+                let due = |k: u64| plan.due_ns(k);
+                let first_due = due(next_k);
+                if first_due >= plan.end_ns && batch.is_empty() {
+                    break;
+                }
+                if first_due > now && batch.is_empty() {
+                    sleep_until(shared, first_due);
+                    continue;
+                }
+                while batch.len() < depth {
+                    let d = due(next_k);
+                    if d > now || d >= plan.end_ns {
+                        break;
+                    }
+                    batch.push(Pending {
+                        k: next_k,
+                        seq: next_seq,
+                        due_ns: d,
+                    });
+                    next_k += producers;
+                    next_seq += 1;
+                }
+            }
+            _ => {
+                if now >= plan.end_ns {
+                    break;
+                }
+                while batch.len() < depth {
+                    batch.push(Pending {
+                        k: next_k,
+                        seq: next_seq,
+                        due_ns: now,
+                    });
+                    next_k += producers;
+                    next_seq += 1;
+                }
+            }
+        }
+        send_batch(plan, id, &mut router, &batch, &mut retry, &mut stats);
+    }
+    // Anything still scheduled before the end was never sent.
+    if plan.args.rate > 0 {
+        let total_due = plan.scheduled_total();
+        let mine = (total_due + producers - 1 - id as u64) / producers;
+        stats.unsent = mine.saturating_sub(next_seq) + retry.len() as u64;
+    }
+    stats
+}
+
+/// Sleep until `due_ns`, spinning for the last stretch so the send is not late
+/// by the scheduler's wake-up slack.
+fn sleep_until(shared: &crate::latency::Shared, due_ns: u64) {
+    const SPIN_NS: u64 = 60_000;
+    loop {
+        let now = shared.now_ns();
+        if now >= due_ns || shared.stop_producers.load(Ordering::Relaxed) {
+            return;
+        }
+        let left = due_ns - now;
+        if left > SPIN_NS {
+            std::thread::sleep(Duration::from_nanos(left - SPIN_NS));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Send `batch` as one pipeline per node; MOVED entries go to `retry`.
+fn send_batch(
+    plan: &Plan,
+    id: usize,
+    router: &mut Router,
+    batch: &[Pending],
+    retry: &mut Vec<Pending>,
+    stats: &mut ProducerStats,
+) {
+    let shared = &plan.shared;
+    // Partition before sending anything: a MOVED below replaces the topology,
+    // and re-partitioning mid-batch would send some entries twice.
+    let mut by_node: Vec<(usize, Vec<&Pending>)> = Vec::new();
+    for e in batch {
+        let node = router
+            .topo
+            .node_of_slot(slot_of(plan.key_of(e.k).as_bytes()));
+        match by_node.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, v)) => v.push(e),
+            None => by_node.push((node, vec![e])),
+        }
+    }
+    for (node, mine) in by_node {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for e in &mine {
+            let cmd = pipe.cmd("XADD").arg(plan.key_of(e.k));
+            if let Some(m) = plan.args.maxlen {
+                cmd.arg("MAXLEN").arg("~").arg(m);
+            }
+            cmd.arg("*")
+                .arg("t")
+                .arg(e.due_ns)
+                .arg("p")
+                .arg(id)
+                .arg("n")
+                .arg(e.seq);
+            for (f, v) in &plan.payload {
+                cmd.arg(f.as_str()).arg(v.as_slice());
+            }
+        }
+        let res: RedisResult<Vec<RedisResult<Value>>> =
+            router.conn(node).and_then(|c| pipe.query(c));
+        match res {
+            Ok(replies) => {
+                let now = shared.now_ns();
+                for (e, r) in mine.iter().zip(replies) {
+                    match r {
+                        Ok(_) => {
+                            stats.sent += 1;
+                            stats.last_send_ns = now;
+                            shared.sent.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(err) => {
+                            if router.handle_error(node, &err) {
+                                retry.push(**e);
+                            } else {
+                                shared.error(format!("XADD: {err}"));
+                            }
+                        }
+                    }
+                }
+            }
+            Err(err) => {
+                // The whole round trip failed: we cannot tell which entries
+                // landed, so count them as errors and move on.
+                router.handle_error(node, &err);
+                for _ in &mine {
+                    shared.error(format!("XADD pipeline: {err}"));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,633 @@
+//! Consumer groups: pure data, no threads, no IO, no clocks (time is a
+//! parameter, in ms since the Unix epoch).
+//!
+//! A [`ConsumerGroup`] holds the group's last-delivered ID, its logical read
+//! counter (`entries_read`, for lag), the group PEL ordered by ID and its
+//! consumers. Each consumer keeps its own ordered set of pending IDs; the two
+//! views are kept consistent by every method here (no caller can reach one
+//! without the other).
+//!
+//! Memory: a pending entry is one `(StreamId, PendingEntry)` slot in the group
+//! PEL (16 + 24 bytes) plus one `StreamId` in its consumer's set (16 bytes).
+//! The owning consumer is a `u32` index into the group's consumer slab, not a
+//! copy of its name.
+//!
+//! Lag and `entries_read` follow Redis 7's rules, computed from a
+//! [`StreamCounters`] snapshot of the stream's metadata.
+//!
+//! # Source
+//! redis/src/stream.h (`streamCG`, `streamConsumer`, `streamNACK`) and
+//! t_stream.c (`streamCreateCG`, `streamCreateConsumer`, `streamReplyWithRange`
+//! group bookkeeping, `streamRangeHasTombstones`,
+//! `streamEstimateDistanceFromFirstEverEntry`, `streamReplyWithCGLag`), 7.x.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+
+use super::{Stream, StreamId};
+
+/// Index of a consumer in its group's slab. Valid until that consumer is
+/// deleted; the group never keeps a PEL entry pointing at a deleted consumer.
+pub type ConsumerId = u32;
+
+/// One entry of a group's PEL (Redis `streamNACK`): delivered, not yet acked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingEntry {
+    /// Last delivery time, ms since the Unix epoch.
+    pub delivery_time_ms: u64,
+    /// Times delivered; 1 on first delivery.
+    pub delivery_count: u64,
+    /// Owning consumer (index into the group's consumer slab).
+    pub consumer: ConsumerId,
+}
+
+/// A consumer of a group (Redis `streamConsumer`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consumer {
+    /// The consumer's name.
+    pub name: Bytes,
+    /// IDs of the group PEL entries this consumer owns, ascending.
+    pub pel: BTreeSet<StreamId>,
+    /// Last attempted interaction (XREADGROUP, XCLAIM, XAUTOCLAIM), ms since
+    /// the Unix epoch; `idle` of XINFO CONSUMERS is measured from it.
+    pub seen_time_ms: u64,
+    /// Last successful interaction (entries read or claimed), ms since the
+    /// Unix epoch; `None` if never (`inactive` is then -1).
+    pub active_time_ms: Option<u64>,
+}
+
+/// A consumer group (Redis `streamCG`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerGroup {
+    /// Last ID delivered to a consumer with `>` (or set by CREATE/SETID/XCLAIM LASTID).
+    pub last_id: StreamId,
+    /// Logical read counter: how many stream entries the group has read,
+    /// counting from the first ever; `None` when unknown (Redis's -1).
+    pub entries_read: Option<u64>,
+    pel: BTreeMap<StreamId, PendingEntry>,
+    /// Consumer slab; `None` slots are free (listed in `free`).
+    slab: Vec<Option<Consumer>>,
+    free: Vec<ConsumerId>,
+    by_name: BTreeMap<Bytes, ConsumerId>,
+}
+
+impl ConsumerGroup {
+    /// A group with no consumers and an empty PEL (XGROUP CREATE).
+    pub fn new(last_id: StreamId, entries_read: Option<u64>) -> Self {
+        ConsumerGroup {
+            last_id,
+            entries_read,
+            ..Default::default()
+        }
+    }
+
+    /// The group PEL, ordered by ID.
+    pub fn pel(&self) -> &BTreeMap<StreamId, PendingEntry> {
+        &self.pel
+    }
+
+    /// The pending entry `id`, if any.
+    pub fn pending(&self, id: StreamId) -> Option<&PendingEntry> {
+        self.pel.get(&id)
+    }
+
+    /// Number of consumers.
+    pub fn consumer_count(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// The consumer with this index. `None` for a freed or unknown index.
+    pub fn consumer(&self, id: ConsumerId) -> Option<&Consumer> {
+        self.slab.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// The index of the consumer named `name`.
+    pub fn consumer_id(&self, name: &[u8]) -> Option<ConsumerId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The consumer named `name`.
+    pub fn consumer_by_name(&self, name: &[u8]) -> Option<&Consumer> {
+        self.consumer_id(name).and_then(|id| self.consumer(id))
+    }
+
+    /// Consumers in name order (as Redis's rax lists them).
+    pub fn consumers(&self) -> impl Iterator<Item = &Consumer> + '_ {
+        self.by_name.values().filter_map(|&id| self.consumer(id))
+    }
+
+    /// Name of consumer `id` (empty if unknown, which the group never lets happen
+    /// for an index stored in its PEL).
+    pub fn consumer_name(&self, id: ConsumerId) -> Bytes {
+        self.consumer(id)
+            .map(|c| c.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// Finds or creates the consumer `name` (created with `seen_time_ms = now_ms`
+    /// and no active time). Returns its index and whether it was created.
+    ///
+    /// # Source
+    /// `streamLookupConsumer` + `streamCreateConsumer`.
+    pub fn get_or_create_consumer(&mut self, name: &Bytes, now_ms: u64) -> (ConsumerId, bool) {
+        if let Some(id) = self.consumer_id(name) {
+            return (id, false);
+        }
+        let consumer = Consumer {
+            name: name.clone(),
+            pel: BTreeSet::new(),
+            seen_time_ms: now_ms,
+            active_time_ms: None,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                if let Some(slot) = self.slab.get_mut(id as usize) {
+                    *slot = Some(consumer);
+                }
+                id
+            }
+            None => {
+                self.slab.push(Some(consumer));
+                (self.slab.len() - 1) as ConsumerId
+            }
+        };
+        self.by_name.insert(name.clone(), id);
+        (id, true)
+    }
+
+    /// Mutable access to consumer `id` (its times; its PEL only through the group).
+    fn consumer_mut(&mut self, id: ConsumerId) -> Option<&mut Consumer> {
+        self.slab.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// Sets the consumer's seen time (any attempted interaction).
+    pub fn touch_seen(&mut self, id: ConsumerId, now_ms: u64) {
+        if let Some(c) = self.consumer_mut(id) {
+            c.seen_time_ms = now_ms;
+        }
+    }
+
+    /// Sets the consumer's seen and active times (a successful interaction).
+    pub fn touch_active(&mut self, id: ConsumerId, now_ms: u64) {
+        if let Some(c) = self.consumer_mut(id) {
+            c.seen_time_ms = now_ms;
+            c.active_time_ms = Some(now_ms);
+        }
+    }
+
+    /// `XGROUP DELCONSUMER`: removes the consumer and its pending entries
+    /// (from the group PEL too). Returns how many entries it had pending, or
+    /// `None` if there is no such consumer.
+    ///
+    /// # Source
+    /// `streamDelConsumer`.
+    pub fn delete_consumer(&mut self, name: &[u8]) -> Option<u64> {
+        let id = self.by_name.remove(name)?;
+        let consumer = self.slab.get_mut(id as usize)?.take()?;
+        for pid in &consumer.pel {
+            self.pel.remove(pid);
+        }
+        self.free.push(id);
+        Some(consumer.pel.len() as u64)
+    }
+
+    /// Records a delivery of `id` to `consumer` by a `>` read: a new PEL
+    /// entry (count 1, time `now_ms`); if `id` was already pending (the group
+    /// was moved back with SETID), it is reassigned and its count reset to 1.
+    ///
+    /// # Source
+    /// `streamReplyWithRange` (the `raxTryInsert` / reassign path).
+    pub fn deliver(&mut self, id: StreamId, consumer: ConsumerId, now_ms: u64) {
+        let new = PendingEntry {
+            delivery_time_ms: now_ms,
+            delivery_count: 1,
+            consumer,
+        };
+        if let Some(old) = self.pel.insert(id, new) {
+            if let Some(c) = self.consumer_mut(old.consumer) {
+                c.pel.remove(&id);
+            }
+        }
+        if let Some(c) = self.consumer_mut(consumer) {
+            c.pel.insert(id);
+        }
+    }
+
+    /// Redelivery from a consumer's own history (XREADGROUP with an explicit
+    /// ID): time becomes `now_ms`, count goes up by one.
+    pub fn redeliver(&mut self, id: StreamId, now_ms: u64) {
+        if let Some(p) = self.pel.get_mut(&id) {
+            p.delivery_time_ms = now_ms;
+            p.delivery_count = p.delivery_count.saturating_add(1);
+        }
+    }
+
+    /// `XACK`: removes `id` from the group PEL and its consumer's PEL.
+    /// Returns whether it was pending.
+    pub fn ack(&mut self, id: StreamId) -> bool {
+        let Some(p) = self.pel.remove(&id) else {
+            return false;
+        };
+        if let Some(c) = self.consumer_mut(p.consumer) {
+            c.pel.remove(&id);
+        }
+        true
+    }
+
+    /// Gives the pending entry `id` to `consumer` and sets its delivery time
+    /// and count (XCLAIM / XAUTOCLAIM). Creates the entry if it is not
+    /// pending (XCLAIM FORCE). The caller decides `delivery_count`.
+    ///
+    /// # Source
+    /// `xclaimCommand` / `xautoclaimCommand` NACK updates.
+    pub fn claim(
+        &mut self,
+        id: StreamId,
+        consumer: ConsumerId,
+        delivery_time_ms: u64,
+        delivery_count: u64,
+    ) {
+        let new = PendingEntry {
+            delivery_time_ms,
+            delivery_count,
+            consumer,
+        };
+        if let Some(old) = self.pel.insert(id, new) {
+            if old.consumer != consumer {
+                if let Some(c) = self.consumer_mut(old.consumer) {
+                    c.pel.remove(&id);
+                }
+            }
+        }
+        if let Some(c) = self.consumer_mut(consumer) {
+            c.pel.insert(id);
+        }
+    }
+
+    /// Pending IDs of `consumer` from `start` (inclusive), ascending.
+    pub fn consumer_pel_from(
+        &self,
+        consumer: ConsumerId,
+        start: StreamId,
+    ) -> impl Iterator<Item = StreamId> + '_ {
+        self.consumer(consumer)
+            .into_iter()
+            .flat_map(move |c| c.pel.range(start..).copied())
+    }
+
+    /// Sets the last-delivered ID and read counter (XGROUP SETID, and CREATE).
+    pub fn set_last_id(&mut self, last_id: StreamId, entries_read: Option<u64>) {
+        self.last_id = last_id;
+        self.entries_read = entries_read;
+    }
+
+    /// Advances the group past `id`, an entry just delivered by a `>` read
+    /// (so `id > last_id`), keeping `entries_read` exact when it can: +1 if
+    /// the counter is known and no tombstone lies at or after `id`, else a
+    /// fresh estimate.
+    ///
+    /// # Source
+    /// `streamReplyWithRange` (group branch).
+    pub fn advance_last_delivered(&mut self, id: StreamId, s: &StreamCounters) {
+        if id <= self.last_id {
+            return;
+        }
+        match self.entries_read {
+            Some(n) if !s.range_has_tombstones(id, StreamId::MAX) => {
+                self.entries_read = Some(n + 1);
+            }
+            _ if s.entries_added != 0 => {
+                self.entries_read = s.estimate_distance_from_first_ever_entry(id);
+            }
+            _ => {}
+        }
+        self.last_id = id;
+    }
+
+    /// XINFO GROUPS `lag`: entries not yet delivered to the group; `None` when
+    /// it cannot be computed (tombstones between the group and the tail, or an
+    /// unknown counter that cannot be estimated).
+    ///
+    /// # Source
+    /// `streamReplyWithCGLag`.
+    pub fn lag(&self, s: &StreamCounters) -> Option<u64> {
+        if s.entries_added == 0 {
+            return Some(0);
+        }
+        if let Some(n) = self.entries_read {
+            if !s.range_has_tombstones(self.last_id, StreamId::MAX) {
+                return Some(s.entries_added.saturating_sub(n));
+            }
+        }
+        s.estimate_distance_from_first_ever_entry(self.last_id)
+            .map(|n| s.entries_added.saturating_sub(n))
+    }
+
+    /// Estimated bytes for this group (PEL slots, consumer sets, names).
+    pub fn memory_usage_bytes(&self) -> usize {
+        let pel_slot = std::mem::size_of::<StreamId>() + std::mem::size_of::<PendingEntry>();
+        let set_slot = std::mem::size_of::<StreamId>();
+        // B-tree leaves are about 2/3 full; 11 slots of kv per node.
+        let pel = self.pel.len() * pel_slot * 3 / 2;
+        let sets: usize = self
+            .consumers()
+            .map(|c| c.pel.len() * set_slot * 3 / 2 + 2 * c.name.len() + 96)
+            .sum();
+        std::mem::size_of::<Self>() + pel + sets
+    }
+}
+
+/// A copy of the stream metadata the lag rules need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamCounters {
+    /// Live entries.
+    pub length: u64,
+    /// Last generated ID.
+    pub last_id: StreamId,
+    /// First live ID (0-0 if empty).
+    pub first_id: StreamId,
+    /// Greatest XDEL'ed ID (0-0: none).
+    pub max_deleted_entry_id: StreamId,
+    /// Entries ever appended.
+    pub entries_added: u64,
+}
+
+impl StreamCounters {
+    /// Whether a tombstone may lie in `[start, end]`: the stream is not empty,
+    /// has deleted something at or after its first entry, and the greatest
+    /// deleted ID falls in the range.
+    ///
+    /// # Source
+    /// `streamRangeHasTombstones`.
+    pub fn range_has_tombstones(&self, start: StreamId, end: StreamId) -> bool {
+        if self.length == 0 || self.max_deleted_entry_id == StreamId::MIN {
+            return false;
+        }
+        if self.first_id > self.max_deleted_entry_id {
+            return false;
+        }
+        start <= self.max_deleted_entry_id && self.max_deleted_entry_id <= end
+    }
+
+    /// The logical read counter of `id` (how many entries from the first
+    /// ever up to and including `id`), when it can be known.
+    ///
+    /// # Source
+    /// `streamEstimateDistanceFromFirstEverEntry`.
+    pub fn estimate_distance_from_first_ever_entry(&self, id: StreamId) -> Option<u64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        if self.length == 0 && id <= self.last_id {
+            return Some(self.entries_added);
+        }
+        if id == self.last_id {
+            return Some(self.entries_added);
+        }
+        if id > self.last_id {
+            return None;
+        }
+        let no_fragmentation = self.max_deleted_entry_id == StreamId::MIN
+            || (id < self.first_id && self.max_deleted_entry_id < self.first_id);
+        if no_fragmentation {
+            if id < self.first_id {
+                return Some(self.entries_added - self.length);
+            }
+            if id == self.first_id {
+                return Some(self.entries_added - self.length + 1);
+            }
+        }
+        None
+    }
+}
+
+impl Stream {
+    /// The metadata snapshot lag computations need.
+    pub fn counters(&self) -> StreamCounters {
+        StreamCounters {
+            length: self.length,
+            last_id: self.last_id,
+            first_id: self.first_id,
+            max_deleted_entry_id: self.max_deleted_entry_id,
+            entries_added: self.entries_added,
+        }
+    }
+
+    /// The groups, by name.
+    pub fn groups(&self) -> &BTreeMap<Bytes, ConsumerGroup> {
+        &self.groups
+    }
+
+    /// Mutable group map (XGROUP CREATE/DESTROY).
+    pub fn groups_mut(&mut self) -> &mut BTreeMap<Bytes, ConsumerGroup> {
+        &mut self.groups
+    }
+
+    /// The group `name`.
+    pub fn group(&self, name: &[u8]) -> Option<&ConsumerGroup> {
+        self.groups.get(name)
+    }
+
+    /// The group `name`, mutable.
+    pub fn group_mut(&mut self, name: &[u8]) -> Option<&mut ConsumerGroup> {
+        self.groups.get_mut(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{IdSpec, NodeLimits, TrimSpec, TrimStrategy};
+
+    fn id(ms: u64, seq: u64) -> StreamId {
+        StreamId::new(ms, seq)
+    }
+
+    fn stream_with(n: u64) -> Stream {
+        let mut s = Stream::new();
+        for i in 1..=n {
+            s.append(
+                IdSpec::Explicit(id(i, 0)),
+                &[(Bytes::from_static(b"f"), Bytes::from_static(b"v"))],
+                0,
+                NodeLimits::default(),
+            )
+            .unwrap();
+        }
+        s
+    }
+
+    /// Simulates a `>` read of `count` entries by `c`.
+    fn read_new(s: &mut Stream, g: &str, c: &str, count: usize, now: u64) -> Vec<StreamId> {
+        let counters = s.counters();
+        let start = s.group(g.as_bytes()).unwrap().last_id.next().unwrap();
+        let ids: Vec<StreamId> = s
+            .iter_range(start, StreamId::MAX, false)
+            .take(count)
+            .map(|e| e.id)
+            .collect();
+        let group = s.group_mut(g.as_bytes()).unwrap();
+        let (cid, _) = group.get_or_create_consumer(&Bytes::copy_from_slice(c.as_bytes()), now);
+        for &i in &ids {
+            group.deliver(i, cid, now);
+            group.advance_last_delivered(i, &counters);
+        }
+        ids
+    }
+
+    fn add_group(s: &mut Stream, name: &str, last: StreamId, read: Option<u64>) {
+        s.groups_mut().insert(
+            Bytes::copy_from_slice(name.as_bytes()),
+            ConsumerGroup::new(last, read),
+        );
+    }
+
+    fn lag(s: &Stream, g: &str) -> Option<u64> {
+        s.group(g.as_bytes()).unwrap().lag(&s.counters())
+    }
+
+    #[test]
+    fn lag_of_empty_never_used_stream_is_zero() {
+        let mut s = Stream::new();
+        add_group(&mut s, "g", StreamId::MIN, None);
+        assert_eq!(lag(&s, "g"), Some(0));
+    }
+
+    #[test]
+    fn lag_counts_down_as_group_reads() {
+        let mut s = stream_with(5);
+        add_group(&mut s, "g", StreamId::MIN, Some(0));
+        assert_eq!(lag(&s, "g"), Some(5));
+        assert_eq!(read_new(&mut s, "g", "c", 2, 10), vec![id(1, 0), id(2, 0)]);
+        assert_eq!(s.group(b"g").unwrap().entries_read, Some(2));
+        assert_eq!(lag(&s, "g"), Some(3));
+        read_new(&mut s, "g", "c", 10, 10);
+        assert_eq!(lag(&s, "g"), Some(0));
+        assert_eq!(s.group(b"g").unwrap().entries_read, Some(5));
+    }
+
+    #[test]
+    fn unknown_counter_at_zero_is_estimated() {
+        // XGROUP CREATE s g 0 without ENTRIESREAD: entries_read unknown,
+        // estimate says 0 entries before the first entry.
+        let mut s = stream_with(3);
+        add_group(&mut s, "g", StreamId::MIN, None);
+        assert_eq!(lag(&s, "g"), Some(3));
+        read_new(&mut s, "g", "c", 1, 0);
+        // First entry read: estimate == exact counter of the first entry.
+        assert_eq!(s.group(b"g").unwrap().entries_read, Some(1));
+        assert_eq!(lag(&s, "g"), Some(2));
+    }
+
+    #[test]
+    fn tombstone_ahead_makes_lag_null() {
+        let mut s = stream_with(5);
+        add_group(&mut s, "g", StreamId::MIN, Some(0));
+        read_new(&mut s, "g", "c", 1, 0);
+        assert!(s.delete(id(3, 0)));
+        // A tombstone after last_id: the counter cannot tell how much is left.
+        assert_eq!(lag(&s, "g"), None);
+        // Reading past the tombstone makes it exact again.
+        read_new(&mut s, "g", "c", 10, 0);
+        assert_eq!(s.group(b"g").unwrap().last_id, id(5, 0));
+        assert_eq!(lag(&s, "g"), Some(0));
+        assert_eq!(s.group(b"g").unwrap().entries_read, Some(5));
+    }
+
+    #[test]
+    fn tombstone_behind_keeps_lag() {
+        let mut s = stream_with(5);
+        add_group(&mut s, "g", StreamId::MIN, Some(0));
+        read_new(&mut s, "g", "c", 3, 0);
+        assert!(s.delete(id(2, 0)));
+        assert_eq!(lag(&s, "g"), Some(2));
+    }
+
+    #[test]
+    fn setid_to_last_id_estimates_exactly() {
+        let mut s = stream_with(4);
+        add_group(&mut s, "g", id(4, 0), None);
+        assert_eq!(lag(&s, "g"), Some(0));
+        s.group_mut(b"g").unwrap().set_last_id(id(2, 0), None);
+        // Middle ID without counter: unknown.
+        assert_eq!(lag(&s, "g"), None);
+    }
+
+    #[test]
+    fn trimmed_head_estimates_from_entries_added() {
+        let mut s = stream_with(6);
+        s.trim(
+            TrimSpec {
+                strategy: TrimStrategy::MaxLen(2),
+                approx: false,
+                limit: None,
+            },
+            NodeLimits::default(),
+        );
+        add_group(&mut s, "g", StreamId::MIN, None);
+        // 0-0 is before the first live entry: 4 entries gone before it.
+        assert_eq!(lag(&s, "g"), Some(2));
+        let c = s.counters();
+        assert_eq!(c.estimate_distance_from_first_ever_entry(id(5, 0)), Some(5));
+        assert_eq!(c.estimate_distance_from_first_ever_entry(id(7, 0)), None);
+    }
+
+    #[test]
+    fn emptied_stream_estimates_entries_added() {
+        let mut s = stream_with(2);
+        s.delete(id(1, 0));
+        s.delete(id(2, 0));
+        let c = s.counters();
+        assert!(!c.range_has_tombstones(StreamId::MIN, StreamId::MAX));
+        assert_eq!(
+            c.estimate_distance_from_first_ever_entry(StreamId::MIN),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn deliver_ack_and_reassign_keep_both_pels_in_step() {
+        let mut g = ConsumerGroup::new(StreamId::MIN, Some(0));
+        let (a, created) = g.get_or_create_consumer(&Bytes::from_static(b"a"), 1);
+        assert!(created);
+        let (b, _) = g.get_or_create_consumer(&Bytes::from_static(b"b"), 1);
+        g.deliver(id(1, 0), a, 5);
+        g.deliver(id(2, 0), a, 5);
+        g.redeliver(id(1, 0), 9);
+        assert_eq!(
+            g.pending(id(1, 0)),
+            Some(&PendingEntry {
+                delivery_time_ms: 9,
+                delivery_count: 2,
+                consumer: a
+            })
+        );
+        // Re-delivery with `>` after SETID back: moves to b, count reset.
+        g.deliver(id(1, 0), b, 11);
+        assert_eq!(g.pending(id(1, 0)).unwrap().delivery_count, 1);
+        assert_eq!(g.consumer(a).unwrap().pel.len(), 1);
+        assert_eq!(g.consumer(b).unwrap().pel.len(), 1);
+        g.claim(id(2, 0), b, 20, 7);
+        assert!(g.consumer(a).unwrap().pel.is_empty());
+        assert_eq!(g.consumer_pel_from(b, StreamId::MIN).count(), 2);
+        assert!(g.ack(id(2, 0)));
+        assert!(!g.ack(id(2, 0)));
+        assert_eq!(g.delete_consumer(b"b"), Some(1));
+        assert!(g.pel().is_empty());
+        assert_eq!(g.delete_consumer(b"b"), None);
+        // The freed slot is reused; names stay ordered.
+        let (c, _) = g.get_or_create_consumer(&Bytes::from_static(b"0c"), 1);
+        assert_eq!(c, b);
+        let names: Vec<_> = g.consumers().map(|c| c.name.clone()).collect();
+        assert_eq!(
+            names,
+            vec![Bytes::from_static(b"0c"), Bytes::from_static(b"a")]
+        );
+    }
+
+    #[test]
+    fn pending_entry_is_compact() {
+        assert!(std::mem::size_of::<PendingEntry>() <= 24);
+    }
+}

@@ -1,0 +1,125 @@
+//! Every `CmdError` variant's exact text, produced by a real command over a
+//! real socket, and the same texts from a real redis-server where it has them.
+mod common;
+
+use common::{test_config, RedisServer, RespClient, TestServer};
+use shardstream::config::Config;
+
+/// `(command, exact reply)` pairs that redis-server 7 answers identically.
+const SHARED: &[(&str, &str)] = &[
+    // WrongArity
+    ("GET", "-ERR wrong number of arguments for 'get' command"),
+    ("XADD s", "-ERR wrong number of arguments for 'xadd' command"),
+    ("CLIENT SETNAME", "-ERR wrong number of arguments for 'client|setname' command"),
+    // UnknownCommand
+    ("FOO a b", "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' "),
+    // UnknownSubcommand
+    ("CLIENT nope", "-ERR unknown subcommand 'nope'. Try CLIENT HELP."),
+    // Syntax
+    ("SET k v NX XX", "-ERR syntax error"),
+    // NotInteger
+    ("INCRBY k x", "-ERR value is not an integer or out of range"),
+    // NotFloat
+    ("INCRBYFLOAT k x", "-ERR value is not a valid float"),
+    // InvalidExpire
+    ("SET k v EX 0", "-ERR invalid expire time in 'set' command"),
+    // DbIndexOutOfRange
+    ("SELECT 16", "-ERR DB index is out of range"),
+    // InvalidStreamId
+    ("XADD s 1-x f v", "-ERR Invalid stream ID specified as stream command argument"),
+    // StreamIdZero
+    ("XADD s 0-0 f v", "-ERR The ID specified in XADD must be greater than 0-0"),
+    // StreamIdTooSmall (after the setup line below)
+    ("XADD s2 5-0 f v", "$3\r\n5-0"),
+    ("XADD s2 5-0 f v", "-ERR The ID specified in XADD is equal or smaller than the target stream top item"),
+    // StreamExhausted
+    ("XADD s3 18446744073709551615-18446744073709551615 f v", "$41\r\n18446744073709551615-18446744073709551615"),
+    ("XADD s3 * f v", "-ERR The stream has exhausted the last possible ID, unable to add more items"),
+    // WrongType
+    ("SET str v", "+OK"),
+    ("XLEN str", "-WRONGTYPE Operation against a key holding the wrong kind of value"),
+    // Msg (free text)
+    ("XGROUP CREATE nokey g $", "-ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."),
+    ("INCR str", "-ERR value is not an integer or out of range"),
+];
+
+fn run(c: &mut RespClient, line: &str) -> String {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    c.raw(&args)
+}
+
+#[test]
+fn error_texts_are_exact() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for (cmd, want) in SHARED {
+        assert_eq!(run(&mut c, cmd), *want, "command `{cmd}`");
+    }
+    // Overflow
+    assert_eq!(c.raw(&["SET", "n", "9223372036854775807"]), "+OK");
+    assert_eq!(
+        c.raw(&["INCR", "n"]),
+        "-ERR increment or decrement would overflow"
+    );
+}
+
+#[test]
+fn same_texts_as_redis_server() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (mut ours, mut theirs) = (srv.client(), redis.client());
+    for (cmd, _) in SHARED {
+        assert_eq!(
+            run(&mut ours, cmd),
+            run(&mut theirs, cmd),
+            "command `{cmd}`"
+        );
+    }
+}
+
+#[test]
+fn auth_errors() {
+    let srv = TestServer::with_config(Config {
+        requirepass: Some("secret".into()),
+        ..test_config()
+    });
+    let mut c = srv.client();
+    // NoAuth
+    assert_eq!(c.raw(&["GET", "k"]), "-NOAUTH Authentication required.");
+    // WrongPass
+    assert_eq!(
+        c.raw(&["AUTH", "nope"]),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(c.raw(&["AUTH", "secret"]), "+OK");
+    assert_eq!(c.raw(&["GET", "k"]), "$-1");
+}
+
+#[test]
+fn max_clients_error() {
+    let srv = TestServer::with_config(Config {
+        maxclients: 1,
+        ..test_config()
+    });
+    let mut first = srv.client();
+    assert_eq!(first.raw(&["PING"]), "+PONG");
+    // MaxClients: the second connection gets the error and is closed.
+    let mut second = srv.client();
+    assert_eq!(second.read_reply(), "-ERR max number of clients reached");
+    assert!(second.is_closed());
+    assert_eq!(first.raw(&["PING"]), "+PONG");
+}
+
+#[test]
+fn cross_slot_error() {
+    // CrossSlot: MSETNX whose keys live on different shards.
+    let srv = TestServer::start(4);
+    let mut c = srv.client();
+    let reply = c.raw(&["MSETNX", "a", "1", "b", "2", "c", "3", "d", "4"]);
+    assert_eq!(
+        reply,
+        "-CROSSSLOT Keys in request don't hash to the same slot"
+    );
+}
