@@ -238,7 +238,7 @@ impl Config {
             }
             "appendfsync" => {
                 self.appendfsync = crate::aof::FsyncPolicy::parse(value)
-                    .ok_or("argument(s) must be one of the following: always, everysec, no")?
+                    .ok_or("argument(s) must be one of the following: everysec, always, no")?
             }
             "auto-aof-rewrite-percentage" => {
                 self.auto_aof_rewrite_percentage =

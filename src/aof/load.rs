@@ -268,6 +268,15 @@ impl Replay {
             }
             return Ok(());
         }
+        if let Some(r) = super::effects::replay(db, self.db, self.clock_ms, &argv) {
+            if let Err(e) = r {
+                stats.replay_errors += 1;
+                if stats.replay_errors <= 5 {
+                    eprintln!("warning: replaying {}: {e}", String::from_utf8_lossy(name));
+                }
+            }
+            return Ok(());
+        }
         let Some(spec) = table::lookup(name) else {
             return Err(format!(
                 "unknown command '{}' reading the append only file",

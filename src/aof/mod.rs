@@ -50,6 +50,7 @@
 //! warning (Redis's `aof-load-truncated yes`); anything malformed elsewhere
 //! refuses to start with a message naming the file and byte offset.
 
+pub mod effects;
 pub mod load;
 pub mod log;
 pub mod manifest;

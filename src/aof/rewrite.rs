@@ -5,8 +5,9 @@
 //! loader reads both: per database `SELECT`, then per key `SET key value
 //! [PXAT t]` for strings, or for streams one `XADD key id field value ...` per
 //! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
-//! (an empty stream is created by `SS.MKSTREAM key` first), and `PEXPIREAT`
-//! for a stream's TTL.
+//! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
+//! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
+//! [`super::effects`]), and `PEXPIREAT` for a stream's TTL.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -108,6 +109,14 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
                             &maxdel,
                         ],
                     );
+                    for g in super::effects::rewrite_groups(s, key) {
+                        let args: Vec<&[u8]> = g.iter().map(|b| &b[..]).collect();
+                        encode(&mut rec, &args);
+                        if rec.len() >= 1 << 16 {
+                            out.write_all(&rec)?;
+                            rec.clear();
+                        }
+                    }
                     if let Some(at) = at {
                         encode(&mut rec, &[b"PEXPIREAT", key, n.format(*at).as_bytes()]);
                     }

@@ -504,8 +504,6 @@ impl ShardAof {
             return;
         };
         let st = &self.tunables.aof;
-        // The server-wide rewrite counts as done when its last shard is.
-        let last_shard = st.rewrites_in_progress.fetch_sub(1, Ordering::SeqCst) == 1;
         st.last_rewrite_time_ms
             .store(rw.started.elapsed().as_millis() as i64, Ordering::Relaxed);
         let base_size = match result {
@@ -520,6 +518,7 @@ impl ShardAof {
                 {
                     self.rewrite_scheduled = true;
                 }
+                self.rewrite_done(false);
                 return;
             }
         };
@@ -536,6 +535,7 @@ impl ShardAof {
             );
             st.last_rewrite_ok.store(false, Ordering::Relaxed);
             let _ = fs::remove_file(self.dir.join(&rw.base));
+            self.rewrite_done(false);
             return;
         }
         let old = self.manifest.replace(new.clone());
@@ -547,9 +547,6 @@ impl ShardAof {
             }
         }
         st.last_rewrite_ok.store(true, Ordering::Relaxed);
-        if last_shard {
-            st.rewrites.fetch_add(1, Ordering::Relaxed);
-        }
         let incr_size = rw
             .new_incr
             .as_ref()
@@ -560,6 +557,18 @@ impl ShardAof {
         if rw.new_incr.is_none() {
             // appendonly no: nothing is logged into the new files.
             db.aof.set_enabled(false);
+        }
+        self.rewrite_done(true);
+    }
+
+    /// Publish the end of this shard's rewrite, last of all (INFO must not
+    /// show "not in progress" before the switch is complete). The
+    /// server-wide rewrite counts once, when its last shard finishes.
+    fn rewrite_done(&self, ok: bool) {
+        let st = &self.tunables.aof;
+        let last_shard = st.rewrites_in_progress.fetch_sub(1, Ordering::SeqCst) == 1;
+        if ok && last_shard {
+            st.rewrites.fetch_add(1, Ordering::Relaxed);
         }
     }
 

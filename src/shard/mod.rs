@@ -159,12 +159,14 @@ fn run_shard(
                     }
                 }
                 logged.clear();
+                if db.aof.rewrite_requested {
+                    // BGREWRITEAOF: started (files switched, data copied)
+                    // before its reply, so INFO shows it in progress.
+                    aof.tick(db, now_ms());
+                }
                 flush(&mut out, outboxes);
                 if stop {
                     return;
-                }
-                if db.aof.rewrite_requested {
-                    aof.tick(db, now_ms());
                 }
             }
             Some(ShardMsg::Shutdown) => return,
