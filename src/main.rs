@@ -34,6 +34,10 @@ fn main() {
             eprintln!("shardstream: {e}");
             std::process::exit(1);
         }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            eprintln!("shardstream: cannot start: {e}");
+            std::process::exit(1);
+        }
         Err(e) => {
             eprintln!("shardstream: cannot listen on {bind}:{port}: {e}");
             std::process::exit(1);

@@ -227,9 +227,15 @@ fn random_hex40() -> String {
 
 /// Bind, spawn shard and IO threads, and return once the server accepts connections.
 ///
+/// With `appendonly yes`, every shard first loads its append-only files (in
+/// parallel, each on its own thread); connections are served only after all
+/// have loaded.
+///
 /// # Errors
 /// Binding fails; a `cluster-config` file is unreadable or invalid
-/// (`InvalidInput`, with a message naming the file and line).
+/// (`InvalidInput`, with a message naming the file and line); or loading the
+/// AOF fails (`InvalidData`, with a message naming the file and offset, or the
+/// shard-count mismatch).
 pub fn start(config: Config) -> io::Result<ServerHandle> {
     // A bad topology is reported before binding, so the message is about the file.
     let cluster = load_topology(&config, config.port)?;
@@ -268,6 +274,10 @@ fn start_with(
     listener: std::net::TcpListener,
     cluster: Option<crate::cluster::Topology>,
 ) -> io::Result<ServerHandle> {
+    if config.appendonly {
+        crate::aof::manifest::check_shard_count(&config.dir, config.shards.max(1))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    }
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let shards = config.shards.max(1);
@@ -333,6 +343,12 @@ fn start_with(
     });
 
     let mut shard_threads = Vec::new();
+    let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
+    let dir = shared
+        .config
+        .read()
+        .map(|c| c.dir.clone())
+        .unwrap_or_default();
     for (i, rx) in shard_rx.into_iter().enumerate() {
         let seed = crate::shard::ShardSeed {
             id: ShardId(i as u16),
@@ -343,8 +359,45 @@ fn start_with(
             outboxes: outboxes.clone(),
             tunables: tunables.clone(),
             slot_map: slot_map.clone(),
+            dir: dir.clone(),
+            ready: ready_tx.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
+    }
+    drop(ready_tx);
+    let loading = Instant::now();
+    let mut load_error = None;
+    let mut loaded = crate::aof::load::LoadStats::default();
+    for _ in 0..shards {
+        match ready_rx.recv() {
+            Ok(Ok(st)) => {
+                loaded.records += st.records;
+                loaded.bytes += st.bytes;
+            }
+            Ok(Err(e)) => {
+                load_error.get_or_insert(e);
+            }
+            Err(_) => {
+                load_error.get_or_insert("a shard thread exited while loading".into());
+            }
+        }
+    }
+    if let Some(e) = load_error {
+        for tx in &shared.shard_tx {
+            let _ = tx.send(ShardMsg::Shutdown);
+        }
+        for t in shard_threads {
+            let _ = t.join();
+        }
+        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+    }
+    if loaded.records > 0 {
+        eprintln!(
+            "shardstream: loaded {} AOF records ({} bytes) in {:.3} s",
+            loaded.records,
+            loaded.bytes,
+            loading.elapsed().as_secs_f64()
+        );
     }
     let mut io_threads = Vec::new();
     for (i, (poll, rx, parked)) in io_parts.into_iter().enumerate() {

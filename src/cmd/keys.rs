@@ -406,6 +406,7 @@ fn flushdb_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError>
     let parts = every_shard(cx, || {
         on_shard(|db, cx| {
             db.flush(cx.db);
+            db.log_effect(cx, &[b"FLUSHDB"]);
             Reply::Ok
         })
     });
@@ -426,10 +427,11 @@ fn flushdb_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError>
 fn flushall_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     parse_flush_mode(argv)?;
     let parts = every_shard(cx, || {
-        on_shard(|db, _cx| {
+        on_shard(|db, cx| {
             for n in 0..db.databases() {
                 db.flush(n);
             }
+            db.log_effect(cx, &[b"FLUSHALL"]);
             Reply::Ok
         })
     });
@@ -448,11 +450,14 @@ fn flushall_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError
 /// # Source
 /// `delGenericCommand`, redis/src/db.c.
 pub fn apply_del(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
-    Reply::Int(
-        keys.iter()
-            .filter(|k| db.remove(cx.db, k, cx.now_ms).is_some())
-            .count() as i64,
-    )
+    let mut n = 0;
+    for k in keys {
+        if db.remove(cx.db, k, cx.now_ms).is_some() {
+            db.log_effect(cx, &[b"DEL", k]);
+            n += 1;
+        }
+    }
+    Reply::Int(n)
 }
 
 /// `EXISTS` / `TOUCH` on this shard's keys.

@@ -299,7 +299,6 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// them; CONFIG SET accepts only their current value.
 const COMPAT_SETTINGS: &[(&str, &str)] = &[
     ("save", ""),
-    ("appendonly", "no"),
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
 ];

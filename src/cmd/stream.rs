@@ -695,11 +695,24 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
         return Ok(Reply::NullBulk);
     };
     let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
-    if let Some(trim) = req.trim {
-        stream.trim(trim, limits);
+    let trimmed = req.trim.map_or(0, |trim| stream.trim(trim, limits));
+    let len_after = stream.len();
+    let id_bytes = id.to_bytes();
+    if db.aof.is_enabled() {
+        // Effects: the entry with its concrete ID, then the trim as an exact length.
+        let mut rec: Vec<&[u8]> = Vec::with_capacity(3 + 2 * req.fields.len());
+        rec.extend([&b"XADD"[..], &req.key[..], &id_bytes[..]]);
+        for (f, v) in &req.fields {
+            rec.push(f);
+            rec.push(v);
+        }
+        db.log_effect(cx, &rec);
+        if trimmed > 0 {
+            log_exact_trim(db, cx, &req.key, len_after);
+        }
     }
     db.blocking.mark_ready(cx.db, &req.key);
-    Ok(Reply::Bulk(id.to_bytes()))
+    Ok(Reply::Bulk(id_bytes))
 }
 
 /// `XLEN key`.
@@ -747,8 +760,14 @@ pub fn apply_xdel(
         return Ok(Reply::Int(0));
     };
     let ids = ids?;
-    let n = ids.iter().filter(|id| s.delete(**id)).count();
-    Ok(Reply::Int(n as i64))
+    let deleted: Vec<StreamId> = ids.into_iter().filter(|id| s.delete(*id)).collect();
+    if !deleted.is_empty() && db.aof.is_enabled() {
+        let texts: Vec<Bytes> = deleted.iter().map(|id| id.to_bytes()).collect();
+        let mut rec: Vec<&[u8]> = vec![b"XDEL", key];
+        rec.extend(texts.iter().map(|t| &t[..]));
+        db.log_effect(cx, &rec);
+    }
+    Ok(Reply::Int(deleted.len() as i64))
 }
 
 /// `XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]` (Redis
@@ -797,7 +816,29 @@ pub fn apply_xtrim(
     let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
         return Ok(Reply::Int(0));
     };
-    Ok(Reply::Int(s.trim(trim, limits) as i64))
+    let removed = s.trim(trim, limits);
+    let len_after = s.len();
+    if removed > 0 {
+        log_exact_trim(db, cx, key, len_after);
+    }
+    Ok(Reply::Int(removed as i64))
+}
+
+/// Log a trim as its exact result, `XTRIM key MAXLEN = <length after>`: an
+/// approximate trim depends on node boundaries, which replay (or a rewrite)
+/// need not reproduce.
+fn log_exact_trim(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], len_after: u64) {
+    let mut n = itoa::Buffer::new();
+    db.log_effect(
+        cx,
+        &[
+            b"XTRIM",
+            key,
+            b"MAXLEN",
+            b"=",
+            n.format(len_after).as_bytes(),
+        ],
+    );
 }
 
 /// `XSETID`.
@@ -812,7 +853,38 @@ pub fn apply_xsetid(db: &mut ShardDb, cx: &ExecCtx, req: &XsetidReq) -> Result<R
         return Err(CmdError::msg("ERR no such key"));
     };
     s.set_last_id(req.last_id, req.entries_added, req.max_deleted)?;
+    let (last, added, maxdel) = (s.last_id(), s.entries_added(), s.max_deleted_entry_id());
+    log_xsetid(db, cx, &req.key, last, added, maxdel);
     Ok(Reply::Ok)
+}
+
+/// Log a stream's metadata as `XSETID key last ENTRIESADDED n MAXDELETEDID id`
+/// (XSETID's effect, and how an AOF rewrite restores it).
+pub fn log_xsetid(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    last: StreamId,
+    entries_added: u64,
+    max_deleted: StreamId,
+) {
+    if !db.aof.is_enabled() {
+        return;
+    }
+    let mut n = itoa::Buffer::new();
+    let (last, maxdel) = (last.to_bytes(), max_deleted.to_bytes());
+    db.log_effect(
+        cx,
+        &[
+            b"XSETID",
+            key,
+            &last,
+            b"ENTRIESADDED",
+            n.format(entries_added).as_bytes(),
+            b"MAXDELETEDID",
+            &maxdel,
+        ],
+    );
 }
 
 /// `XREAD` without blocking: resolves each stream's ID (type check first, in

@@ -18,6 +18,7 @@
 //! `xpendingCommand`, `xclaimCommand`, `xautoclaimCommand`, `xinfoCommand`;
 //! blocked.c `serveClientsBlockedOnStreamKey`.
 
+use crate::aof::effects::{log_group_change, GroupChange};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -893,7 +894,13 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
                 GroupIdArg::Id(id) => id,
             };
             s.groups_mut()
-                .insert(group, ConsumerGroup::new(last, entries_read));
+                .insert(group.clone(), ConsumerGroup::new(last, entries_read));
+            let change = GroupChange {
+                mkstream: true,
+                meta: true,
+                ..Default::default()
+            };
+            log_group_change(db, cx, &key, &group, &change);
             Ok(Reply::Ok)
         }
         XgroupReq::SetId {
@@ -908,6 +915,11 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             if let Some(g) = s.group_mut(&group) {
                 g.set_last_id(last, entries_read);
             }
+            let change = GroupChange {
+                meta: true,
+                ..Default::default()
+            };
+            log_group_change(db, cx, &key, &group, &change);
             Ok(Reply::Ok)
         }
         XgroupReq::Destroy { .. } => {
@@ -915,6 +927,7 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
                 return Ok(Reply::Int(0));
             }
             stream_mut(db, cx, &key)?.groups_mut().remove(&group);
+            db.log_effect(cx, &[b"XGROUP", b"DESTROY", &key, &group]);
             db.blocking.mark_ready(cx.db, &key);
             Ok(Reply::Int(1))
         }
@@ -923,14 +936,24 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             let created = s
                 .group_mut(&group)
                 .map(|g| g.get_or_create_consumer(&consumer, cx.now_ms).1);
+            if created == Some(true) {
+                let change = GroupChange {
+                    consumer: Some(&consumer),
+                    ..Default::default()
+                };
+                log_group_change(db, cx, &key, &group, &change);
+            }
             Ok(Reply::Int(i64::from(created == Some(true))))
         }
         XgroupReq::DelConsumer { consumer, .. } => {
             let s = stream_mut(db, cx, &key)?;
-            let n = s
+            let deleted = s
                 .group_mut(&group)
-                .and_then(|g| g.delete_consumer(&consumer))
-                .unwrap_or(0);
+                .and_then(|g| g.delete_consumer(&consumer));
+            if deleted.is_some() {
+                db.log_effect(cx, &[b"XGROUP", b"DELCONSUMER", &key, &group, &consumer]);
+            }
+            let n = deleted.unwrap_or(0);
             Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
         }
         XgroupReq::Help => Ok(xgroup_help()),
@@ -1032,6 +1055,8 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         usize::try_from(req.count).unwrap_or(usize::MAX)
     };
     let mut pairs = Vec::new();
+    // Per key: what changed, logged once the stream borrow ends.
+    let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
     for (key, from) in req.keys.iter().zip(&req.from) {
         let Ok(Some(s)) = db.get_stream_mut(cx.db, key, cx.now_ms) else {
             continue;
@@ -1058,9 +1083,16 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                 let Some(g) = s.group_mut(&req.group) else {
                     continue;
                 };
-                let (cid, _) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
+                let (cid, created) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
                 g.touch_seen(cid, cx.now_ms);
                 if entries.is_empty() {
+                    if created {
+                        let change = GroupChange {
+                            consumer: Some(&req.consumer),
+                            ..Default::default()
+                        };
+                        changes.push((key, change));
+                    }
                     continue;
                 }
                 g.touch_active(cid, cx.now_ms);
@@ -1070,6 +1102,17 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                         g.deliver(e.id, cid, cx.now_ms);
                     }
                 }
+                let change = GroupChange {
+                    meta: true,
+                    consumer: Some(&req.consumer),
+                    pel: if req.noack {
+                        Vec::new()
+                    } else {
+                        entries.iter().map(|e| e.id).collect()
+                    },
+                    ..Default::default()
+                };
+                changes.push((key, change));
                 pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
             }
             GroupFrom::History(after) => {
@@ -1080,7 +1123,7 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                 let Some(g) = s.group_mut(&req.group) else {
                     continue;
                 };
-                let (cid, _) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
+                let (cid, created) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
                 g.touch_seen(cid, cx.now_ms);
                 let ids: Vec<StreamId> = g.consumer_pel_from(cid, start).take(take).collect();
                 let mut out = Vec::with_capacity(ids.len());
@@ -1098,13 +1141,24 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                     }
                 }
                 if let Some(g) = s.group_mut(&req.group) {
-                    for id in found {
+                    for &id in &found {
                         g.redeliver(id, cx.now_ms);
                     }
+                }
+                if created || !found.is_empty() {
+                    let change = GroupChange {
+                        consumer: Some(&req.consumer),
+                        pel: found,
+                        ..Default::default()
+                    };
+                    changes.push((key, change));
                 }
                 pairs.push((Reply::Bulk(key.clone()), Reply::Array(out)));
             }
         }
+    }
+    for (key, change) in &changes {
+        log_group_change(db, cx, key, &req.group, change);
     }
     if pairs.is_empty() {
         Reply::NullArray
@@ -1324,7 +1378,13 @@ pub fn apply_xack(
         return Ok(Reply::Int(0));
     };
     let ids = ids?;
-    let n = ids.into_iter().filter(|id| g.ack(*id)).count();
+    let acked: Vec<StreamId> = ids.into_iter().filter(|id| g.ack(*id)).collect();
+    let n = acked.len();
+    let change = GroupChange {
+        acked,
+        ..Default::default()
+    };
+    log_group_change(db, cx, key, group, &change);
     Ok(Reply::Int(n as i64))
 }
 
@@ -1488,18 +1548,22 @@ pub fn apply_xclaim(
     let Some(g) = s.group_mut(group) else {
         return Err(nogroup_key_or_group(key, group));
     };
+    let mut meta = false;
     if let Some(last) = o.last_id {
         if last > g.last_id {
             g.last_id = last;
+            meta = true;
         }
     }
     let mut claimed = Vec::new();
+    let mut dropped = Vec::new();
     let mut cid = None;
     for (&id, &present) in o.ids.iter().zip(&exists) {
         let pending = g.pending(id).copied();
         if !present {
             if pending.is_some() {
                 g.ack(id);
+                dropped.push(id);
             }
             continue;
         }
@@ -1533,8 +1597,8 @@ pub fn apply_xclaim(
         claimed.push(id);
     }
     let out = claimed
-        .into_iter()
-        .map(|id| {
+        .iter()
+        .map(|&id| {
             if o.justid {
                 Reply::Bulk(id.to_bytes())
             } else {
@@ -1542,6 +1606,14 @@ pub fn apply_xclaim(
             }
         })
         .collect();
+    let change = GroupChange {
+        meta,
+        consumer: cid.map(|_| &consumer[..]),
+        acked: dropped,
+        pel: claimed,
+        ..Default::default()
+    };
+    log_group_change(db, cx, key, group, &change);
     Ok(Reply::Array(out))
 }
 
@@ -1628,9 +1700,9 @@ pub fn apply_xautoclaim(
         })
         .unwrap_or(StreamId::MIN)
     };
-    let claimed = claimed
-        .into_iter()
-        .map(|id| {
+    let claimed_reply = claimed
+        .iter()
+        .map(|&id| {
             if req.justid {
                 Reply::Bulk(id.to_bytes())
             } else {
@@ -1638,15 +1710,21 @@ pub fn apply_xautoclaim(
             }
         })
         .collect();
+    let deleted_reply = deleted
+        .iter()
+        .map(|id| Reply::Bulk(id.to_bytes()))
+        .collect();
+    let change = GroupChange {
+        consumer: cid.map(|_| &req.consumer[..]),
+        acked: deleted,
+        pel: claimed,
+        ..Default::default()
+    };
+    log_group_change(db, cx, &req.key, &req.group, &change);
     Ok(Reply::Array(vec![
         Reply::Bulk(cursor.to_bytes()),
-        Reply::Array(claimed),
-        Reply::Array(
-            deleted
-                .into_iter()
-                .map(|id| Reply::Bulk(id.to_bytes()))
-                .collect(),
-        ),
+        Reply::Array(claimed_reply),
+        Reply::Array(deleted_reply),
     ]))
 }
 

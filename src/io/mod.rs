@@ -610,6 +610,15 @@ fn dispatch(
         reject(shared, conn, e);
         return;
     }
+    // A shard that cannot write its AOF refuses writes (and PING), as Redis
+    // does after a failed AOF write or fsync.
+    if spec.flags.has(crate::cmd::Flags::WRITE) || spec.name == "PING" {
+        if let Some(err) = shared.tunables.aof.write_refusal() {
+            shared.count_call(spec.name, true, true);
+            reject_cmd(shared, conn, spec, err);
+            return;
+        }
+    }
     if let Some(queue) = conn.session.multi.as_mut() {
         if !runs_inside_multi(spec.name) {
             if spec.flags.has(crate::cmd::Flags::NO_MULTI) {

@@ -73,6 +73,8 @@ pub fn test_config() -> Config {
         shards: 2,
         pin: false,
         dir: std::env::temp_dir().join(format!("shardstream-test-{}", std::process::id())),
+        // Tests that exercise persistence turn it on with their own directory.
+        appendonly: false,
         ..Config::default()
     }
 }
