@@ -32,6 +32,11 @@ use crate::stream::StreamId;
 
 /// `SS.GROUP`.
 pub const GROUP_RECORD: &[u8] = b"SS.GROUP";
+/// `SS.UNREF key id [id ...]`: drop these IDs from every group's PEL (DELREF).
+pub const UNREF_RECORD: &[u8] = b"SS.UNREF";
+/// `SS.TRIMIDS key id [id ...]`: remove these entries as a trim does (an
+/// `ACKED` trim, which is not a prefix cut; `max-deleted-entry-id` stays).
+pub const TRIMIDS_RECORD: &[u8] = b"SS.TRIMIDS";
 /// `SS.CONSUMER`.
 pub const CONSUMER_RECORD: &[u8] = b"SS.CONSUMER";
 /// `SS.PEL`.
@@ -173,6 +178,57 @@ pub fn log_group_change(
     }
 }
 
+/// Log `record key id...` (SS.UNREF, SS.TRIMIDS, XDEL) for a non-empty `ids`.
+pub fn log_ids(db: &mut ShardDb, cx: &ExecCtx, record: &[u8], key: &[u8], ids: &[StreamId]) {
+    if ids.is_empty() || !db.aof.is_enabled() {
+        return;
+    }
+    let texts: Vec<Bytes> = ids.iter().map(|id| id.to_bytes()).collect();
+    let mut args: Vec<&[u8]> = Vec::with_capacity(2 + texts.len());
+    args.push(record);
+    args.push(key);
+    args.extend(texts.iter().map(|t| &t[..]));
+    db.log_effect(cx, &args);
+}
+
+/// Log what a trim removed (see [`TrimEffect`](crate::stream::TrimEffect)):
+/// a prefix as `XTRIM key MAXLEN = <length after>`, DELREF's dropped
+/// references as `SS.UNREF`, an ACKED trim's entries as `SS.TRIMIDS`.
+pub fn log_trim(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    removed: u64,
+    len_after: u64,
+    effect: &crate::stream::TrimEffect,
+) {
+    use crate::stream::TrimEffect;
+    if !db.aof.is_enabled() {
+        return;
+    }
+    match effect {
+        TrimEffect::Ids(ids) => log_ids(db, cx, TRIMIDS_RECORD, key, ids),
+        TrimEffect::Prefix | TrimEffect::PrefixUnref(_) => {
+            if removed > 0 {
+                let mut n = itoa::Buffer::new();
+                db.log_effect(
+                    cx,
+                    &[
+                        b"XTRIM",
+                        key,
+                        b"MAXLEN",
+                        b"=",
+                        n.format(len_after).as_bytes(),
+                    ],
+                );
+            }
+            if let TrimEffect::PrefixUnref(ids) = effect {
+                log_ids(db, cx, UNREF_RECORD, key, ids);
+            }
+        }
+    }
+}
+
 /// Records that recreate every group of a stream (AOF rewrite): per group its
 /// meta, every consumer, and its whole PEL.
 pub fn rewrite_groups(s: &crate::stream::Stream, key: &[u8]) -> Vec<Vec<Bytes>> {
@@ -243,6 +299,28 @@ pub fn replay(
     argv: &[Bytes],
 ) -> Option<Result<(), String>> {
     let name = argv.first()?;
+    let per_id = [UNREF_RECORD, TRIMIDS_RECORD]
+        .into_iter()
+        .position(|r| name.eq_ignore_ascii_case(r));
+    if let Some(which) = per_id {
+        return Some((|| {
+            let key = argv.get(1).ok_or("missing key")?;
+            let s = db
+                .get_stream_mut(dbi, key, clock_ms)
+                .ok()
+                .flatten()
+                .ok_or_else(|| "no such stream".to_string())?;
+            for a in argv.get(2..).unwrap_or_default() {
+                let id = parse_sid(Some(a))?;
+                if which == 0 {
+                    s.drop_refs(id);
+                } else {
+                    s.remove_as_trim(id);
+                }
+            }
+            Ok(())
+        })());
+    }
     let which = [GROUP_RECORD, CONSUMER_RECORD, PEL_RECORD]
         .into_iter()
         .position(|r| name.eq_ignore_ascii_case(r))?;

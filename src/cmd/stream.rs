@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::aof::effects::{log_ids, log_trim, UNREF_RECORD};
 use crate::cmd::args::{int_arg, is};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
@@ -695,7 +696,10 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
         return Ok(Reply::NullBulk);
     };
     let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
-    let trimmed = req.trim.map_or(0, |trim| stream.trim(trim, limits));
+    let (trimmed, trim_effect) = match req.trim {
+        Some(trim) => stream.trim_reporting(trim, limits),
+        None => (0, crate::stream::TrimEffect::Prefix),
+    };
     let len_after = stream.len();
     let id_bytes = id.to_bytes();
     if db.aof.is_enabled() {
@@ -707,9 +711,7 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
             rec.push(v);
         }
         db.log_effect(cx, &rec);
-        if trimmed > 0 {
-            log_exact_trim(db, cx, &req.key, len_after);
-        }
+        log_trim(db, cx, &req.key, trimmed, len_after, &trim_effect);
     }
     db.blocking.mark_ready(cx.db, &req.key);
     Ok(Reply::Bulk(id_bytes))
@@ -792,11 +794,9 @@ pub fn apply_xdelex(
     let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
         return Ok(Reply::Array(ids.iter().map(|_| Reply::Int(-1)).collect()));
     };
-    Ok(Reply::Array(
-        ids.iter()
-            .map(|id| Reply::Int(s.delete_with_refs(*id, refs)))
-            .collect(),
-    ))
+    let codes: Vec<i64> = ids.iter().map(|id| s.delete_with_refs(*id, refs)).collect();
+    log_delete_with_refs(db, cx, key, refs, ids, &codes);
+    Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
 }
 
 /// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count] [KEEPREF | DELREF |
@@ -816,29 +816,32 @@ pub fn apply_xtrim(
     let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
         return Ok(Reply::Int(0));
     };
-    let removed = s.trim(trim, limits);
+    let (removed, effect) = s.trim_reporting(trim, limits);
     let len_after = s.len();
-    if removed > 0 {
-        log_exact_trim(db, cx, key, len_after);
-    }
+    log_trim(db, cx, key, removed, len_after, &effect);
     Ok(Reply::Int(removed as i64))
 }
 
-/// Log a trim as its exact result, `XTRIM key MAXLEN = <length after>`: an
-/// approximate trim depends on node boundaries, which replay (or a rewrite)
-/// need not reproduce.
-fn log_exact_trim(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], len_after: u64) {
-    let mut n = itoa::Buffer::new();
-    db.log_effect(
-        cx,
-        &[
-            b"XTRIM",
-            key,
-            b"MAXLEN",
-            b"=",
-            n.format(len_after).as_bytes(),
-        ],
-    );
+/// Log the effects of XDELEX / XACKDEL's deletions: DELREF's dropped
+/// references (every requested ID) as `SS.UNREF`, the deleted entries as XDEL.
+pub fn log_delete_with_refs(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    refs: RefPolicy,
+    ids: &[StreamId],
+    codes: &[i64],
+) {
+    if refs == RefPolicy::DelRef {
+        log_ids(db, cx, UNREF_RECORD, key, ids);
+    }
+    let deleted: Vec<StreamId> = ids
+        .iter()
+        .zip(codes)
+        .filter(|(_, &c)| c == 1)
+        .map(|(id, _)| *id)
+        .collect();
+    log_ids(db, cx, b"XDEL", key, &deleted);
 }
 
 /// `XSETID`.

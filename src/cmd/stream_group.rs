@@ -1065,8 +1065,19 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         match from {
             GroupFrom::Invalid(_) => continue,
             GroupFrom::New if req.claim_min_idle_ms.is_some() => {
-                if let Some(r) = read_claiming(s, cx, req, take) {
+                let (reply, claim) = read_claiming(s, cx, req, take);
+                if let Some(r) = reply {
                     pairs.push((Reply::Bulk(key.clone()), r));
+                }
+                if claim.created || claim.meta || !claim.pel.is_empty() || !claim.acked.is_empty() {
+                    let change = GroupChange {
+                        consumer: Some(&req.consumer),
+                        meta: claim.meta,
+                        pel: claim.pel,
+                        acked: claim.acked,
+                        ..Default::default()
+                    };
+                    changes.push((key, change));
                 }
             }
             GroupFrom::New => {
@@ -1182,7 +1193,37 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
 /// # Source
 /// redis.io XREADGROUP "The CLAIM option" and "Reply extension for claimed
 /// entries" (8.4).
-fn read_claiming(s: &mut Stream, cx: &ExecCtx, req: &XreadgroupReq, take: usize) -> Option<Reply> {
+fn read_claiming(
+    s: &mut Stream,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    take: usize,
+) -> (Option<Reply>, ClaimChange) {
+    let mut change = ClaimChange::default();
+    let reply = read_claiming_into(s, cx, req, take, &mut change);
+    (reply, change)
+}
+
+/// What a CLAIM read changed in the group, for the AOF.
+#[derive(Default)]
+struct ClaimChange {
+    /// The consumer was created.
+    created: bool,
+    /// Last-delivered ID / entries-read advanced.
+    meta: bool,
+    /// PEL entries claimed or delivered.
+    pel: Vec<StreamId>,
+    /// PEL entries dropped because their stream entry is gone.
+    acked: Vec<StreamId>,
+}
+
+fn read_claiming_into(
+    s: &mut Stream,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    take: usize,
+    change: &mut ClaimChange,
+) -> Option<Reply> {
     let min = req.claim_min_idle_ms.unwrap_or(0);
     let now = cx.now_ms;
     let counters = s.counters();
@@ -1219,10 +1260,12 @@ fn read_claiming(s: &mut Stream, cx: &ExecCtx, req: &XreadgroupReq, take: usize)
         _ => Vec::new(),
     };
     let g = s.group_mut(&req.group)?;
-    let (cid, _) = g.get_or_create_consumer(&req.consumer, now);
+    let (cid, created) = g.get_or_create_consumer(&req.consumer, now);
+    change.created = created;
     g.touch_seen(cid, now);
     for id in dangling {
         g.ack(id);
+        change.acked.push(id);
     }
     if claimed.is_empty() && fresh.is_empty() {
         return None;
@@ -1230,11 +1273,14 @@ fn read_claiming(s: &mut Stream, cx: &ExecCtx, req: &XreadgroupReq, take: usize)
     g.touch_active(cid, now);
     for (id, count) in claimed {
         g.claim(id, cid, now, count.saturating_add(1));
+        change.pel.push(id);
     }
     for e in fresh {
         g.advance_last_delivered(e.id, &counters);
+        change.meta = true;
         if !req.noack {
             g.deliver(e.id, cid, now);
+            change.pel.push(e.id);
         }
         out.push(claimed_entry_reply(e, 0, 0));
     }
@@ -1415,14 +1461,22 @@ pub fn apply_xackdel(
     if s.group(group).is_none() {
         return Err(nogroup_key_or_group(key, group));
     }
-    let mut out = Vec::with_capacity(ids.len());
+    let mut codes = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(g) = s.group_mut(group) {
             g.ack(*id);
         }
-        out.push(Reply::Int(s.delete_with_refs(*id, refs)));
+        codes.push(s.delete_with_refs(*id, refs));
     }
-    Ok(Reply::Array(out))
+    if db.aof.is_enabled() {
+        let change = GroupChange {
+            acked: ids.to_vec(),
+            ..Default::default()
+        };
+        log_group_change(db, cx, key, group, &change);
+        crate::cmd::stream::log_delete_with_refs(db, cx, key, refs, ids, &codes);
+    }
+    Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
 }
 
 /// `XPENDING key group` (summary) or the extended form.

@@ -82,6 +82,17 @@ pub enum TrimStrategy {
     MinId(StreamId),
 }
 
+/// What a trim removed, in the form its AOF effect takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrimEffect {
+    /// The oldest entries, down to the new length (`XTRIM key MAXLEN = len`).
+    Prefix,
+    /// As `Prefix`, and these IDs were also dropped from every group's PEL (DELREF).
+    PrefixUnref(Vec<StreamId>),
+    /// Exactly these entries, not a prefix (ACKED skips entries groups still need).
+    Ids(Vec<StreamId>),
+}
+
 /// What deleting or trimming an entry does to consumer groups' references
 /// to it (Redis 8.2: XADD / XTRIM trim clause, XDELEX, XACKDEL).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -401,8 +412,18 @@ impl Stream {
     /// # Source
     /// `streamTrim`; Redis 8.2 XTRIM / XADD `KEEPREF | DELREF | ACKED`.
     pub fn trim(&mut self, spec: TrimSpec, limits: NodeLimits) -> u64 {
+        self.trim_reporting(spec, limits).0
+    }
+
+    /// [`trim`](Self::trim), also saying what was removed in a form that
+    /// replays exactly (the AOF logs it): see [`TrimEffect`].
+    pub fn trim_reporting(&mut self, spec: TrimSpec, limits: NodeLimits) -> (u64, TrimEffect) {
         match spec.refs {
-            RefPolicy::Acked if !self.groups.is_empty() => self.trim_acked(spec, limits),
+            RefPolicy::Acked if !self.groups.is_empty() => {
+                let mut ids = Vec::new();
+                let n = self.trim_acked(spec, limits, &mut ids);
+                (n, TrimEffect::Ids(ids))
+            }
             RefPolicy::DelRef if !self.groups.is_empty() => {
                 let before: Vec<StreamId> = match spec.strategy {
                     TrimStrategy::MinId(min) => self
@@ -423,13 +444,23 @@ impl Stream {
                     .into_iter()
                     .filter(|id| !self.contains(*id))
                     .collect();
-                for id in gone {
+                for &id in &gone {
                     self.drop_refs(id);
                 }
-                removed
+                (removed, TrimEffect::PrefixUnref(gone))
             }
-            _ => self.trim_keepref(spec, limits),
+            _ => (self.trim_keepref(spec, limits), TrimEffect::Prefix),
         }
+    }
+
+    /// Removes entry `id` the way a trim does: like [`delete`](Self::delete)
+    /// but leaving `max_deleted_entry_id` alone (trims never move it). Replays
+    /// the entries an `ACKED` trim removed.
+    pub fn remove_as_trim(&mut self, id: StreamId) -> bool {
+        let keep = self.max_deleted_entry_id;
+        let removed = self.delete(id);
+        self.max_deleted_entry_id = keep;
+        removed
     }
 
     /// Whether some consumer group still needs entry `id`: it is in a PEL,
@@ -492,7 +523,7 @@ impl Stream {
 
     /// [`trim`](Self::trim) with `ACKED` on a stream with groups: walks nodes
     /// from the head, skipping entries a group still needs.
-    fn trim_acked(&mut self, spec: TrimSpec, limits: NodeLimits) -> u64 {
+    fn trim_acked(&mut self, spec: TrimSpec, limits: NodeLimits, ids: &mut Vec<StreamId>) -> u64 {
         let limit = match spec.limit {
             Some(0) => None,
             Some(n) => Some(n),
@@ -527,6 +558,14 @@ impl Stream {
                 TrimStrategy::MinId(min) => node.last_id() < min,
             };
             if below && !range_referenced(key, node.last_id()) {
+                let mut pos = node.first_pos();
+                while pos < node.end_pos() {
+                    let e = node.entry_at(pos);
+                    pos = e.end;
+                    if !e.deleted {
+                        ids.push(e.id);
+                    }
+                }
                 self.nodes.remove(&key);
                 self.length -= live;
                 removed += live;
@@ -554,6 +593,7 @@ impl Stream {
                 if referenced(e.id) {
                     continue;
                 }
+                ids.push(e.id);
                 node.mark_deleted(&e);
                 self.length -= 1;
                 removed += 1;
