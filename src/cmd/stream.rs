@@ -560,6 +560,103 @@ pub enum ReadFrom {
     Invalid(CmdError),
 }
 
+/// The options of XREAD and XREADGROUP, parsed as Redis's `xreadCommand`
+/// parses both: `[COUNT n] [BLOCK ms] [GROUP g c] [NOACK] [CLAIM ms] STREAMS
+/// key... id...`, options in any order before STREAMS.
+#[derive(Clone, Debug, Default)]
+pub struct ReadArgs {
+    /// `COUNT n` (negative counts as 0 = no limit).
+    pub count: u64,
+    /// `BLOCK ms`.
+    pub block_ms: Option<u64>,
+    /// `GROUP group consumer` (XREADGROUP).
+    pub group: Option<(Bytes, Bytes)>,
+    /// `NOACK` (XREADGROUP).
+    pub noack: bool,
+    /// `CLAIM min-idle-time` in ms (XREADGROUP, Redis 8.4).
+    pub claim_min_idle_ms: Option<u64>,
+    pub keys: Vec<Bytes>,
+    /// The ID arguments, one per key, unparsed.
+    pub ids: Vec<Bytes>,
+}
+
+/// Parse XREAD (`group_cmd` false) or XREADGROUP options.
+///
+/// # Errors
+/// In Redis's order, per option as it is met: `ERR timeout is not an integer
+/// or out of range`, `ERR timeout is negative`, `ERR value is not an integer
+/// or out of range` (COUNT, CLAIM), `ERR value is out of range, must be
+/// positive` (CLAIM), the unbalanced-streams error (Redis 7.4's text:
+/// `ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+',
+/// or '$' must be specified.` / `... 'xreadgroup' ... an ID or '>' ...`), the
+/// GROUP / NOACK misuse errors of XREAD, `ERR syntax error`.
+/// # Source
+/// `xreadCommand`, redis/src/t_stream.c (7.4).
+pub fn parse_read_args(argv: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdError> {
+    let argc = argv.len();
+    let mut out = ReadArgs::default();
+    let mut streams_at = None;
+    let mut i = 1;
+    while i < argc {
+        let moreargs = argc - 1 - i;
+        let o = &argv[i];
+        if is(o, "BLOCK") && moreargs > 0 {
+            i += 1;
+            let t = crate::cmd::args::parse_i64(&argv[i]).ok_or(CmdError::msg(
+                "ERR timeout is not an integer or out of range",
+            ))?;
+            if t < 0 {
+                return Err(CmdError::msg("ERR timeout is negative"));
+            }
+            out.block_ms = Some(t as u64);
+        } else if is(o, "COUNT") && moreargs > 0 {
+            i += 1;
+            out.count = u64::try_from(int_arg(&argv[i])?).unwrap_or(0);
+        } else if is(o, "STREAMS") && moreargs > 0 {
+            let first = i + 1;
+            if !(argc - first).is_multiple_of(2) {
+                return Err(CmdError::msg(if group_cmd {
+                    "ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
+                } else {
+                    "ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."
+                }));
+            }
+            streams_at = Some(first);
+            break;
+        } else if is(o, "GROUP") && moreargs >= 2 {
+            if !group_cmd {
+                return Err(CmdError::msg(
+                    "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            out.group = Some((argv[i + 1].clone(), argv[i + 2].clone()));
+            i += 2;
+        } else if is(o, "NOACK") {
+            if !group_cmd {
+                return Err(CmdError::msg(
+                    "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            out.noack = true;
+        } else if group_cmd && is(o, "CLAIM") && moreargs > 0 {
+            i += 1;
+            let t = int_arg(&argv[i])?;
+            if t < 0 {
+                return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            }
+            out.claim_min_idle_ms = Some(t as u64);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    let first = streams_at.ok_or(CmdError::Syntax)?;
+    let n = (argc - first) / 2;
+    out.keys = argv[first..first + n].to_vec();
+    out.ids = argv[first + n..].to_vec();
+    Ok(out)
+}
+
 /// A parsed `XREAD`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XreadReq {
@@ -574,60 +671,18 @@ pub struct XreadReq {
 /// `XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]`.
 ///
 /// # Errors
-/// `ERR value is not an integer or out of range` (COUNT), `ERR timeout is not
-/// an integer or out of range`, `ERR timeout is negative`, `ERR Unbalanced
-/// 'xread' list of streams: for each stream key an ID or '$' must be
-/// specified.`, the GROUP / NOACK misuse errors, `ERR syntax error` (unknown
-/// option or no STREAMS). ID errors are deferred (see [`ReadFrom::Invalid`]).
+/// Those of [`parse_read_args`]. ID errors are deferred (see [`ReadFrom::Invalid`]).
 /// # Source
 /// `xreadCommand`.
 pub fn parse_xread_req(argv: &[Bytes]) -> Result<XreadReq, CmdError> {
-    let argc = argv.len();
-    let mut count = 0u64;
-    let mut block_ms = None;
-    let mut streams_at = None;
-    let mut i = 1;
-    while i < argc {
-        let moreargs = argc - 1 - i;
-        let o = &argv[i];
-        if is(o, "BLOCK") && moreargs > 0 {
-            i += 1;
-            let t = crate::cmd::args::parse_i64(&argv[i]).ok_or(CmdError::msg(
-                "ERR timeout is not an integer or out of range",
-            ))?;
-            if t < 0 {
-                return Err(CmdError::msg("ERR timeout is negative"));
-            }
-            block_ms = Some(t as u64);
-        } else if is(o, "COUNT") && moreargs > 0 {
-            i += 1;
-            count = u64::try_from(int_arg(&argv[i])?).unwrap_or(0);
-        } else if is(o, "STREAMS") && moreargs > 0 {
-            let first = i + 1;
-            if !(argc - first).is_multiple_of(2) {
-                return Err(CmdError::msg(
-                    "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.",
-                ));
-            }
-            streams_at = Some(first);
-            break;
-        } else if is(o, "GROUP") && moreargs >= 2 {
-            return Err(CmdError::msg(
-                "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
-        } else if is(o, "NOACK") {
-            return Err(CmdError::msg(
-                "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 1;
-    }
-    let first = streams_at.ok_or(CmdError::Syntax)?;
-    let n = (argc - first) / 2;
-    let keys = argv[first..first + n].to_vec();
-    let from = argv[first + n..]
+    let ReadArgs {
+        count,
+        block_ms,
+        keys,
+        ids,
+        ..
+    } = parse_read_args(argv, false)?;
+    let from = ids
         .iter()
         .map(|a| match &a[..] {
             b"$" => ReadFrom::Last,

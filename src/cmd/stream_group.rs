@@ -25,7 +25,7 @@ use bytes::Bytes;
 
 use crate::cmd::args::{int_arg, is, parse_i64, text};
 use crate::cmd::connection::help_reply;
-use crate::cmd::stream::{entries_reply, entry_reply, parse_ids_block};
+use crate::cmd::stream::{entries_reply, entry_reply, parse_ids_block, parse_read_args, ReadArgs};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -409,66 +409,23 @@ pub struct XreadgroupReq {
 /// positive`).
 ///
 /// # Errors
-/// In Redis's order: `ERR timeout is not an integer or out of range`, `ERR
-/// timeout is negative`, `ERR value is not an integer or out of range`
-/// (COUNT), `ERR Unbalanced XREAD list of streams: ...` (Redis 7 prints XREAD's text), `ERR syntax
-/// error`, `ERR Missing GROUP option for XREADGROUP`. ID errors are deferred.
+/// Those of [`parse_read_args`], then `ERR Missing GROUP option for
+/// XREADGROUP`. ID errors are deferred.
 /// # Source
 /// `xreadCommand`.
 pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
-    let argc = argv.len();
-    let mut count = 0u64;
-    let mut block_ms = None;
-    let mut noack = false;
-    let mut claim_min_idle_ms = None;
-    let mut streams_at = None;
-    let mut group: Option<(Bytes, Bytes)> = None;
-    let mut i = 1;
-    while i < argc {
-        let moreargs = argc - 1 - i;
-        let o = &argv[i];
-        if is(o, "BLOCK") && moreargs > 0 {
-            i += 1;
-            let t = int_arg_msg(&argv[i], "ERR timeout is not an integer or out of range")?;
-            if t < 0 {
-                return Err(CmdError::msg("ERR timeout is negative"));
-            }
-            block_ms = Some(t as u64);
-        } else if is(o, "COUNT") && moreargs > 0 {
-            i += 1;
-            count = clamp_u64(int_arg(&argv[i])?);
-        } else if is(o, "STREAMS") && moreargs > 0 {
-            let first = i + 1;
-            if !(argc - first).is_multiple_of(2) {
-                return Err(CmdError::msg(
-                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
-                ));
-            }
-            streams_at = Some(first);
-            break;
-        } else if is(o, "GROUP") && moreargs >= 2 {
-            group = Some((argv[i + 1].clone(), argv[i + 2].clone()));
-            i += 2;
-        } else if is(o, "CLAIM") && moreargs > 0 {
-            i += 1;
-            let t = int_arg(&argv[i])?;
-            if t < 0 {
-                return Err(CmdError::msg("ERR value is out of range, must be positive"));
-            }
-            claim_min_idle_ms = Some(t as u64);
-        } else if is(o, "NOACK") {
-            noack = true;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 1;
-    }
-    let first = streams_at.ok_or(CmdError::Syntax)?;
+    let ReadArgs {
+        count,
+        block_ms,
+        group,
+        noack,
+        claim_min_idle_ms,
+        keys,
+        ids,
+    } = parse_read_args(argv, true)?;
     let (group, consumer) =
         group.ok_or(CmdError::msg("ERR Missing GROUP option for XREADGROUP"))?;
-    let n = (argc - first) / 2;
-    let keys = argv[first..first + n].to_vec();
-    let from = argv[first + n..]
+    let from = ids
         .iter()
         .map(|a| match &a[..] {
             b">" => GroupFrom::New,
