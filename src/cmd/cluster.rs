@@ -39,18 +39,7 @@ const fn row(
     since: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        acl,
-        summary,
-        since,
-        group: "cluster",
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, arity, flags, "cluster", acl, summary, since, f)
 }
 
 /// `CLUSTER` subcommand rows (`CLUSTER|KEYSLOT`, ...).

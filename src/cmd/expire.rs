@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use crate::cmd::args;
-use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
+use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
@@ -26,21 +26,18 @@ const fn row(
     since: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
         flags,
-        keys: ONE_KEY,
+        ONE_KEY,
+        "generic",
         acl,
         summary,
         since,
-        group: "generic",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 const WRITE_FAST: Flags = Flags::WRITE.with(Flags::FAST);

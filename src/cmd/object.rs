@@ -24,21 +24,18 @@ const fn sub(
     summary: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
-        flags: Flags::READONLY,
+        Flags::READONLY,
         keys,
-        acl: &["keyspace", "read", "slow"],
+        "generic",
+        &["keyspace", "read", "slow"],
         summary,
-        since: "4.0.0",
-        group: "generic",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        "4.0.0",
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 /// Table rows of this family.

@@ -24,18 +24,7 @@ const fn conn_cmd(
     group: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        acl: &[],
-        summary,
-        since,
-        group,
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, arity, flags, group, &[], summary, since, f)
 }
 
 /// A row of this family with ACL categories (subcommands and admin commands).

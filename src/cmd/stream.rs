@@ -39,21 +39,18 @@ const fn row(
     since: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
         flags,
-        keys: KEY1,
+        KEY1,
+        "stream",
         acl,
         summary,
         since,
-        group: "stream",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 /// Table rows of this family.

@@ -58,21 +58,18 @@ const fn keyed(
     since: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
         flags,
         keys,
+        "stream",
         acl,
         summary,
         since,
-        group: "stream",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 const W: Flags = Flags::WRITE;

@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::cmd::args::{self, Args};
-use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
+use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::{Entry, ShardDb, Value};
@@ -28,18 +28,9 @@ const fn row(
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl,
-        summary,
-        since,
-        group: "string",
-        subcommands: &[],
-        handler: Handler::Keyed { parse, merge },
-    }
+    CommandSpec::keyed(
+        name, arity, flags, keys, "string", acl, summary, since, parse, merge,
+    )
 }
 
 const W_OOM: Flags = Flags::WRITE.with(Flags::DENYOOM);

@@ -161,6 +161,61 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// A row for a keyed command (`Handler::Keyed`) without subcommands.
+    #[allow(clippy::too_many_arguments)]
+    pub const fn keyed(
+        name: &'static str,
+        arity: i16,
+        flags: Flags,
+        keys: Keys,
+        group: &'static str,
+        acl: &'static [&'static str],
+        summary: &'static str,
+        since: &'static str,
+        parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+        merge: FanMerge,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys,
+            acl,
+            summary,
+            since,
+            group,
+            subcommands: &[],
+            handler: Handler::Keyed { parse, merge },
+        }
+    }
+
+    /// A row for a command that runs on the IO thread (`Handler::Conn`,
+    /// no keys, no subcommands).
+    #[allow(clippy::too_many_arguments)]
+    pub const fn conn(
+        name: &'static str,
+        arity: i16,
+        flags: Flags,
+        group: &'static str,
+        acl: &'static [&'static str],
+        summary: &'static str,
+        since: &'static str,
+        f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys: Keys::None,
+            acl,
+            summary,
+            since,
+            group,
+            subcommands: &[],
+            handler: Handler::Conn(f),
+        }
+    }
+
     /// Whether `argc` (argv[0] included) satisfies the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         if self.arity >= 0 {

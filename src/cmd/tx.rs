@@ -19,7 +19,7 @@
 use bytes::Bytes;
 
 use crate::cmd::table::{self, Handler};
-use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Keys, Merge, ShardReq};
+use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::io::conn::Session;
 use crate::io::{route, route_keyed, Routed};
@@ -39,18 +39,7 @@ const fn row(
     summary: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity: 1,
-        flags,
-        keys: Keys::None,
-        acl,
-        summary,
-        since: "1.2.0",
-        group: "transactions",
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, 1, flags, "transactions", acl, summary, "1.2.0", f)
 }
 
 /// Table rows of this family.
