@@ -10,12 +10,6 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
 
-const ONE_KEY: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
 /// A single-key row of this family (group `generic`).
 const fn row(
     name: &'static str,
@@ -30,7 +24,7 @@ const fn row(
         name,
         arity,
         flags,
-        ONE_KEY,
+        Keys::FIRST,
         "generic",
         acl,
         summary,

@@ -15,20 +15,6 @@ use crate::reply::Reply;
 use crate::route::slot::{ShardId, Slot, SlotMap, SLOTS};
 use crate::shard::db::ShardDb;
 
-/// Every key of the command (`first = 1, last = -1, step = 1`).
-const ALL_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: -1,
-    step: 1,
-};
-
-/// The single key at argv[1].
-const ONE_KEY: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
 /// A row of this family (group `generic`, no subcommands).
 #[allow(clippy::too_many_arguments)]
 const fn row(
@@ -61,7 +47,7 @@ pub const SPECS: &[CommandSpec] = &[
         "DEL",
         -2,
         Flags::WRITE,
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "write", "slow"],
         "Deletes one or more keys.",
         "1.0.0",
@@ -74,7 +60,7 @@ pub const SPECS: &[CommandSpec] = &[
         "UNLINK",
         -2,
         Flags::WRITE.with(Flags::FAST),
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "write", "fast"],
         "Asynchronously deletes one or more keys.",
         "4.0.0",
@@ -87,7 +73,7 @@ pub const SPECS: &[CommandSpec] = &[
         "EXISTS",
         -2,
         Flags::READONLY.with(Flags::FAST),
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "read", "fast"],
         "Determines whether one or more keys exist.",
         "1.0.0",
@@ -100,7 +86,7 @@ pub const SPECS: &[CommandSpec] = &[
         "TOUCH",
         -2,
         Flags::READONLY.with(Flags::FAST),
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "read", "fast"],
         "Returns the number of existing keys out of those specified after updating the time they were last accessed.",
         "3.2.1",
@@ -113,7 +99,7 @@ pub const SPECS: &[CommandSpec] = &[
         "TYPE",
         2,
         Flags::READONLY.with(Flags::FAST),
-        ONE_KEY,
+        Keys::FIRST,
         &["keyspace", "read", "fast"],
         "Determines the type of value stored at a key.",
         "1.0.0",

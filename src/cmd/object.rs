@@ -11,12 +11,6 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::{ShardDb, Value};
 
-const KEY2: Keys = Keys::Range {
-    first: 2,
-    last: 2,
-    step: 1,
-};
-
 const fn sub(
     name: &'static str,
     arity: i16,
@@ -44,7 +38,7 @@ pub const SPECS: &[CommandSpec] = &[
         name: "OBJECT",
         arity: -2,
         flags: Flags::NONE,
-        keys: KEY2,
+        keys: Keys::SECOND,
         acl: &["slow"],
         summary: "A container for object introspection commands.",
         since: "2.2.3",
@@ -53,7 +47,7 @@ pub const SPECS: &[CommandSpec] = &[
             sub(
                 "OBJECT|ENCODING",
                 3,
-                KEY2,
+                Keys::SECOND,
                 "Returns the internal encoding of a Redis object.",
                 parse_object,
             ),
@@ -74,7 +68,7 @@ pub const SPECS: &[CommandSpec] = &[
         name: "MEMORY",
         arity: -2,
         flags: Flags::NONE,
-        keys: KEY2,
+        keys: Keys::SECOND,
         acl: &["slow"],
         summary: "A container for memory diagnostics commands.",
         since: "4.0.0",
@@ -83,7 +77,7 @@ pub const SPECS: &[CommandSpec] = &[
             sub(
                 "MEMORY|USAGE",
                 -3,
-                KEY2,
+                Keys::SECOND,
                 "Estimates the memory usage of a key.",
                 parse_memory,
             ),

@@ -24,12 +24,6 @@ use crate::shard::db::ShardDb;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start, parse_xadd_id};
 use crate::stream::{Entry, IdSpec, RefPolicy, StreamId, TrimSpec, TrimStrategy};
 
-const KEY1: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
 const fn row(
     name: &'static str,
     arity: i16,
@@ -43,7 +37,7 @@ const fn row(
         name,
         arity,
         flags,
-        KEY1,
+        Keys::FIRST,
         "stream",
         acl,
         summary,

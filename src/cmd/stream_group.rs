@@ -35,18 +35,6 @@ use crate::stream::group::ConsumerGroup;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start};
 use crate::stream::{RefPolicy, Stream, StreamId};
 
-const KEY1: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
-const KEY2: Keys = Keys::Range {
-    first: 2,
-    last: 2,
-    step: 1,
-};
-
 #[allow(clippy::too_many_arguments)]
 const fn keyed(
     name: &'static str,
@@ -87,16 +75,16 @@ pub const SPECS: &[CommandSpec] = &[
         since: "5.0.0",
         group: "stream",
         subcommands: &[
-            keyed("XGROUP|CREATE", -5, W.with(Flags::DENYOOM), KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|CREATE", -5, W.with(Flags::DENYOOM), Keys::SECOND, &["write", "stream", "slow"],
                 "Creates a consumer group.", "5.0.0", parse_xgroup),
-            keyed("XGROUP|SETID", -5, W, KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|SETID", -5, W, Keys::SECOND, &["write", "stream", "slow"],
                 "Sets the last-delivered ID of a consumer group.", "5.0.0", parse_xgroup),
-            keyed("XGROUP|DESTROY", 4, W, KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|DESTROY", 4, W, Keys::SECOND, &["write", "stream", "slow"],
                 "Destroys a consumer group.", "5.0.0", parse_xgroup),
-            keyed("XGROUP|CREATECONSUMER", 5, W.with(Flags::DENYOOM), KEY2,
+            keyed("XGROUP|CREATECONSUMER", 5, W.with(Flags::DENYOOM), Keys::SECOND,
                 &["write", "stream", "slow"], "Creates a consumer in a consumer group.", "6.2.0",
                 parse_xgroup),
-            keyed("XGROUP|DELCONSUMER", 5, W, KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|DELCONSUMER", 5, W, Keys::SECOND, &["write", "stream", "slow"],
                 "Deletes a consumer from a consumer group.", "5.0.0", parse_xgroup),
             keyed("XGROUP|HELP", 2, Flags::LOADING.with(Flags::STALE), Keys::None,
                 &["stream", "slow"], "Returns helpful text about the different subcommands.",
@@ -125,20 +113,20 @@ pub const SPECS: &[CommandSpec] = &[
             validate: Some(check_xreadgroup),
         },
     },
-    keyed("XACK", -4, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XACK", -4, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.",
         "5.0.0", parse_xack),
     // Redis 8.2: XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]
-    keyed("XACKDEL", -6, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XACKDEL", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Acknowledges and conditionally deletes one or multiple entries for a stream consumer group.",
         "8.2.0", parse_xackdel),
-    keyed("XPENDING", -3, R, KEY1, &["read", "stream", "slow"],
+    keyed("XPENDING", -3, R, Keys::FIRST, &["read", "stream", "slow"],
         "Returns the information and entries from a stream consumer group's pending entries list.",
         "5.0.0", parse_xpending),
-    keyed("XCLAIM", -6, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XCLAIM", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.",
         "5.0.0", parse_xclaim),
-    keyed("XAUTOCLAIM", -6, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XAUTOCLAIM", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.",
         "6.2.0", parse_xautoclaim),
     CommandSpec {
@@ -151,11 +139,11 @@ pub const SPECS: &[CommandSpec] = &[
         since: "5.0.0",
         group: "stream",
         subcommands: &[
-            keyed("XINFO|STREAM", -3, R, KEY2, &["read", "stream", "slow"],
+            keyed("XINFO|STREAM", -3, R, Keys::SECOND, &["read", "stream", "slow"],
                 "Returns information about a stream.", "5.0.0", parse_xinfo),
-            keyed("XINFO|GROUPS", 3, R, KEY2, &["read", "stream", "slow"],
+            keyed("XINFO|GROUPS", 3, R, Keys::SECOND, &["read", "stream", "slow"],
                 "Returns a list of the consumer groups of a stream.", "5.0.0", parse_xinfo),
-            keyed("XINFO|CONSUMERS", 4, R, KEY2, &["read", "stream", "slow"],
+            keyed("XINFO|CONSUMERS", 4, R, Keys::SECOND, &["read", "stream", "slow"],
                 "Returns a list of the consumers in a consumer group.", "5.0.0", parse_xinfo),
             keyed("XINFO|HELP", 2, Flags::LOADING.with(Flags::STALE), Keys::None,
                 &["stream", "slow"], "Returns helpful text about the different subcommands.",

@@ -85,6 +85,27 @@ pub enum Keys {
     AfterStreamsToken,
 }
 
+impl Keys {
+    /// The key is argv[1] (most commands).
+    pub const FIRST: Keys = Keys::Range {
+        first: 1,
+        last: 1,
+        step: 1,
+    };
+    /// The key is argv[2] (subcommands such as `OBJECT ENCODING key`, `XGROUP CREATE key`).
+    pub const SECOND: Keys = Keys::Range {
+        first: 2,
+        last: 2,
+        step: 1,
+    };
+    /// Every argument from argv[1] on is a key (DEL, EXISTS, MGET...).
+    pub const ALL: Keys = Keys::Range {
+        first: 1,
+        last: -1,
+        step: 1,
+    };
+}
+
 /// How the results of a multi-key command split over several shards are merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FanMerge {
