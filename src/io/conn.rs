@@ -171,8 +171,9 @@ pub struct Conn {
     /// Since when the output buffer has been at or above the soft
     /// `client-output-buffer-limit` (None = below it).
     pub output_soft_since: Option<Instant>,
-    /// The output buffer limit closed this connection (for the IO thread to count and log once).
-    pub output_limit_hit: bool,
+    /// The output buffer limit closed this connection, with this many bytes
+    /// pending (for the IO thread to count and log once).
+    pub output_limit_hit: Option<usize>,
 }
 
 impl Conn {
@@ -246,7 +247,7 @@ impl Conn {
             if let Some(limit) = limit {
                 if self.over_output_limit(limit, Instant::now()) {
                     self.dead = true;
-                    self.output_limit_hit = true;
+                    self.output_limit_hit = Some(self.wbuf.len());
                     self.slots.clear();
                     self.wbuf = BytesMut::new();
                     break;

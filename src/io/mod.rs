@@ -355,7 +355,7 @@ impl IoThread {
                 want_write: false,
                 blocked: None,
                 output_soft_since: None,
-                output_limit_hit: false,
+                output_limit_hit: None,
             },
         );
     }
@@ -389,6 +389,10 @@ impl IoThread {
                             .stats
                             .client_query_buffer_limit_disconnections
                             .fetch_add(1, Ordering::Relaxed);
+                        self.shared
+                            .stats
+                            .recent_max_input_bytes
+                            .observe(conn.rbuf.len() as u64);
                         conn.dead = true;
                         conn.rbuf = BytesMut::new();
                         break;
@@ -524,14 +528,17 @@ impl IoThread {
                 );
                 conn.encode_ready(Some(&limits.output));
             }
-            if conn.output_limit_hit {
-                conn.output_limit_hit = false;
+            if let Some(pending) = conn.output_limit_hit.take() {
+                self.shared
+                    .stats
+                    .recent_max_output_bytes
+                    .observe(pending as u64);
                 self.shared
                     .stats
                     .client_output_buffer_limit_disconnections
                     .fetch_add(1, Ordering::Relaxed);
                 eprintln!(
-                    "Client id={} addr={} closed for overcoming of output buffer limits.",
+                    "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
                     conn.session.id, conn.session.shared.addr
                 );
             }
