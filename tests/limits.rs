@@ -385,7 +385,7 @@ fn protocol_limits_match_redis() {
             true
         )
     );
-    assert_eq!(ours.3 .1, true);
+    assert!(ours.3 .1, "negative bulk length must close");
     if let Some(theirs) = seen.get(1) {
         assert_eq!(ours, theirs);
     }
