@@ -7,7 +7,7 @@
 //! (`shards`, `io-threads`, `no-pin`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use clap::Parser;
 
@@ -21,6 +21,11 @@ pub struct Tunables {
     pub stream_node_max_bytes: AtomicUsize,
     /// `maxmemory`, bytes (0 = no limit); IO threads refuse DENYOOM commands above it.
     pub maxmemory_bytes: AtomicU64,
+    /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
+    /// are all served by this node instead of refusing them with CROSSSLOT.
+    pub cluster_allow_local_multislot: AtomicBool,
+    /// `appendonly`, `appendfsync`, auto-rewrite settings and AOF status.
+    pub aof: crate::aof::AofShared,
 }
 
 impl Default for Tunables {
@@ -36,6 +41,8 @@ impl Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
             maxmemory_bytes: AtomicU64::new(cfg.maxmemory_bytes),
+            cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
+            aof: crate::aof::AofShared::new(cfg),
         }
     }
 
@@ -47,6 +54,9 @@ impl Tunables {
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
         self.maxmemory_bytes
             .store(cfg.maxmemory_bytes, Ordering::Relaxed);
+        self.cluster_allow_local_multislot
+            .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
+        self.aof.update(cfg);
     }
 
     /// Stream node caps for new appends.
@@ -96,6 +106,18 @@ pub struct Cli {
     /// Number of databases for SELECT [default: 16].
     #[arg(long)]
     pub databases: Option<usize>,
+    /// Static cluster topology: one `<node-name> <host> <port> <slot-range>[,...]`
+    /// line per node; this node finds itself by its port (and bind address).
+    /// Without it the node is a one-node cluster owning every slot.
+    #[arg(long)]
+    pub cluster_config: Option<PathBuf>,
+    /// Keep an append-only file per shard in --dir: yes or no [default: yes].
+    #[arg(long, value_name = "yes|no")]
+    pub appendonly: Option<String>,
+    /// When AOF writes are fsynced: always (group commit before replying),
+    /// everysec or no [default: everysec].
+    #[arg(long, value_name = "always|everysec|no")]
+    pub appendfsync: Option<String>,
 }
 
 /// The effective configuration.
@@ -128,6 +150,20 @@ pub struct Config {
     /// `tcp-keepalive`: seconds of idleness before TCP keepalive probes
     /// (0 = keepalive off); applies to connections accepted afterwards.
     pub tcp_keepalive_s: u64,
+    /// `cluster-config`: the static cluster topology file (see [`crate::cluster`]).
+    pub cluster_config: Option<PathBuf>,
+    /// `cluster-allow-local-multislot` (default no): in cluster mode, serve
+    /// commands whose keys hash to several slots when this node serves them
+    /// all, instead of refusing them with CROSSSLOT as Redis Cluster does.
+    pub cluster_allow_local_multislot: bool,
+    /// `appendonly` (default yes): one append-only file set per shard in `dir`.
+    pub appendonly: bool,
+    /// `appendfsync` (default everysec).
+    pub appendfsync: crate::aof::FsyncPolicy,
+    /// `auto-aof-rewrite-percentage` (default 100; 0 disables automatic rewrites).
+    pub auto_aof_rewrite_percentage: u64,
+    /// `auto-aof-rewrite-min-size`, bytes (default 64 MB).
+    pub auto_aof_rewrite_min_size_bytes: u64,
 }
 
 /// One class of `client-output-buffer-limit`: a client whose pending output
@@ -220,6 +256,12 @@ impl Default for Config {
             ],
             maxmemory_bytes: 0,
             tcp_keepalive_s: 300,
+            cluster_config: None,
+            cluster_allow_local_multislot: false,
+            appendonly: true,
+            appendfsync: crate::aof::FsyncPolicy::EverySec,
+            auto_aof_rewrite_percentage: 100,
+            auto_aof_rewrite_min_size_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -349,6 +391,32 @@ impl Config {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
             }
+            "cluster-config" => {
+                self.cluster_config = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "cluster-allow-local-multislot" => {
+                self.cluster_allow_local_multislot =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "appendonly" => {
+                self.appendonly = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "appendfsync" => {
+                self.appendfsync = crate::aof::FsyncPolicy::parse(value)
+                    .ok_or("argument(s) must be one of the following: everysec, always, no")?
+            }
+            "auto-aof-rewrite-percentage" => {
+                self.auto_aof_rewrite_percentage =
+                    value.parse::<i64>().map_err(|_| bad()).and_then(|v| {
+                        u64::try_from(v).map_err(|_| {
+                            "argument must be between 0 and 2147483647 inclusive".to_string()
+                        })
+                    })?
+            }
+            "auto-aof-rewrite-min-size" => {
+                self.auto_aof_rewrite_min_size_bytes =
+                    parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as u64
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -383,6 +451,21 @@ impl Config {
                 .join(" "),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            "cluster-config" => self
+                .cluster_config
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            "cluster-allow-local-multislot" => if self.cluster_allow_local_multislot {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+            "appendonly" => if self.appendonly { "yes" } else { "no" }.to_string(),
+            "appendfsync" => self.appendfsync.name().to_string(),
+            "auto-aof-rewrite-percentage" => self.auto_aof_rewrite_percentage.to_string(),
+            "auto-aof-rewrite-min-size" => self.auto_aof_rewrite_min_size_bytes.to_string(),
             _ => return None,
         })
     }
@@ -406,6 +489,12 @@ impl Config {
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
+        "cluster-config",
+        "cluster-allow-local-multislot",
+        "appendonly",
+        "appendfsync",
+        "auto-aof-rewrite-percentage",
+        "auto-aof-rewrite-min-size",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in
@@ -470,6 +559,17 @@ impl Config {
         }
         if let Some(v) = cli.databases {
             cfg.databases = v;
+        }
+        if let Some(v) = &cli.cluster_config {
+            cfg.cluster_config = Some(v.clone());
+        }
+        if let Some(v) = &cli.appendonly {
+            cfg.set("appendonly", v)
+                .map_err(|e| format!("--appendonly {v}: {e}"))?;
+        }
+        if let Some(v) = &cli.appendfsync {
+            cfg.set("appendfsync", v)
+                .map_err(|e| format!("--appendfsync {v}: {e}"))?;
         }
         if cfg.shards == 0 || cfg.shards > 1024 {
             return Err("shards must be between 1 and 1024".into());

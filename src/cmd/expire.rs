@@ -332,6 +332,8 @@ pub fn apply_expire(db: &mut ShardDb, cx: &ExecCtx, e: &Expire) -> Result<Reply,
     } else {
         db.set_expire(cx.db, &e.key, Some(when as u64));
     }
+    // Logged as an absolute PEXPIREAT (or DEL): replay never depends on when it runs.
+    db.log_ttl_state(cx, &e.key);
     Ok(Reply::Int(1))
 }
 
@@ -370,6 +372,7 @@ pub fn apply_persist(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
         .is_some_and(|e| e.expire_at_ms.is_some());
     if had_ttl {
         db.set_expire(cx.db, key, None);
+        db.log_effect(cx, &[b"PERSIST", key]);
     }
     Reply::Int(i64::from(had_ttl))
 }

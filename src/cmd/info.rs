@@ -203,6 +203,38 @@ struct Snapshot {
     cmdstats: Vec<(String, u64, u64, u64)>,
     mem: MemInfo,
     cpu: (f64, f64),
+    /// A multi-node topology is configured (`cluster_enabled:1`).
+    cluster: bool,
+    aof: AofInfo,
+}
+
+/// INFO persistence's AOF fields, read from the shards' shared status.
+struct AofInfo {
+    enabled: bool,
+    rewrites_in_progress: u64,
+    last_rewrite_ok: bool,
+    last_rewrite_time_ms: i64,
+    rewrites: u64,
+    write_ok: bool,
+    current_size: u64,
+    base_size: u64,
+    delayed_fsync: u64,
+}
+
+impl AofInfo {
+    fn read(a: &crate::aof::AofShared) -> Self {
+        AofInfo {
+            enabled: a.is_enabled(),
+            rewrites_in_progress: a.rewrites_in_progress.load(Ordering::Relaxed),
+            last_rewrite_ok: a.last_rewrite_ok.load(Ordering::Relaxed),
+            last_rewrite_time_ms: a.last_rewrite_time_ms.load(Ordering::Relaxed),
+            rewrites: a.rewrites.load(Ordering::Relaxed),
+            write_ok: a.failing_shards.load(Ordering::Relaxed) == 0,
+            current_size: a.current_size_bytes.load(Ordering::Relaxed),
+            base_size: a.base_size_bytes.load(Ordering::Relaxed),
+            delayed_fsync: a.delayed_fsync.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Snapshot {
@@ -215,6 +247,7 @@ impl Snapshot {
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
+            cluster: shared.cluster.is_some(),
             run_id: shared.run_id.clone(),
             port,
             uptime_s: shared.uptime_ms() / 1000,
@@ -245,6 +278,7 @@ impl Snapshot {
             cmdstats,
             mem: MemInfo::read(),
             cpu: cpu_times(),
+            aof: AofInfo::read(&shared.tunables.aof),
         }
     }
 }
@@ -433,11 +467,36 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("rdb_changes_since_last_save:0");
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_bgsave_status:ok");
-            line!("aof_enabled:0");
-            line!("aof_rewrite_in_progress:0");
+            let a = &s.aof;
+            let status = |ok: bool| if ok { "ok" } else { "err" };
+            line!("aof_enabled:{}", u8::from(a.enabled));
+            line!(
+                "aof_rewrite_in_progress:{}",
+                u8::from(a.rewrites_in_progress > 0)
+            );
             line!("aof_rewrite_scheduled:0");
-            line!("aof_last_bgrewrite_status:ok");
-            line!("aof_last_write_status:ok");
+            line!(
+                "aof_last_rewrite_time_sec:{}",
+                if a.last_rewrite_time_ms < 0 {
+                    -1
+                } else {
+                    a.last_rewrite_time_ms / 1000
+                }
+            );
+            line!("aof_current_rewrite_time_sec:-1");
+            line!("aof_last_bgrewrite_status:{}", status(a.last_rewrite_ok));
+            line!("aof_rewrites:{}", a.rewrites);
+            line!("aof_rewrites_consecutive_failures:0");
+            line!("aof_last_write_status:{}", status(a.write_ok));
+            line!("aof_last_cow_size:0");
+            if a.enabled {
+                line!("aof_current_size:{}", a.current_size);
+                line!("aof_base_size:{}", a.base_size);
+                line!("aof_pending_rewrite:0");
+                line!("aof_buffer_length:0");
+                line!("aof_pending_bio_fsync:0");
+                line!("aof_delayed_fsync:{}", a.delayed_fsync);
+            }
         }
         "stats" => {
             line!("# Stats");
@@ -493,7 +552,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         }
         "cluster" => {
             line!("# Cluster");
-            line!("cluster_enabled:0");
+            line!("cluster_enabled:{}", u8::from(s.cluster));
         }
         "keyspace" => {
             line!("# Keyspace");

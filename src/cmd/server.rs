@@ -272,9 +272,14 @@ fn quit(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 ///
 /// # Errors
 /// `ERR value is not an integer or out of range` for a non-integer;
-/// `ERR DB index is out of range` outside `0..databases`.
+/// `ERR DB index is out of range` outside `0..databases`; `ERR SELECT is not
+/// allowed in cluster mode` for a database other than 0 on a multi-node
+/// cluster node (Redis Cluster has only database 0).
 fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let idx = crate::cmd::args::int_arg(&argv[1])?;
+    if cx.shared.cluster.is_some() && idx != 0 {
+        return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
+    }
     if idx < 0 || idx as usize >= cx.shared.databases {
         return Err(CmdError::DbIndexOutOfRange);
     }
@@ -292,11 +297,19 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Redis settings shardstream does not implement but clients commonly read
 /// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
 /// them; CONFIG SET accepts only their current value.
-const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", ""), ("appendonly", "no")];
+const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", "")];
 
 /// Settings fixed for the life of the process (threads, sockets and data
 /// layout are built from them at start).
-const IMMUTABLE: &[&str] = &["bind", "port", "shards", "io-threads", "dir", "databases"];
+const IMMUTABLE: &[&str] = &[
+    "bind",
+    "port",
+    "shards",
+    "io-threads",
+    "dir",
+    "databases",
+    "cluster-config",
+];
 
 /// Every name CONFIG GET knows, each once, in a fixed order.
 fn config_names() -> impl Iterator<Item = &'static str> {

@@ -21,7 +21,7 @@ use crate::reply::Reply;
 use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start, parse_xadd_id};
-use crate::stream::{Entry, IdSpec, StreamId, TrimSpec, TrimStrategy};
+use crate::stream::{Entry, IdSpec, RefPolicy, StreamId, TrimSpec, TrimStrategy};
 
 const KEY1: Keys = Keys::Range {
     first: 1,
@@ -102,6 +102,16 @@ pub const SPECS: &[CommandSpec] = &[
         "5.0.0",
         parse_xdel,
     ),
+    // Redis 8.2: XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]
+    row(
+        "XDELEX",
+        -5,
+        Flags::WRITE.with(Flags::FAST),
+        &["write", "stream", "fast"],
+        "Deletes one or multiple entries from the stream.",
+        "8.2.0",
+        parse_xdelex,
+    ),
     row(
         "XTRIM",
         -4,
@@ -135,6 +145,7 @@ pub const SPECS: &[CommandSpec] = &[
             merge: FanMerge::Streams,
             block_ms: xread_block_ms,
             park: park_xread,
+            validate: None,
         },
     },
 ];
@@ -149,6 +160,71 @@ fn c_str_is(arg: &[u8], token: u8) -> bool {
     arg.first() == Some(&token) && (arg.len() == 1 || arg[1] == 0)
 }
 
+/// `KEEPREF` / `DELREF` / `ACKED` (any case), if `arg` is one of them.
+pub fn ref_policy(arg: &[u8]) -> Option<RefPolicy> {
+    if is(arg, "KEEPREF") {
+        Some(RefPolicy::KeepRef)
+    } else if is(arg, "DELREF") {
+        Some(RefPolicy::DelRef)
+    } else if is(arg, "ACKED") {
+        Some(RefPolicy::Acked)
+    } else {
+        None
+    }
+}
+
+/// `[KEEPREF | DELREF | ACKED] IDS numids id [id ...]` of XDELEX and XACKDEL
+/// (Redis 8.2), starting at `argv[from]`. The policy and the IDS block may
+/// come in either order.
+///
+/// # Errors
+/// `ERR syntax error` (unknown token, policy given twice, no IDS block),
+/// `ERR Number of IDs must be a positive integer` (numids not an integer or
+/// < 1), `ERR The `numids` parameter must match the number of arguments`
+/// (fewer IDs than numids), `ERR Invalid stream ID specified as stream command
+/// argument`.
+pub fn parse_ids_block(
+    argv: &[Bytes],
+    from: usize,
+) -> Result<(RefPolicy, Vec<StreamId>), CmdError> {
+    let mut refs = None;
+    let mut ids = None;
+    let mut i = from;
+    while i < argv.len() {
+        let a = &argv[i];
+        if let Some(p) = ref_policy(a) {
+            if refs.is_some() {
+                return Err(CmdError::Syntax);
+            }
+            refs = Some(p);
+            i += 1;
+        } else if is(a, "IDS") && ids.is_none() {
+            let n = argv
+                .get(i + 1)
+                .and_then(|b| crate::cmd::args::parse_i64(b))
+                .filter(|n| *n > 0)
+                .ok_or(CmdError::msg(
+                    "ERR Number of IDs must be a positive integer",
+                ))?;
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            let start = i + 2;
+            if argv.len() - start < n {
+                return Err(CmdError::msg(
+                    "ERR The `numids` parameter must match the number of arguments",
+                ));
+            }
+            let parsed: Result<Vec<StreamId>, CmdError> =
+                argv[start..start + n].iter().map(|b| parse_id(b)).collect();
+            ids = Some(parsed?);
+            i = start + n;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let ids = ids.ok_or(CmdError::Syntax)?;
+    Ok((refs.unwrap_or_default(), ids))
+}
+
 /// The trim clause and XADD prefix options as parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct AddTrimArgs {
@@ -158,8 +234,10 @@ struct AddTrimArgs {
     id_pos: usize,
 }
 
-/// `[NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]]` of XADD
-/// (stopping at the ID) or the options of XTRIM (all remaining arguments).
+/// `[NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] [KEEPREF |
+/// DELREF | ACKED]` of XADD (stopping at the ID) or the options of XTRIM
+/// (all remaining arguments). The reference policy (Redis 8.2) may appear
+/// anywhere among the options; the last one given wins.
 ///
 /// # Errors
 /// In Redis's order: `ERR syntax error, MAXLEN and MINID options at the same
@@ -181,6 +259,7 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
     let mut approx = false;
     let mut limit: i64 = 0;
     let mut limit_given = false;
+    let mut refs = RefPolicy::KeepRef;
     let mut i = 2;
     while i < argc {
         let moreargs = argc - 1 - i;
@@ -219,6 +298,8 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
             }
             limit_given = true;
             i += 1;
+        } else if let Some(p) = ref_policy(opt) {
+            refs = p;
         } else if xadd && is(opt, "NOMKSTREAM") {
             out.nomkstream = true;
         } else if xadd {
@@ -248,6 +329,7 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
         strategy,
         approx,
         limit: limit_given.then_some(limit as u64),
+        refs,
     });
     Ok(out)
 }
@@ -375,6 +457,19 @@ fn parse_xdel(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     // Redis looks the key up before parsing the IDs: keep the verdict for the shard.
     let ids: Result<Vec<StreamId>, CmdError> = argv[2..].iter().map(|a| parse_id(a)).collect();
     Ok(on_shard(move |db, cx| apply_xdel(db, cx, &key, ids).into()))
+}
+
+/// `XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]` (Redis
+/// 8.2). Arguments are checked before the key is looked up.
+///
+/// # Errors
+/// See [`parse_ids_block`].
+fn parse_xdelex(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let key = argv[1].clone();
+    let (refs, ids) = parse_ids_block(argv, 2)?;
+    Ok(on_shard(move |db, cx| {
+        apply_xdelex(db, cx, &key, refs, &ids).into()
+    }))
 }
 
 /// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]`.
@@ -600,11 +695,24 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
         return Ok(Reply::NullBulk);
     };
     let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
-    if let Some(trim) = req.trim {
-        stream.trim(trim, limits);
+    let trimmed = req.trim.map_or(0, |trim| stream.trim(trim, limits));
+    let len_after = stream.len();
+    let id_bytes = id.to_bytes();
+    if db.aof.is_enabled() {
+        // Effects: the entry with its concrete ID, then the trim as an exact length.
+        let mut rec: Vec<&[u8]> = Vec::with_capacity(3 + 2 * req.fields.len());
+        rec.extend([&b"XADD"[..], &req.key[..], &id_bytes[..]]);
+        for (f, v) in &req.fields {
+            rec.push(f);
+            rec.push(v);
+        }
+        db.log_effect(cx, &rec);
+        if trimmed > 0 {
+            log_exact_trim(db, cx, &req.key, len_after);
+        }
     }
     db.blocking.mark_ready(cx.db, &req.key);
-    Ok(Reply::Bulk(id.to_bytes()))
+    Ok(Reply::Bulk(id_bytes))
 }
 
 /// `XLEN key`.
@@ -652,11 +760,47 @@ pub fn apply_xdel(
         return Ok(Reply::Int(0));
     };
     let ids = ids?;
-    let n = ids.iter().filter(|id| s.delete(**id)).count();
-    Ok(Reply::Int(n as i64))
+    let deleted: Vec<StreamId> = ids.into_iter().filter(|id| s.delete(*id)).collect();
+    if !deleted.is_empty() && db.aof.is_enabled() {
+        let texts: Vec<Bytes> = deleted.iter().map(|id| id.to_bytes()).collect();
+        let mut rec: Vec<&[u8]> = vec![b"XDEL", key];
+        rec.extend(texts.iter().map(|t| &t[..]));
+        db.log_effect(cx, &rec);
+    }
+    Ok(Reply::Int(deleted.len() as i64))
 }
 
-/// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]`.
+/// `XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]` (Redis
+/// 8.2): deletes entries with control over consumer-group references.
+///
+/// # Reply
+/// Array of one integer per ID, in order: `-1` no such entry (every ID when
+/// the key is missing), `1` deleted, `2` kept because a group still needs it
+/// (`ACKED`). `KEEPREF` (default) leaves PEL references; `DELREF` removes
+/// them from every group, even for an ID no longer in the stream.
+/// # Errors
+/// `WrongType`.
+/// # Source
+/// redis.io XDELEX (8.2); `Stream::delete_with_refs`.
+pub fn apply_xdelex(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    refs: RefPolicy,
+    ids: &[StreamId],
+) -> Result<Reply, CmdError> {
+    let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
+        return Ok(Reply::Array(ids.iter().map(|_| Reply::Int(-1)).collect()));
+    };
+    Ok(Reply::Array(
+        ids.iter()
+            .map(|id| Reply::Int(s.delete_with_refs(*id, refs)))
+            .collect(),
+    ))
+}
+
+/// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count] [KEEPREF | DELREF |
+/// ACKED]`; the reference policy is Redis 8.2's (see [`Stream::trim`](crate::stream::Stream::trim)).
 ///
 /// # Reply
 /// Number of entries removed; 0 for a missing key.
@@ -672,7 +816,29 @@ pub fn apply_xtrim(
     let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
         return Ok(Reply::Int(0));
     };
-    Ok(Reply::Int(s.trim(trim, limits) as i64))
+    let removed = s.trim(trim, limits);
+    let len_after = s.len();
+    if removed > 0 {
+        log_exact_trim(db, cx, key, len_after);
+    }
+    Ok(Reply::Int(removed as i64))
+}
+
+/// Log a trim as its exact result, `XTRIM key MAXLEN = <length after>`: an
+/// approximate trim depends on node boundaries, which replay (or a rewrite)
+/// need not reproduce.
+fn log_exact_trim(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], len_after: u64) {
+    let mut n = itoa::Buffer::new();
+    db.log_effect(
+        cx,
+        &[
+            b"XTRIM",
+            key,
+            b"MAXLEN",
+            b"=",
+            n.format(len_after).as_bytes(),
+        ],
+    );
 }
 
 /// `XSETID`.
@@ -687,7 +853,38 @@ pub fn apply_xsetid(db: &mut ShardDb, cx: &ExecCtx, req: &XsetidReq) -> Result<R
         return Err(CmdError::msg("ERR no such key"));
     };
     s.set_last_id(req.last_id, req.entries_added, req.max_deleted)?;
+    let (last, added, maxdel) = (s.last_id(), s.entries_added(), s.max_deleted_entry_id());
+    log_xsetid(db, cx, &req.key, last, added, maxdel);
     Ok(Reply::Ok)
+}
+
+/// Log a stream's metadata as `XSETID key last ENTRIESADDED n MAXDELETEDID id`
+/// (XSETID's effect, and how an AOF rewrite restores it).
+pub fn log_xsetid(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    last: StreamId,
+    entries_added: u64,
+    max_deleted: StreamId,
+) {
+    if !db.aof.is_enabled() {
+        return;
+    }
+    let mut n = itoa::Buffer::new();
+    let (last, maxdel) = (last.to_bytes(), max_deleted.to_bytes());
+    db.log_effect(
+        cx,
+        &[
+            b"XSETID",
+            key,
+            &last,
+            b"ENTRIESADDED",
+            n.format(entries_added).as_bytes(),
+            b"MAXDELETEDID",
+            &maxdel,
+        ],
+    );
 }
 
 /// `XREAD` without blocking: resolves each stream's ID (type check first, in
@@ -791,8 +988,14 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
-        attempt: Box::new(move |db, cx, ticket| {
-            match read_after(db, dbi, cx.now_ms, &keys, &after, count) {
+        poll: false,
+        attempt: Box::new(move |db, cx, ready, ticket| {
+            // Only the stream that woke the reader is served (Redis 7.0).
+            let Some(i) = keys.iter().position(|k| k[..] == *ready) else {
+                return Attempt::NotReady;
+            };
+            let (k, a) = (&keys[i..=i], after.get(i..=i).unwrap_or(&[]));
+            match read_after(db, dbi, cx.now_ms, k, a, count) {
                 Reply::NullArray => Attempt::NotReady,
                 reply if ticket.claim() => Attempt::Served(reply),
                 _ => Attempt::Lost,

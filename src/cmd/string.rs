@@ -590,6 +590,7 @@ fn parse_mset(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let pairs = parse_pairs(argv, "mset")?;
     Ok(on_shard(move |db, cx| {
         for (k, v) in pairs {
+            db.log_effect(cx, &[b"SET", &k, &v]);
             db.set(cx.db, k, Value::Str(v), None);
         }
         Reply::Ok
@@ -663,7 +664,10 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         TtlChange::Keep => old_ttl,
         _ => deadline,
     };
+    let key = req.key.clone();
     db.set(cx.db, req.key, Value::Str(req.value), expire_at_ms);
+    // The effect states the result: relative TTLs become absolute deadlines.
+    db.log_string_state(cx, &key);
     Ok(if req.get { old_reply() } else { Reply::Ok })
 }
 
@@ -679,6 +683,7 @@ pub fn apply_getdel(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Result<Reply,
     let v = apply_get(db, cx, key)?;
     if matches!(v, Reply::Bulk(_)) {
         db.remove(cx.db, key, cx.now_ms);
+        db.log_effect(cx, &[b"DEL", key]);
     }
     Ok(v)
 }
@@ -720,8 +725,9 @@ pub fn apply_getex(
         (_, Some(at)) => {
             db.set_expire(cx.db, key, Some(at));
         }
-        _ => {}
+        _ => return Ok(v),
     }
+    db.log_ttl_state(cx, key);
     Ok(v)
 }
 
@@ -768,6 +774,7 @@ pub fn apply_incrby(
         key,
         Bytes::copy_from_slice(buf.format(n).as_bytes()),
     );
+    db.log_string_state(cx, key);
     Ok(Reply::Int(n))
 }
 
@@ -797,6 +804,7 @@ pub fn apply_incrbyfloat(
     }
     let text = Bytes::from(format!("{n}"));
     store_keep_ttl(db, cx, key, text.clone());
+    db.log_string_state(cx, key);
     Ok(Reply::Bulk(text))
 }
 
@@ -816,7 +824,13 @@ pub fn apply_append(
 ) -> Result<Reply, CmdError> {
     let Some(old) = db.get_str(cx.db, &key, cx.now_ms)? else {
         let len = value.len();
-        db.set(cx.db, key, Value::Str(Bytes::copy_from_slice(value)), None);
+        db.set(
+            cx.db,
+            key.clone(),
+            Value::Str(Bytes::copy_from_slice(value)),
+            None,
+        );
+        db.log_string_state(cx, &key);
         return Ok(Reply::Int(len as i64));
     };
     let mut buf = BytesMut::with_capacity(old.len() + value.len());
@@ -824,6 +838,7 @@ pub fn apply_append(
     buf.extend_from_slice(value);
     let len = buf.len();
     store_keep_ttl(db, cx, &key, buf.freeze());
+    db.log_string_state(cx, &key);
     Ok(Reply::Int(len as i64))
 }
 
@@ -856,6 +871,7 @@ pub fn apply_msetnx(db: &mut ShardDb, cx: &ExecCtx, pairs: Vec<(Bytes, Bytes)>) 
         return Reply::Int(0);
     }
     for (k, v) in pairs {
+        db.log_effect(cx, &[b"SET", &k, &v]);
         db.set(cx.db, k, Value::Str(v), None);
     }
     Reply::Int(1)

@@ -100,6 +100,9 @@ pub enum FanMerge {
     Streams,
 }
 
+/// Parses one argv (or one shard's part of it) into a shard request.
+pub type ParseFn = fn(&[Bytes]) -> Result<ShardReq, CmdError>;
+
 /// How a command is executed.
 #[derive(Clone, Copy)]
 pub enum Handler {
@@ -125,6 +128,10 @@ pub enum Handler {
             &[Bytes],
             std::sync::Arc<crate::shard::blocking::Ticket>,
         ) -> Result<ShardReq, CmdError>,
+        /// When keys span shards, a side-effect-free check of one shard's
+        /// part, run on every shard before any part reads (XREADGROUP: type,
+        /// group, ID per key). Answers `+OK` or `[local key index, error]`.
+        validate: Option<ParseFn>,
     },
     /// Runs on the IO thread with the connection's state; may answer directly,
     /// or fan out to shards (DBSIZE, INFO, FLUSHALL...).

@@ -206,7 +206,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
             }
         };
         let keyless = spec.key_indexes(argv).is_empty();
-        match route_keyed(spec, parse, merge, argv, shared) {
+        match route_keyed(spec, parse, merge, None, argv, shared) {
             Routed::One(shard, req) => {
                 if !keyless && !claim(&mut tx_shard, shard) {
                     return Err(CmdError::msg(CROSS_SHARD));

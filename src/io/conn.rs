@@ -27,6 +27,31 @@ pub struct BlockPlan {
     pub timeout_ms: u64,
 }
 
+/// What a fan-out does once every part has answered, instead of answering.
+pub enum Then {
+    /// A null-array merged reply parks the read on its shards (blocking
+    /// XREAD / XREADGROUP over several shards, DESIGN.md "Blocking reads").
+    Block(BlockPlan),
+    /// The fan-out was a side-effect-free validation pass: an error merged
+    /// reply is the answer; anything else starts this second fan-out in the
+    /// same reply slot (multi-shard XREADGROUP checks every key's type and
+    /// group on every shard before any shard delivers).
+    Fan {
+        parts: Vec<(ShardId, ShardReq)>,
+        merge: Merge,
+        then_block: Option<BlockPlan>,
+    },
+}
+
+impl Then {
+    /// Whether the command must hold the connection's pipeline until it is
+    /// answered: it may block, or it runs in two steps (later pipelined
+    /// commands must not overtake its second step).
+    pub fn holds(&self) -> bool {
+        matches!(self, Then::Block(_) | Then::Fan { .. })
+    }
+}
+
 /// A connection waiting in a blocking read.
 pub struct Blocked {
     pub seq: u64,
@@ -139,8 +164,8 @@ pub enum Pending {
         parts: Vec<Option<Reply>>,
         left: usize,
         merge: Merge,
-        /// When set and the merged reply is a null array, park instead of answering.
-        then_block: Option<BlockPlan>,
+        /// What follows the merge instead of answering, if anything (see [`Then`]).
+        then: Option<Then>,
     },
 }
 
@@ -189,9 +214,17 @@ impl Conn {
         seq
     }
 
-    /// Deliver a (part of a) reply to slot `seq`. Returns a block plan when a
-    /// fan-out found nothing and the command must now park on its shards.
-    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<BlockPlan> {
+    /// The reply slot with sequence number `seq`, if still queued.
+    pub fn slot_mut(&mut self, seq: u64) -> Option<&mut Pending> {
+        let idx = seq.checked_sub(self.base_seq)?;
+        self.slots.get_mut(usize::try_from(idx).ok()?)
+    }
+
+    /// Deliver a (part of a) reply to slot `seq`. Returns what to do next when
+    /// a fan-out's merge does not answer the client: park the read on its
+    /// shards ([`Then::Block`]) or run the second step ([`Then::Fan`]); the
+    /// slot then stays `Waiting`.
+    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<Then> {
         let idx = seq.checked_sub(self.base_seq)?;
         let slot = self.slots.get_mut(idx as usize)?;
         match slot {
@@ -205,10 +238,7 @@ impl Conn {
                 }
                 if *left == 0 {
                     if let Pending::Fan {
-                        parts,
-                        merge,
-                        then_block,
-                        ..
+                        parts, merge, then, ..
                     } = std::mem::replace(slot, Pending::Waiting)
                     {
                         let parts = parts
@@ -216,9 +246,16 @@ impl Conn {
                             .map(|p| p.unwrap_or(Reply::NullBulk))
                             .collect();
                         let merged = merge(parts);
-                        if matches!(merged, Reply::NullArray) && then_block.is_some() {
-                            // Stays Waiting: the parked read fills it later.
-                            return then_block;
+                        match then {
+                            Some(Then::Block(plan)) if matches!(merged, Reply::NullArray) => {
+                                // Stays Waiting: the parked read fills it later.
+                                return Some(Then::Block(plan));
+                            }
+                            Some(next @ Then::Fan { .. }) if !merged.is_error() => {
+                                // Stays Waiting: the second step fills it later.
+                                return Some(next);
+                            }
+                            _ => {}
                         }
                         *slot = Pending::Ready(merged);
                     }

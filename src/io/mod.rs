@@ -30,12 +30,12 @@ use crate::cmd::table::{self, CommandSpec, FanMerge, Handler};
 use crate::cmd::{self, Action, ConnCtx, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::route::slot::ShardId;
+use crate::route::slot::{slot_of, ShardId, Slot};
 use crate::server::Shared;
 use crate::shard::blocking::Ticket;
 use crate::shard::msg::{IoMsg, Job, ReplyTo, ShardMsg};
 use codec::{DecodeLimits, Decoded};
-use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session};
+use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session, Then};
 
 /// Token of the IO thread's waker.
 pub const WAKER: Token = Token(usize::MAX);
@@ -440,18 +440,34 @@ impl IoThread {
                 IoMsg::Replies(replies) => {
                     for (to, reply) in replies {
                         if let Some(conn) = self.conns.get_mut(&to.conn) {
-                            if let Some(plan) = conn.fill(to.seq, to.part, reply) {
-                                start_block(
+                            match conn.fill(to.seq, to.part, reply) {
+                                Some(Then::Block(plan)) => {
+                                    start_block(
+                                        self.idx,
+                                        &self.shared,
+                                        &mut self.batches,
+                                        conn,
+                                        to.seq,
+                                        plan,
+                                    );
+                                    if conn.blocked.is_some() {
+                                        self.blocked_ids.insert(to.conn);
+                                    }
+                                }
+                                Some(Then::Fan {
+                                    parts,
+                                    merge,
+                                    then_block,
+                                }) => start_fan(
                                     self.idx,
-                                    &self.shared,
                                     &mut self.batches,
                                     conn,
                                     to.seq,
-                                    plan,
-                                );
-                                if conn.blocked.is_some() {
-                                    self.blocked_ids.insert(to.conn);
-                                }
+                                    parts,
+                                    merge,
+                                    then_block.map(Then::Block),
+                                ),
+                                None => {}
                             }
                             self.touched.push(to.conn);
                         }
@@ -756,6 +772,26 @@ fn dispatch(
         reject_cmd(shared, conn, spec, CmdError::NoAuth);
         return;
     }
+    // Cluster redirection comes before queueing, as in Redis's processCommand:
+    // a redirected command inside MULTI dooms the transaction; a refused EXEC
+    // discards it and answers the redirection itself.
+    if let Err(e) = cluster_check(shared, spec, &argv, &conn.session) {
+        shared.count_call(spec.name, false, true);
+        if spec.name == "EXEC" {
+            cmd::tx::reset_multi(&mut conn.session);
+        }
+        reject(shared, conn, e);
+        return;
+    }
+    // A shard that cannot write its AOF refuses writes (and PING), as Redis
+    // does after a failed AOF write or fsync.
+    if spec.flags.has(crate::cmd::Flags::WRITE) || spec.name == "PING" {
+        if let Some(err) = shared.tunables.aof.write_refusal() {
+            shared.count_call(spec.name, true, true);
+            reject_cmd(shared, conn, spec, err);
+            return;
+        }
+    }
     if shared.over_maxmemory() && refused_on_oom(spec, &conn.session) {
         shared.count_call(spec.name, true, true);
         reject_cmd(shared, conn, spec, CmdError::msg(OOM_ERROR));
@@ -815,31 +851,10 @@ fn dispatch(
             let seq = conn.push_slot(Pending::Waiting);
             start_block(io, shared, batches, conn, seq, plan);
         }
-        Routed::Fan(parts, merge, then_block) => {
-            let blocking = then_block.is_some();
+        Routed::Fan(parts, merge, then) => {
             shared.count_call(name, false, false);
-            let n = parts.len();
-            let seq = conn.push_slot(Pending::Fan {
-                parts: (0..n).map(|_| None).collect(),
-                left: n,
-                merge,
-                then_block,
-            });
-            if blocking {
-                conn.hold_until = Some(seq);
-            }
-            for (part, (shard, req)) in parts.into_iter().enumerate() {
-                batches[usize::from(shard.0)].push(Job {
-                    req,
-                    db: conn.session.db as u16,
-                    reply_to: ReplyTo {
-                        io,
-                        conn: conn.session.id,
-                        seq,
-                        part: part as u16,
-                    },
-                });
-            }
+            let seq = conn.push_slot(Pending::Waiting);
+            start_fan(io, batches, conn, seq, parts, merge, then);
         }
     }
 }
@@ -867,6 +882,94 @@ fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
         "DISCARD" | "QUIT" | "RESET" => false,
         _ => true,
     }
+}
+
+/// Send the parts of a fan-out to their shards, collecting their replies in
+/// slot `seq` (a new slot, or one whose validation step just passed).
+fn start_fan(
+    io: u16,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    parts: Vec<(ShardId, ShardReq)>,
+    merge: Merge,
+    then: Option<Then>,
+) {
+    let holds = then.as_ref().is_some_and(Then::holds);
+    let n = parts.len();
+    let Some(slot) = conn.slot_mut(seq) else {
+        return;
+    };
+    *slot = Pending::Fan {
+        parts: (0..n).map(|_| None).collect(),
+        left: n,
+        merge,
+        then,
+    };
+    if holds {
+        conn.hold_until = Some(seq);
+    }
+    for (part, (shard, req)) in parts.into_iter().enumerate() {
+        batches[usize::from(shard.0)].push(Job {
+            req,
+            db: conn.session.db as u16,
+            reply_to: ReplyTo {
+                io,
+                conn: conn.session.id,
+                seq,
+                part: part as u16,
+            },
+        });
+    }
+}
+
+/// The table row that decides a command's keys (a container's subcommand row).
+fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+    let spec = table::lookup(argv.first()?)?;
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Some(spec);
+    }
+    cmd::connection::resolve_subcommand(spec, argv).ok()
+}
+
+/// Redis Cluster's redirection check (`getNodeByQuery`): with a multi-node
+/// topology, a command's keys must share one slot (else `CROSSSLOT`, unless
+/// `cluster-allow-local-multislot` and this node serves every slot) served by
+/// this node (else `MOVED <slot> <host>:<port>`). EXEC checks the keys of
+/// every queued command together. Keyless commands and one-node servers pass.
+///
+/// # Errors
+/// [`CmdError::CrossSlot`], [`CmdError::Moved`].
+fn cluster_check(
+    shared: &Shared,
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    session: &Session,
+) -> Result<(), CmdError> {
+    let Some(topo) = &shared.cluster else {
+        return Ok(());
+    };
+    let allow = shared
+        .tunables
+        .cluster_allow_local_multislot
+        .load(Ordering::Relaxed);
+    let slots_of = |spec: &CommandSpec, argv: &[Bytes]| -> Vec<Slot> {
+        spec.key_indexes(argv)
+            .into_iter()
+            .filter_map(|i| argv.get(i).map(|k| slot_of(k)))
+            .collect()
+    };
+    if spec.name == "EXEC" {
+        let Some(queue) = &session.multi else {
+            return Ok(());
+        };
+        let slots = queue
+            .iter()
+            .filter_map(|a| row_of(a).map(|s| slots_of(s, a)))
+            .flatten();
+        return topo.check(slots, allow);
+    }
+    topo.check(slots_of(spec, argv), allow)
 }
 
 /// Answer a command that was refused before running; inside MULTI this also
@@ -906,9 +1009,9 @@ pub enum Routed {
     /// Close the connection at once, without a reply (SHUTDOWN).
     Drop,
     One(ShardId, ShardReq),
-    /// Parts run on their shards, replies merged; with a block plan, a null
-    /// merged reply parks the read instead of answering.
-    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<BlockPlan>),
+    /// Parts run on their shards, replies merged; then, optionally, park the
+    /// read or run a second step (see [`Then`]).
+    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
 }
@@ -921,15 +1024,18 @@ pub fn route(
     shared: &Shared,
 ) -> Routed {
     match spec.handler {
-        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, argv, shared),
+        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, None, argv, shared),
         Handler::Blocking {
             parse,
             merge,
             block_ms,
             park,
+            validate,
         } => match block_ms(argv) {
-            None => route_keyed(spec, parse, merge, argv, shared),
-            Some(timeout_ms) => route_blocking(spec, parse, merge, park, timeout_ms, argv, shared),
+            None => route_keyed(spec, parse, merge, validate, argv, shared),
+            Some(timeout_ms) => {
+                route_blocking(spec, parse, merge, validate, park, timeout_ms, argv, shared)
+            }
         },
         Handler::Conn(f) => {
             let mut cx = ConnCtx {
@@ -948,10 +1054,19 @@ pub fn route(
 }
 
 /// Route a keyed command: to the one shard owning its keys, or split by shard and merged.
+///
+/// With `validate` (XREADGROUP) a split command runs in two steps: every
+/// shard first checks its keys without side effects, and only when all pass
+/// do the reads run, so one shard's `NOGROUP`/`WRONGTYPE`/ID error is never
+/// answered after another shard already delivered (and added to its PEL).
+/// The error is the one of the first failing key in the caller's order, as
+/// Redis checks keys in order. Another client may still change a key between
+/// the steps; the second step re-checks and answers that error.
 pub fn route_keyed(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
+    validate: Option<table::ParseFn>,
     argv: &[Bytes],
     shared: &Shared,
 ) -> Routed {
@@ -980,14 +1095,22 @@ pub fn route_keyed(
     let nkeys = keys.len();
     let split = cmd::split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
     let mut parts = Vec::with_capacity(split.len());
+    let mut checks = Vec::new();
     let mut positions = Vec::with_capacity(split.len());
     for (shard, part_argv, pos) in split {
         match parse(&part_argv) {
             Ok(req) => parts.push((shard, req)),
             Err(e) => return Routed::Reply(Reply::Error(e)),
         }
+        if let Some(validate) = validate {
+            match validate(&part_argv) {
+                Ok(req) => checks.push((shard, req)),
+                Err(e) => return Routed::Reply(Reply::Error(e)),
+            }
+        }
         positions.push(pos);
     }
+    let check_positions = positions.clone();
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(cmd::merge_sum),
         FanMerge::AllOk => Box::new(cmd::merge_ok),
@@ -1014,7 +1137,45 @@ pub fn route_keyed(
         }
         FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
     };
-    Routed::Fan(parts, merge, None)
+    if validate.is_none() {
+        return Routed::Fan(parts, merge, None);
+    }
+    let check_merge: Merge =
+        Box::new(move |replies: Vec<Reply>| merge_checks(replies, &check_positions));
+    Routed::Fan(
+        checks,
+        check_merge,
+        Some(Then::Fan {
+            parts,
+            merge,
+            then_block: None,
+        }),
+    )
+}
+
+/// Merge a validation step: each part answers `+OK` or `[local key index,
+/// error]`; the answer is the error of the first failing key in the caller's
+/// key order, else `+OK`.
+fn merge_checks(replies: Vec<Reply>, positions: &[Vec<usize>]) -> Reply {
+    let mut first: Option<(usize, Reply)> = None;
+    for (reply, pos) in replies.into_iter().zip(positions) {
+        let (n, err) = match reply {
+            Reply::Array(mut v) if v.len() == 2 => {
+                let err = v.pop().unwrap_or(Reply::Ok);
+                let local = match v.pop() {
+                    Some(Reply::Int(i)) => usize::try_from(i).unwrap_or(0),
+                    _ => 0,
+                };
+                (pos.get(local).copied().unwrap_or(usize::MAX), err)
+            }
+            e @ Reply::Error(_) => (usize::MAX, e),
+            _ => continue,
+        };
+        if first.as_ref().is_none_or(|(m, _)| n < *m) {
+            first = Some((n, err));
+        }
+    }
+    first.map_or(Reply::Ok, |(_, e)| e)
 }
 
 /// Route a read that asks to block: park it directly when its keys live on
@@ -1025,6 +1186,7 @@ fn route_blocking(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
+    validate: Option<table::ParseFn>,
     park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
     timeout_ms: u64,
     argv: &[Bytes],
@@ -1045,8 +1207,25 @@ fn route_blocking(
     if split.len() <= 1 {
         return Routed::Block(plan);
     }
-    match route_keyed(spec, parse, merge, argv, shared) {
-        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(plan)),
+    match route_keyed(spec, parse, merge, validate, argv, shared) {
+        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: None,
+            }),
+        ) => Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: Some(plan),
+            }),
+        ),
         other => other,
     }
 }

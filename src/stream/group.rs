@@ -562,6 +562,7 @@ mod tests {
                 strategy: TrimStrategy::MaxLen(2),
                 approx: false,
                 limit: None,
+                refs: Default::default(),
             },
             NodeLimits::default(),
         );
