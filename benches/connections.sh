@@ -8,6 +8,7 @@
 # open-file limit above the client count (the script raises its soft limit to
 # the hard limit). RSS is VmRSS/VmHWM from /proc/<pid>/status.
 set -euo pipefail
+set -f  # commands below hold a literal *, never a glob
 cd "$(dirname "$0")/.."
 CLIENTS=${1:-10000}
 REQUESTS=${2:-200000}
