@@ -229,7 +229,35 @@ pub const SPECS: &[CommandSpec] = &[
         "connection",
         select,
     ),
+    row(
+        "TIME",
+        1,
+        Flags::LOADING.with(Flags::STALE).with(Flags::FAST),
+        &["fast"],
+        "Returns the server time.",
+        "2.6.0",
+        "server",
+        time,
+    ),
 ];
+
+/// `TIME`
+///
+/// # Reply
+/// Array of two bulk strings: Unix time in seconds, and the microseconds
+/// already elapsed in the current second.
+/// # Source
+/// `timeCommand`, redis/src/server.c.
+fn time(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(Reply::Array(vec![
+        Reply::bulk(now.as_secs().to_string()),
+        Reply::bulk(now.subsec_micros().to_string()),
+    ])
+    .into())
+}
 
 /// `PING [message]`
 ///
