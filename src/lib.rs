@@ -7,13 +7,17 @@
 //! * [`cmd`]: the command table ([`cmd::table`]) and one file per command family.
 //! * [`shard`]: shard threads and their data ([`shard::db::ShardDb`]).
 //! * [`stream`]: the stream data structure, pure data.
+//! * [`aof`]: per-shard append-only files (effects, group commit, rewrite, load).
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
+//! * [`cluster`]: the static multi-node topology (which node serves which slots).
 //!
 //! # Life of a command
 //! `io::codec` decodes → `cmd::table::lookup` + arity → the family's `parse_*`
 //! → `slot_of(key)` → `ShardMsg::Batch` → `apply_*` on the shard's `ShardDb`
 //! → `IoMsg::Replies` + `Waker::wake` → the connection writes replies in request order.
 
+pub mod aof;
+pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod error;

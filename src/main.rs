@@ -31,6 +31,14 @@ fn main() {
     let (bind, port, shards) = (config.bind.clone(), config.port, config.shards);
     let handle = match shardstream::server::start(config) {
         Ok(h) => h,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            eprintln!("shardstream: {e}");
+            std::process::exit(1);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            eprintln!("shardstream: cannot start: {e}");
+            std::process::exit(1);
+        }
         Err(e) => {
             eprintln!("shardstream: cannot listen on {bind}:{port}: {e}");
             std::process::exit(1);

@@ -26,6 +26,49 @@ pub struct ServerStats {
     pub total_net_input_bytes: AtomicU64,
     pub total_net_output_bytes: AtomicU64,
     pub total_error_replies: AtomicU64,
+    /// Clients closed for exceeding `client-query-buffer-limit`.
+    pub client_query_buffer_limit_disconnections: AtomicU64,
+    /// Clients closed for exceeding `client-output-buffer-limit`.
+    pub client_output_buffer_limit_disconnections: AtomicU64,
+    /// Largest query buffer seen in the last 4 to 8 seconds, bytes
+    /// (INFO `client_recent_max_input_buffer`).
+    pub recent_max_input_bytes: PeakWindow,
+    /// Largest output buffer seen in the last 4 to 8 seconds, bytes
+    /// (INFO `client_recent_max_output_buffer`).
+    pub recent_max_output_bytes: PeakWindow,
+    /// `used_memory` as last sampled by an IO thread (refreshed at most every
+    /// millisecond while `maxmemory` is set), bytes.
+    pub used_memory_cached_bytes: AtomicU64,
+}
+
+/// A maximum over a sliding window of two periods: `observe` raises the
+/// current period's peak, `rotate` (called once a period) starts a new one.
+#[derive(Default)]
+pub struct PeakWindow {
+    current: AtomicU64,
+    previous: AtomicU64,
+}
+
+impl PeakWindow {
+    /// Record a value seen now.
+    pub fn observe(&self, v: u64) {
+        if v > self.current.load(Ordering::Relaxed) {
+            self.current.fetch_max(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Start a new period; the peak of the one just ended stays visible for one more.
+    pub fn rotate(&self) {
+        let cur = self.current.swap(0, Ordering::Relaxed);
+        self.previous.store(cur, Ordering::Relaxed);
+    }
+
+    /// Largest value observed in this period and the previous one.
+    pub fn get(&self) -> u64 {
+        self.current
+            .load(Ordering::Relaxed)
+            .max(self.previous.load(Ordering::Relaxed))
+    }
 }
 
 /// Per-command counters for INFO commandstats: one row of atomics per command
@@ -100,6 +143,8 @@ pub struct Shared {
     pub config: RwLock<Config>,
     /// Number of shards (fixed for the server's life).
     pub shards: u16,
+    /// Which shard owns each slot (a cluster node splits only its own slots).
+    pub slot_map: Arc<crate::route::slot::SlotMap>,
     /// Number of databases (fixed for the server's life).
     pub databases: usize,
     /// Shard inboxes, indexed by shard id.
@@ -122,12 +167,15 @@ pub struct Shared {
     pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
     pub blocked_clients: AtomicU64,
+    /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
+    /// cluster serving every slot, with no redirections.
+    pub cluster: Option<crate::cluster::Topology>,
 }
 
 impl Shared {
     /// The shard owning `key`.
     pub fn shard_of(&self, key: &[u8]) -> ShardId {
-        slot_of(key).shard(self.shards)
+        self.slot_map.shard(slot_of(key))
     }
 
     /// Milliseconds since the server started.
@@ -141,6 +189,13 @@ impl Shared {
         for io in &self.io {
             let _ = io.waker.wake();
         }
+    }
+
+    /// Whether `maxmemory` is set and the last sampled `used_memory` exceeds it
+    /// (DENYOOM commands are then refused).
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.tunables.maxmemory_bytes.load(Ordering::Relaxed);
+        max > 0 && self.stats.used_memory_cached_bytes.load(Ordering::Relaxed) > max
     }
 
     /// Count one call of the table row named `name` (`"GET"`, `"CLIENT|LIST"`;
@@ -235,7 +290,7 @@ fn is_server_thread(name: Option<&str>) -> bool {
 /// running half-dead; exiting closes every socket, so clients see EOF and
 /// supervisors see a failure.
 ///
-/// [`start`] calls it, so the binary and programs embedding the server
+/// [`start`] and [`start_on`] call it, so the binary and programs embedding the server
 /// (tests, loadgen) get the same behaviour. Panics on other threads (a test's
 /// failed assertion, the embedding program's own threads) are left to the
 /// previous hook. The binary additionally exits on a panic of any thread.
@@ -255,11 +310,61 @@ pub fn exit_on_server_thread_panic() {
 
 /// Bind, spawn shard and IO threads, and return once the server accepts connections.
 ///
+/// With `appendonly yes`, every shard first loads its append-only files (in
+/// parallel, each on its own thread); connections are served only after all
+/// have loaded.
+///
 /// Installs [`exit_on_server_thread_panic`]: a panic in any shard or IO
 /// thread ends the process (status 70) rather than leaving hung clients.
+///
+/// # Errors
+/// Binding fails; a `cluster-config` file is unreadable or invalid
+/// (`InvalidInput`, with a message naming the file and line); or loading the
+/// AOF fails (`InvalidData`, with a message naming the file and offset, or the
+/// shard-count mismatch).
 pub fn start(config: Config) -> io::Result<ServerHandle> {
-    exit_on_server_thread_panic();
+    // A bad topology is reported before binding, so the message is about the file.
+    let cluster = load_topology(&config, config.port)?;
     let listener = std::net::TcpListener::bind((config.bind.as_str(), config.port))?;
+    let port = listener.local_addr()?.port();
+    let cluster = match cluster {
+        Some(t) if port == config.port => Some(t),
+        _ => load_topology(&config, port)?,
+    };
+    start_with(config, listener, cluster)
+}
+
+/// [`start`] on an already bound listener (its port overrides `config.port`;
+/// a cluster node finds its topology line by it). Lets a caller learn every
+/// node's port before any node starts.
+pub fn start_on(config: Config, listener: std::net::TcpListener) -> io::Result<ServerHandle> {
+    let cluster = load_topology(&config, listener.local_addr()?.port())?;
+    start_with(config, listener, cluster)
+}
+
+/// The `cluster-config` topology for a node listening on `port`, if configured.
+///
+/// # Errors
+/// `InvalidInput` with a message naming the file and line.
+fn load_topology(config: &Config, port: u16) -> io::Result<Option<crate::cluster::Topology>> {
+    let Some(path) = &config.cluster_config else {
+        return Ok(None);
+    };
+    crate::cluster::Topology::load(path, &config.bind, port)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+fn start_with(
+    config: Config,
+    listener: std::net::TcpListener,
+    cluster: Option<crate::cluster::Topology>,
+) -> io::Result<ServerHandle> {
+    exit_on_server_thread_panic();
+    if config.appendonly {
+        crate::aof::manifest::check_shard_count(&config.dir, config.shards.max(1))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    }
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let shards = config.shards.max(1);
@@ -295,7 +400,14 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
     }
 
     let tunables = Arc::new(crate::config::Tunables::from_config(&config));
+    let slot_map = Arc::new(match &cluster {
+        Some(topology) => crate::route::slot::SlotMap::balanced(shards, |s| {
+            topology.is_local(crate::route::slot::Slot(s))
+        }),
+        None => crate::route::slot::SlotMap::uniform(shards),
+    });
     let shared = Arc::new(Shared {
+        slot_map: slot_map.clone(),
         tunables: tunables.clone(),
         config: RwLock::new(Config {
             port: addr.port(),
@@ -314,9 +426,16 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: AtomicU64::new(0),
+        cluster,
     });
 
     let mut shard_threads = Vec::new();
+    let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
+    let dir = shared
+        .config
+        .read()
+        .map(|c| c.dir.clone())
+        .unwrap_or_default();
     for (i, rx) in shard_rx.into_iter().enumerate() {
         let seed = crate::shard::ShardSeed {
             id: ShardId(i as u16),
@@ -326,8 +445,46 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
             inbox: rx,
             outboxes: outboxes.clone(),
             tunables: tunables.clone(),
+            slot_map: slot_map.clone(),
+            dir: dir.clone(),
+            ready: ready_tx.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
+    }
+    drop(ready_tx);
+    let loading = Instant::now();
+    let mut load_error = None;
+    let mut loaded = crate::aof::load::LoadStats::default();
+    for _ in 0..shards {
+        match ready_rx.recv() {
+            Ok(Ok(st)) => {
+                loaded.records += st.records;
+                loaded.bytes += st.bytes;
+            }
+            Ok(Err(e)) => {
+                load_error.get_or_insert(e);
+            }
+            Err(_) => {
+                load_error.get_or_insert("a shard thread exited while loading".into());
+            }
+        }
+    }
+    if let Some(e) = load_error {
+        for tx in &shared.shard_tx {
+            let _ = tx.send(ShardMsg::Shutdown);
+        }
+        for t in shard_threads {
+            let _ = t.join();
+        }
+        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+    }
+    if loaded.records > 0 {
+        eprintln!(
+            "shardstream: loaded {} AOF records ({} bytes) in {:.3} s",
+            loaded.records,
+            loaded.bytes,
+            loading.elapsed().as_secs_f64()
+        );
     }
     let mut io_threads = Vec::new();
     for (i, (poll, rx, parked)) in io_parts.into_iter().enumerate() {

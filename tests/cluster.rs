@@ -4,11 +4,9 @@
 //! normalised).
 mod common;
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::{free_port, RespClient, TestServer};
+use common::{RedisCluster, RespClient, TestServer};
 use shardstream::route::slot::slot_of;
 
 fn bulk(s: &str) -> String {
@@ -329,81 +327,6 @@ fn keyslot_matches_redis_server() {
     for k in &keys {
         let args: [&[u8]; 3] = [b"CLUSTER", b"KEYSLOT", k];
         assert_eq!(ours.raw(&args), theirs.raw(&args), "key {k:?}");
-    }
-}
-
-/// A real redis-server in cluster mode owning every slot; killed on drop.
-struct RedisCluster {
-    addr: SocketAddr,
-    child: Child,
-    conf: std::path::PathBuf,
-}
-
-impl RedisCluster {
-    fn start() -> Option<Self> {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            assert!(
-                std::env::var("SHARDSTREAM_REQUIRE_REDIS").is_err(),
-                "redis-server is required (SHARDSTREAM_REQUIRE_REDIS is set) but not installed"
-            );
-            eprintln!("redis-server not installed: skipping differential comparison");
-            return None;
-        }
-        for _ in 0..5 {
-            let port = free_port();
-            if port > 55535 {
-                continue; // the cluster bus port must fit too
-            }
-            let conf = std::env::temp_dir().join(format!("shardstream-nodes-{port}.conf"));
-            let _ = std::fs::remove_file(&conf);
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
-                .arg(&conf)
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server");
-            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-            let mut srv = RedisCluster { addr, child, conf };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut assigned = false;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = srv.child.try_wait() {
-                    break;
-                }
-                if std::net::TcpStream::connect(addr).is_err() {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-                let mut c = RespClient::connect(addr);
-                if !assigned {
-                    assert_eq!(c.raw(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK");
-                    assigned = true;
-                }
-                if c.raw(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
-                    return Some(srv);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            drop(srv);
-        }
-        panic!("redis-server in cluster mode did not start");
-    }
-}
-
-impl Drop for RedisCluster {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.conf);
     }
 }
 

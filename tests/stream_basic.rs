@@ -179,7 +179,7 @@ fn xread_non_blocking_over_shards() {
     );
     assert_eq!(
         c.raw(&["XREAD", "STREAMS", &a, "0", "1"]),
-        "-ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified."
+        "-ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."
     );
     assert_eq!(
         c.raw(&["XREAD", "BLOCK", "-1", "STREAMS", &a, "0"]),

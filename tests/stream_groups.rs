@@ -90,7 +90,8 @@ fn differential_xreadgroup_xack_xpending() {
         XREADGROUP GROUP g c COUNT x STREAMS s >
         XREADGROUP GROUP g c BLOCK x STREAMS s >
         XREADGROUP GROUP g c BLOCK -1 STREAMS s >
-        XREADGROUP GROUP g c STREAMS s > 0
+        # Redis 7.4 names the command in this error; the installed 7.0 does not
+        ~XREADGROUP GROUP g c STREAMS s > 0
         XREADGROUP GROUP g c STREAMS s bad
         XREADGROUP GROUP g c FOO STREAMS s >
         XREADGROUP GROUP g c STREAMS s 0
@@ -594,4 +595,215 @@ fn blocked_consumers_across_shards_get_each_entry_exactly_once() {
         let p = admin.raw(&["XPENDING", k, "g"]);
         assert!(p.starts_with(&format!("*4\r\n:{N}\r\n")), "{k}: {p}");
     }
+}
+
+/// Split a command line into arguments (no quoting needed in these tests).
+fn args(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+#[test]
+fn multi_shard_xreadgroup_checks_every_key_before_any_delivery() {
+    let srv = TestServer::start(SHARDS);
+    let keys = keys_on_distinct_shards("v", 2);
+    let (a, b) = (&keys[0], &keys[1]);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&args(&format!("XGROUP CREATE {a} g 0 MKSTREAM"))),
+        "+OK"
+    );
+    assert_eq!(c.raw(&args(&format!("XADD {a} 1-1 f v"))), "$3\r\n1-1");
+    assert_eq!(c.raw(&args(&format!("XADD {b} 1-1 f v"))), "$3\r\n1-1");
+    let nogroup_b =
+        format!("-NOGROUP No such key '{b}' or consumer group 'g' in XREADGROUP with GROUP option");
+    // b has no group: nothing is delivered from a (its PEL stays empty).
+    for line in [
+        format!("XREADGROUP GROUP g c STREAMS {a} {b} > >"),
+        format!("XREADGROUP GROUP g c COUNT 5 NOACK STREAMS {a} {b} > >"),
+        format!("XREADGROUP GROUP g c BLOCK 0 STREAMS {a} {b} > >"),
+    ] {
+        assert_eq!(c.raw(&args(&line)), nogroup_b, "{line}");
+    }
+    assert_eq!(
+        c.raw(&args(&format!("XPENDING {a} g"))),
+        "*4\r\n:0\r\n$-1\r\n$-1\r\n*-1"
+    );
+    // The first failing key in the caller's order decides the error.
+    assert_eq!(
+        c.raw(&args(&format!(
+            "XREADGROUP GROUP g c STREAMS {b} {a} > bad"
+        ))),
+        nogroup_b
+    );
+    assert_eq!(
+        c.raw(&args(&format!(
+            "XREADGROUP GROUP g c STREAMS {a} {b} bad >"
+        ))),
+        "-ERR Invalid stream ID specified as stream command argument"
+    );
+    assert_eq!(
+        c.raw(&args(&format!("XREADGROUP GROUP g c STREAMS {a} {b} $ >"))),
+        "-ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."
+    );
+    // Wrong type on the second shard, pipelined behind a read that must wait.
+    assert_eq!(c.raw(&args(&format!("DEL {b}"))), ":1");
+    assert_eq!(c.raw(&args(&format!("SET {b} x"))), "+OK");
+    c.send(&args(&format!("XREADGROUP GROUP g c STREAMS {a} {b} > >")));
+    c.send(&args(&format!("XPENDING {a} g")));
+    assert_eq!(
+        c.read_reply(),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(c.read_reply(), "*4\r\n:0\r\n$-1\r\n$-1\r\n*-1");
+    // Once every key is valid, both shards deliver.
+    assert_eq!(c.raw(&args(&format!("DEL {b}"))), ":1");
+    assert_eq!(
+        c.raw(&args(&format!("XGROUP CREATE {b} g 0 MKSTREAM"))),
+        "+OK"
+    );
+    assert_eq!(c.raw(&args(&format!("XADD {b} 2-1 f w"))), "$3\r\n2-1");
+    assert_eq!(
+        c.raw(&args(&format!("XREADGROUP GROUP g c STREAMS {a} {b} > >"))),
+        format!(
+            "*2\r\n*2\r\n${}\r\n{a}\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n\
+             *2\r\n${}\r\n{b}\r\n*1\r\n*2\r\n$3\r\n2-1\r\n*2\r\n$1\r\nf\r\n$1\r\nw",
+            a.len(),
+            b.len()
+        )
+    );
+}
+
+#[test]
+fn differential_multi_key_xreadgroup_errors() {
+    let keys = keys_on_distinct_shards("w", 2);
+    let (a, b) = (&keys[0], &keys[1]);
+    diff(&format!(
+        r#"
+        XGROUP CREATE {a} g 0 MKSTREAM
+        XADD {a} 1-1 f v
+        XADD {b} 1-1 f v
+        XREADGROUP GROUP g c STREAMS {a} {b} > >
+        XPENDING {a} g
+        XREADGROUP GROUP g c STREAMS {b} {a} > bad
+        XREADGROUP GROUP g c STREAMS {a} {b} bad >
+        XGROUP CREATE {b} g 0
+        XREADGROUP GROUP g c STREAMS {a} {b} > >
+        XPENDING {a} g
+        "#
+    ));
+}
+
+/// Park `XREADGROUP GROUP g c BLOCK 0 STREAMS <keys> > ...` on `r` and wait
+/// until `admin` sees it blocked.
+fn park_group_reader(admin: &mut common::RespClient, r: &mut common::RespClient, keys: &[&str]) {
+    let mut line = String::from("XREADGROUP GROUP g c BLOCK 0 STREAMS");
+    for k in keys {
+        line.push(' ');
+        line.push_str(k);
+    }
+    for _ in keys {
+        line.push_str(" >");
+    }
+    r.send(&args(&line));
+    while !admin.raw(&["CLIENT", "LIST"]).contains("cmd=xreadgroup") {
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn active_expiry_wakes_blocked_group_reader() {
+    let srv = TestServer::start(SHARDS);
+    let mut admin = srv.client();
+    assert_eq!(admin.raw(&args("XGROUP CREATE s g $ MKSTREAM")), "+OK");
+    let mut r = srv.client();
+    park_group_reader(&mut admin, &mut r, &["s"]);
+    // Nobody touches the key again: only active expiry can remove it.
+    assert_eq!(admin.raw(&args("PEXPIRE s 30")), ":1");
+    assert_eq!(r.read_reply(), "-UNBLOCKED the stream key no longer exists");
+    assert_eq!(admin.raw(&args("EXISTS s")), ":0");
+}
+
+/// Two streams on one shard both get data in one transaction while a
+/// reader is blocked on both: like Redis 7.0, the reader gets the stream
+/// that woke it only; the other stream's entry stays undelivered.
+fn blocked_reader_served_with_the_waking_key(
+    admin: &mut common::RespClient,
+    r: &mut common::RespClient,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in [
+        "DEL {t}a {t}b",
+        "XGROUP CREATE {t}a g $ MKSTREAM",
+        "XGROUP CREATE {t}b g $ MKSTREAM",
+    ] {
+        out.push(admin.raw(&args(line)));
+    }
+    park_group_reader(admin, r, &["{t}a", "{t}b"]);
+    for line in ["MULTI", "XADD {t}b 1-1 f b", "XADD {t}a 1-1 f a", "EXEC"] {
+        out.push(admin.raw(&args(line)));
+    }
+    out.push(r.read_reply());
+    out.push(admin.raw(&args("XREADGROUP GROUP g c STREAMS {t}a {t}b > >")));
+    out.push(
+        admin
+            .raw(&args("XPENDING {t}b g - + 10"))
+            .replace(|c: char| c.is_ascii_digit(), "9"),
+    );
+    out
+}
+
+#[test]
+fn blocked_group_reader_gets_only_the_key_that_woke_it() {
+    let srv = TestServer::start(SHARDS);
+    let (mut admin, mut r) = (srv.client(), srv.client());
+    let ours = blocked_reader_served_with_the_waking_key(&mut admin, &mut r);
+    assert_eq!(
+        ours[7],
+        "*1\r\n*2\r\n$4\r\n{t}b\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nb"
+    );
+    assert_eq!(
+        ours[8],
+        "*1\r\n*2\r\n$4\r\n{t}a\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\na"
+    );
+    if let Some(redis) = RedisServer::start() {
+        let (mut admin, mut r) = (redis.client(), redis.client());
+        let theirs = blocked_reader_served_with_the_waking_key(&mut admin, &mut r);
+        assert_eq!(ours, theirs);
+    }
+}
+
+/// Redis 7.4's texts for an unbalanced STREAMS list name the command and the
+/// special IDs it accepts (the installed 7.0 predates them, so they are pinned here).
+#[test]
+fn unbalanced_streams_errors_use_redis_7_4_text() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">", "0"]),
+        "-ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
+    );
+    assert_eq!(
+        c.raw(&["XREAD", "COUNT", "1", "STREAMS", "a", "b", "0"]),
+        "-ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."
+    );
+    // Options before STREAMS are parsed in order: a bad COUNT wins.
+    assert_eq!(
+        c.raw(&[
+            "XREADGROUP",
+            "COUNT",
+            "x",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            "s",
+            ">",
+            "0"
+        ]),
+        "-ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        c.raw(&["XREAD", "CLAIM", "5", "STREAMS", "s", "0"]),
+        "-ERR syntax error"
+    );
 }

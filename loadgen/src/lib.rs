@@ -48,6 +48,8 @@ pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
         port: 0,
         pin: false,
         dir: std::env::temp_dir().join(format!("loadgen-embedded-{}", std::process::id())),
+        // A throwaway in-process server: no append-only files (as before AOF existed).
+        appendonly: false,
         ..shardstream::config::Config::default()
     };
     if let Some(s) = target.embedded_shards {

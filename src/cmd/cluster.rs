@@ -1,20 +1,24 @@
-//! Cluster introspection: a single shardstream node presents itself as a Redis
-//! Cluster of one master owning all 16384 slots, so cluster-aware clients
-//! (redis-rs `ClusterClient`, redis-py `RedisCluster`, `redis-cli -c`) work
-//! against it unchanged.
+//! Cluster introspection. Without a topology a shardstream node presents
+//! itself as a Redis Cluster of one master owning all 16384 slots; with
+//! `cluster-config` (see [`crate::cluster`]) it describes the configured
+//! nodes, so cluster-aware clients (redis-rs `ClusterClient`, redis-py
+//! `RedisCluster`, `redis-cli -c`) work against it unchanged. Redirections
+//! (MOVED/CROSSSLOT) are decided by the IO layer before a command runs.
 //!
 //! CLUSTER KEYSLOT/SLOTS/SHARDS/NODES/INFO/MYID/HELP answer on the IO thread;
-//! COUNTKEYSINSLOT and GETKEYSINSLOT run on the shard owning the slot.
+//! COUNTKEYSINSLOT and GETKEYSINSLOT run on the shard owning the slot (they
+//! count this node's keys, so 0 for a slot another node serves, as in Redis).
 //! READONLY, READWRITE and ASKING are accepted (there are no replicas and no
 //! slot migrations yet).
 //!
-//! Reply shapes are Redis 7.0's for a cluster node with no hostname set. The
-//! node id is the server's `run_id` (40 hex characters, fixed for the process
-//! life), the advertised address is the local address of the connection asking
-//! (the address the client reached us on), the cluster bus port is
-//! `port + 10000` as in Redis (0 when that does not fit in 16 bits), and the
-//! config epoch is 0, as on a Redis node that was given all slots with
-//! `CLUSTER ADDSLOTSRANGE 0 16383` (the only way to build a one-node cluster).
+//! Reply shapes are Redis 7.0's for a cluster node with no hostname set.
+//! Without a topology the node id is the server's `run_id` (40 hex
+//! characters, fixed for the process life), the advertised address is the
+//! local address of the connection asking (the address the client reached us
+//! on) and the config epoch is 0, as on a Redis node that was given all slots
+//! with `CLUSTER ADDSLOTSRANGE 0 16383`. With a topology ids are SHA-1 of the
+//! node names, addresses are the file's and epochs the line order. The cluster
+//! bus port is `port + 10000` as in Redis (0 when that does not fit in 16 bits).
 
 use bytes::Bytes;
 
@@ -35,18 +39,7 @@ const fn row(
     since: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        acl,
-        summary,
-        since,
-        group: "cluster",
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, arity, flags, "cluster", acl, summary, since, f)
 }
 
 /// `CLUSTER` subcommand rows (`CLUSTER|KEYSLOT`, ...).
@@ -230,115 +223,177 @@ fn keyslot(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     Ok(Reply::Int(slot_of(key).0.into()).into())
 }
 
-/// What this node advertises about itself.
-struct Myself {
+/// One node as CLUSTER SLOTS/SHARDS/NODES describe it.
+struct NodeView {
     id: String,
     ip: String,
     port: u16,
     /// Cluster bus port: `port + 10000`, or 0 when that does not fit.
     cport: u16,
+    /// Inclusive slot ranges, sorted.
+    ranges: Vec<(u16, u16)>,
+    epoch: u64,
+    myself: bool,
 }
 
-fn myself(cx: &ConnCtx<'_>) -> Myself {
-    let port = cx.shared.addr.port();
-    Myself {
-        id: cx.shared.run_id.clone(),
-        ip: cx.conn.shared.laddr.ip().to_string(),
-        port,
-        cport: port.checked_add(10000).unwrap_or(0),
+/// The cluster as this node sees it: the topology's nodes in file order, or
+/// (no topology) this node alone owning every slot, advertised at the local
+/// address of the connection asking.
+fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
+    match &cx.shared.cluster {
+        Some(topo) => topo
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeView {
+                id: n.id.clone(),
+                ip: n.host.clone(),
+                port: n.port,
+                cport: n.cport(),
+                ranges: n.sorted_ranges(),
+                epoch: n.epoch,
+                myself: i == topo.myself,
+            })
+            .collect(),
+        None => {
+            let port = cx.shared.addr.port();
+            vec![NodeView {
+                id: cx.shared.run_id.clone(),
+                ip: cx.conn.shared.laddr.ip().to_string(),
+                port,
+                cport: port.checked_add(10000).unwrap_or(0),
+                ranges: vec![(0, SLOTS - 1)],
+                epoch: CONFIG_EPOCH,
+                myself: true,
+            }]
+        }
     }
 }
 
 /// `CLUSTER SLOTS`
 ///
 /// # Reply
-/// One range served by this node:
-/// `[[0, 16383, [ip, port, node-id, {}]]]` (the last element is the node's
-/// metadata map, empty because no hostname is set).
+/// One element per contiguous slot range, by first slot:
+/// `[first, last, [ip, port, node-id, {}]]` (the last element is the node's
+/// metadata map, empty because no hostname is set). A one-node server answers
+/// `[[0, 16383, [ip, port, id, {}]]]`.
 /// # Source
 /// `clusterReplyMultiBulkSlots`, redis/src/cluster.c (7.0).
 fn slots(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    let me = myself(cx);
-    Ok(Reply::Array(vec![Reply::Array(vec![
-        Reply::Int(0),
-        Reply::Int(i64::from(SLOTS) - 1),
-        Reply::Array(vec![
-            Reply::bulk(me.ip),
-            Reply::Int(me.port.into()),
-            Reply::bulk(me.id),
-            Reply::Map(Vec::new()),
-        ]),
-    ])])
+    let nodes = view(cx);
+    let mut ranges: Vec<(u16, u16, &NodeView)> = nodes
+        .iter()
+        .flat_map(|n| n.ranges.iter().map(move |&(a, b)| (a, b, n)))
+        .collect();
+    ranges.sort_by_key(|(a, _, _)| *a);
+    Ok(Reply::Array(
+        ranges
+            .into_iter()
+            .map(|(a, b, n)| {
+                Reply::Array(vec![
+                    Reply::Int(a.into()),
+                    Reply::Int(b.into()),
+                    Reply::Array(vec![
+                        Reply::bulk(n.ip.clone()),
+                        Reply::Int(n.port.into()),
+                        Reply::bulk(n.id.clone()),
+                        Reply::Map(Vec::new()),
+                    ]),
+                ])
+            })
+            .collect(),
+    )
     .into())
 }
 
 /// `CLUSTER SHARDS`
 ///
 /// # Reply
-/// One shard: `[{slots: [0, 16383], nodes: [{id, port, ip, endpoint, role:
-/// master, replication-offset: 0, health: online}]}]` (maps are flat arrays in RESP2).
+/// One element per node (each node is a shard of one master):
+/// `{slots: [first, last, ...], nodes: [{id, port, ip, endpoint, role:
+/// master, replication-offset: 0, health: online}]}` (maps are flat arrays in RESP2).
 /// # Source
 /// `clusterReplyShards` / `addNodeDetailsToShardReply`, redis/src/cluster.c (7.0).
 fn shards(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    let me = myself(cx);
     let field = |name: &'static str, v: Reply| (Reply::bulk(name), v);
-    let node = Reply::Map(vec![
-        field("id", Reply::bulk(me.id)),
-        field("port", Reply::Int(me.port.into())),
-        field("ip", Reply::bulk(me.ip.clone())),
-        field("endpoint", Reply::bulk(me.ip)),
-        field("role", Reply::bulk("master")),
-        field("replication-offset", Reply::Int(0)),
-        field("health", Reply::bulk("online")),
-    ]);
-    Ok(Reply::Array(vec![Reply::Map(vec![
-        field(
-            "slots",
-            Reply::Array(vec![Reply::Int(0), Reply::Int(i64::from(SLOTS) - 1)]),
-        ),
-        field("nodes", Reply::Array(vec![node])),
-    ])])
-    .into())
+    let shards = view(cx)
+        .into_iter()
+        .map(|n| {
+            let slots = n
+                .ranges
+                .iter()
+                .flat_map(|&(a, b)| [Reply::Int(a.into()), Reply::Int(b.into())])
+                .collect();
+            let node = Reply::Map(vec![
+                field("id", Reply::bulk(n.id)),
+                field("port", Reply::Int(n.port.into())),
+                field("ip", Reply::bulk(n.ip.clone())),
+                field("endpoint", Reply::bulk(n.ip)),
+                field("role", Reply::bulk("master")),
+                field("replication-offset", Reply::Int(0)),
+                field("health", Reply::bulk("online")),
+            ]);
+            Reply::Map(vec![
+                field("slots", Reply::Array(slots)),
+                field("nodes", Reply::Array(vec![node])),
+            ])
+        })
+        .collect();
+    Ok(Reply::Array(shards).into())
 }
 
 /// `CLUSTER NODES`
 ///
 /// # Reply
-/// Verbatim string, one line ending in `\n`:
-/// `<id> <ip>:<port>@<cport> myself,master - 0 0 0 connected 0-16383`.
+/// Verbatim string, one line per node ending in `\n`:
+/// `<id> <ip>:<port>@<cport> <flags> - 0 0 <epoch> connected <ranges...>`,
+/// flags `myself,master` for this node and `master` for the others; a range
+/// is `first-last`, or one slot number.
 /// # Source
 /// `clusterGenNodesDescription`, redis/src/cluster.c (7.0).
 fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    let me = myself(cx);
-    let line = format!(
-        "{} {}:{}@{} myself,master - 0 0 {CONFIG_EPOCH} connected 0-{}\n",
-        me.id,
-        me.ip,
-        me.port,
-        me.cport,
-        SLOTS - 1
-    );
-    Ok(Reply::Verbatim(line.into()).into())
+    let mut out = String::new();
+    for n in view(cx) {
+        let flags = if n.myself { "myself,master" } else { "master" };
+        out.push_str(&format!(
+            "{} {}:{}@{} {flags} - 0 0 {} connected",
+            n.id, n.ip, n.port, n.cport, n.epoch
+        ));
+        for (a, b) in n.ranges {
+            if a == b {
+                out.push_str(&format!(" {a}"));
+            } else {
+                out.push_str(&format!(" {a}-{b}"));
+            }
+        }
+        out.push('\n');
+    }
+    Ok(Reply::Verbatim(out.into()).into())
 }
 
 /// `CLUSTER INFO`
 ///
 /// # Reply
 /// Verbatim string of `field:value\r\n` lines, Redis 7.0's fields in its order:
-/// state ok, all 16384 slots assigned and ok, one known node, size 1.
+/// state ok, all 16384 slots assigned and ok, the topology's node count as
+/// known nodes and size (1 without a topology), its epochs.
 /// # Source
 /// `genClusterInfoString`, redis/src/cluster.c (7.0).
-fn info(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let (nodes, current_epoch, my_epoch) = match &cx.shared.cluster {
+        Some(t) => (t.nodes.len(), t.current_epoch(), t.me().epoch),
+        None => (1, CONFIG_EPOCH, CONFIG_EPOCH),
+    };
     let fields: [(&str, String); 12] = [
         ("cluster_state", "ok".into()),
         ("cluster_slots_assigned", SLOTS.to_string()),
         ("cluster_slots_ok", SLOTS.to_string()),
         ("cluster_slots_pfail", "0".into()),
         ("cluster_slots_fail", "0".into()),
-        ("cluster_known_nodes", "1".into()),
-        ("cluster_size", "1".into()),
-        ("cluster_current_epoch", CONFIG_EPOCH.to_string()),
-        ("cluster_my_epoch", CONFIG_EPOCH.to_string()),
+        ("cluster_known_nodes", nodes.to_string()),
+        ("cluster_size", nodes.to_string()),
+        ("cluster_current_epoch", current_epoch.to_string()),
+        ("cluster_my_epoch", my_epoch.to_string()),
         ("cluster_stats_messages_sent", "0".into()),
         ("cluster_stats_messages_received", "0".into()),
         ("total_cluster_links_buffer_limit_exceeded", "0".into()),
@@ -356,9 +411,14 @@ fn info(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `CLUSTER MYID`
 ///
 /// # Reply
-/// Bulk string: this node's 40-hex-character id (the server's `run_id`).
+/// Bulk string: this node's 40-hex-character id (SHA-1 of its topology name;
+/// the server's `run_id` without a topology).
 fn myid(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    Ok(Reply::bulk(cx.shared.run_id.clone()).into())
+    let id = match &cx.shared.cluster {
+        Some(t) => t.me().id.clone(),
+        None => cx.shared.run_id.clone(),
+    };
+    Ok(Reply::bulk(id).into())
 }
 
 /// A slot number argument: an integer (`ERR value is not an integer or out of
@@ -381,7 +441,7 @@ fn on_slot_shard(
     let merge: Merge =
         Box::new(|parts: Vec<Reply>| parts.into_iter().next().unwrap_or(Reply::NullBulk));
     Action::FanOut {
-        parts: vec![(slot.shard(cx.shared.shards), on_shard(f))],
+        parts: vec![(cx.shared.slot_map.shard(slot), on_shard(f))],
         merge,
     }
 }

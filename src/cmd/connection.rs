@@ -50,18 +50,7 @@ const fn row(
     since: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        acl,
-        summary,
-        since,
-        group: "connection",
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, arity, flags, "connection", acl, summary, since, f)
 }
 
 const SLOW_CONN: &[&str] = &["slow", "connection"];

@@ -5,16 +5,10 @@
 use bytes::Bytes;
 
 use crate::cmd::args;
-use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
+use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
-
-const ONE_KEY: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
 
 /// A single-key row of this family (group `generic`).
 const fn row(
@@ -26,21 +20,18 @@ const fn row(
     since: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
         flags,
-        keys: ONE_KEY,
+        Keys::FIRST,
+        "generic",
         acl,
         summary,
         since,
-        group: "generic",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 const WRITE_FAST: Flags = Flags::WRITE.with(Flags::FAST);
@@ -332,6 +323,8 @@ pub fn apply_expire(db: &mut ShardDb, cx: &ExecCtx, e: &Expire) -> Result<Reply,
     } else {
         db.set_expire(cx.db, &e.key, Some(when as u64));
     }
+    // Logged as an absolute PEXPIREAT (or DEL): replay never depends on when it runs.
+    db.log_ttl_state(cx, &e.key);
     Ok(Reply::Int(1))
 }
 
@@ -370,6 +363,7 @@ pub fn apply_persist(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
         .is_some_and(|e| e.expire_at_ms.is_some());
     if had_ttl {
         db.set_expire(cx.db, key, None);
+        db.log_effect(cx, &[b"PERSIST", key]);
     }
     Reply::Int(i64::from(had_ttl))
 }

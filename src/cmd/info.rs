@@ -193,10 +193,48 @@ struct Snapshot {
     net_in: u64,
     net_out: u64,
     errors: u64,
+    blocked_clients: u64,
+    recent_max_input: u64,
+    recent_max_output: u64,
+    qbuf_disconnections: u64,
+    obuf_disconnections: u64,
+    maxmemory: u64,
     /// `(name, calls, failed, rejected)`, sorted by name.
     cmdstats: Vec<(String, u64, u64, u64)>,
     mem: MemInfo,
     cpu: (f64, f64),
+    /// A multi-node topology is configured (`cluster_enabled:1`).
+    cluster: bool,
+    aof: AofInfo,
+}
+
+/// INFO persistence's AOF fields, read from the shards' shared status.
+struct AofInfo {
+    enabled: bool,
+    rewrites_in_progress: u64,
+    last_rewrite_ok: bool,
+    last_rewrite_time_ms: i64,
+    rewrites: u64,
+    write_ok: bool,
+    current_size: u64,
+    base_size: u64,
+    delayed_fsync: u64,
+}
+
+impl AofInfo {
+    fn read(a: &crate::aof::AofShared) -> Self {
+        AofInfo {
+            enabled: a.is_enabled(),
+            rewrites_in_progress: a.rewrites_in_progress.load(Ordering::Relaxed),
+            last_rewrite_ok: a.last_rewrite_ok.load(Ordering::Relaxed),
+            last_rewrite_time_ms: a.last_rewrite_time_ms.load(Ordering::Relaxed),
+            rewrites: a.rewrites.load(Ordering::Relaxed),
+            write_ok: a.failing_shards.load(Ordering::Relaxed) == 0,
+            current_size: a.current_size_bytes.load(Ordering::Relaxed),
+            base_size: a.base_size_bytes.load(Ordering::Relaxed),
+            delayed_fsync: a.delayed_fsync.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Snapshot {
@@ -209,6 +247,7 @@ impl Snapshot {
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
+            cluster: shared.cluster.is_some(),
             run_id: shared.run_id.clone(),
             port,
             uptime_s: shared.uptime_ms() / 1000,
@@ -226,9 +265,20 @@ impl Snapshot {
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
             errors: st.total_error_replies.load(Ordering::Relaxed),
+            blocked_clients: shared.blocked_clients.load(Ordering::Relaxed),
+            recent_max_input: st.recent_max_input_bytes.get(),
+            recent_max_output: st.recent_max_output_bytes.get(),
+            qbuf_disconnections: st
+                .client_query_buffer_limit_disconnections
+                .load(Ordering::Relaxed),
+            obuf_disconnections: st
+                .client_output_buffer_limit_disconnections
+                .load(Ordering::Relaxed),
+            maxmemory: shared.tunables.maxmemory_bytes.load(Ordering::Relaxed),
             cmdstats,
             mem: MemInfo::read(),
             cpu: cpu_times(),
+            aof: AofInfo::read(&shared.tunables.aof),
         }
     }
 }
@@ -263,6 +313,11 @@ impl MemInfo {
             },
         }
     }
+}
+
+/// INFO's `used_memory` now: jemalloc's allocated bytes, else the RSS.
+pub fn used_memory_bytes() -> u64 {
+    MemInfo::read().used
 }
 
 /// jemalloc's count of bytes allocated by the application (after refreshing
@@ -389,7 +444,9 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("connected_clients:{}", s.connected_clients);
             line!("cluster_connections:0");
             line!("maxclients:{}", s.maxclients);
-            line!("blocked_clients:0");
+            line!("client_recent_max_input_buffer:{}", s.recent_max_input);
+            line!("client_recent_max_output_buffer:{}", s.recent_max_output);
+            line!("blocked_clients:{}", s.blocked_clients);
             line!("tracking_clients:0");
         }
         "memory" => {
@@ -398,8 +455,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("used_memory_human:{}", bytes_to_human(s.mem.used));
             line!("used_memory_rss:{}", s.mem.rss);
             line!("used_memory_rss_human:{}", bytes_to_human(s.mem.rss));
-            line!("maxmemory:0");
-            line!("maxmemory_human:0B");
+            line!("maxmemory:{}", s.maxmemory);
+            line!("maxmemory_human:{}", bytes_to_human(s.maxmemory));
             line!("maxmemory_policy:noeviction");
             line!("mem_allocator:{}", s.mem.allocator);
         }
@@ -410,11 +467,36 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("rdb_changes_since_last_save:0");
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_bgsave_status:ok");
-            line!("aof_enabled:0");
-            line!("aof_rewrite_in_progress:0");
+            let a = &s.aof;
+            let status = |ok: bool| if ok { "ok" } else { "err" };
+            line!("aof_enabled:{}", u8::from(a.enabled));
+            line!(
+                "aof_rewrite_in_progress:{}",
+                u8::from(a.rewrites_in_progress > 0)
+            );
             line!("aof_rewrite_scheduled:0");
-            line!("aof_last_bgrewrite_status:ok");
-            line!("aof_last_write_status:ok");
+            line!(
+                "aof_last_rewrite_time_sec:{}",
+                if a.last_rewrite_time_ms < 0 {
+                    -1
+                } else {
+                    a.last_rewrite_time_ms / 1000
+                }
+            );
+            line!("aof_current_rewrite_time_sec:-1");
+            line!("aof_last_bgrewrite_status:{}", status(a.last_rewrite_ok));
+            line!("aof_rewrites:{}", a.rewrites);
+            line!("aof_rewrites_consecutive_failures:0");
+            line!("aof_last_write_status:{}", status(a.write_ok));
+            line!("aof_last_cow_size:0");
+            if a.enabled {
+                line!("aof_current_size:{}", a.current_size);
+                line!("aof_base_size:{}", a.base_size);
+                line!("aof_pending_rewrite:0");
+                line!("aof_buffer_length:0");
+                line!("aof_pending_bio_fsync:0");
+                line!("aof_delayed_fsync:{}", a.delayed_fsync);
+            }
         }
         "stats" => {
             line!("# Stats");
@@ -426,11 +508,20 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("rejected_connections:{}", s.rejected);
             line!("expired_keys:{}", sum(|i| i.expired_keys));
             line!("evicted_keys:0");
+            line!("evicted_clients:0");
             line!("keyspace_hits:{}", sum(|i| i.keyspace_hits));
             line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));
             line!("pubsub_channels:0");
             line!("pubsub_patterns:0");
             line!("total_error_replies:{}", s.errors);
+            line!(
+                "client_query_buffer_limit_disconnections:{}",
+                s.qbuf_disconnections
+            );
+            line!(
+                "client_output_buffer_limit_disconnections:{}",
+                s.obuf_disconnections
+            );
         }
         "replication" => {
             line!("# Replication");
@@ -461,7 +552,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         }
         "cluster" => {
             line!("# Cluster");
-            line!("cluster_enabled:0");
+            line!("cluster_enabled:{}", u8::from(s.cluster));
         }
         "keyspace" => {
             line!("# Keyspace");

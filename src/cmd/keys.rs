@@ -12,22 +12,8 @@ use crate::cmd::{
 };
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::route::slot::{ShardId, Slot, SLOTS};
+use crate::route::slot::{ShardId, Slot, SlotMap, SLOTS};
 use crate::shard::db::ShardDb;
-
-/// Every key of the command (`first = 1, last = -1, step = 1`).
-const ALL_KEYS: Keys = Keys::Range {
-    first: 1,
-    last: -1,
-    step: 1,
-};
-
-/// The single key at argv[1].
-const ONE_KEY: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
 
 /// A row of this family (group `generic`, no subcommands).
 #[allow(clippy::too_many_arguments)]
@@ -61,7 +47,7 @@ pub const SPECS: &[CommandSpec] = &[
         "DEL",
         -2,
         Flags::WRITE,
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "write", "slow"],
         "Deletes one or more keys.",
         "1.0.0",
@@ -74,7 +60,7 @@ pub const SPECS: &[CommandSpec] = &[
         "UNLINK",
         -2,
         Flags::WRITE.with(Flags::FAST),
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "write", "fast"],
         "Asynchronously deletes one or more keys.",
         "4.0.0",
@@ -87,7 +73,7 @@ pub const SPECS: &[CommandSpec] = &[
         "EXISTS",
         -2,
         Flags::READONLY.with(Flags::FAST),
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "read", "fast"],
         "Determines whether one or more keys exist.",
         "1.0.0",
@@ -100,7 +86,7 @@ pub const SPECS: &[CommandSpec] = &[
         "TOUCH",
         -2,
         Flags::READONLY.with(Flags::FAST),
-        ALL_KEYS,
+        Keys::ALL,
         &["keyspace", "read", "fast"],
         "Returns the number of existing keys out of those specified after updating the time they were last accessed.",
         "3.2.1",
@@ -113,7 +99,7 @@ pub const SPECS: &[CommandSpec] = &[
         "TYPE",
         2,
         Flags::READONLY.with(Flags::FAST),
-        ONE_KEY,
+        Keys::FIRST,
         &["keyspace", "read", "fast"],
         "Determines the type of value stored at a key.",
         "1.0.0",
@@ -331,13 +317,14 @@ fn scan_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let Some(scan) = parse_scan(argv)? else {
         return Ok(reply_scan(0, Vec::new()).into());
     };
-    let shards = cx.shared.shards.max(1);
-    let first = Slot(scan.from.0).shard(shards);
+    let map = cx.shared.slot_map.clone();
+    let shards = map.shards();
+    let first = map.shard(Slot(scan.from.0));
     let parts: Vec<(ShardId, ShardReq)> = (first.0..shards)
         .map(|s| {
             let mut part = scan.clone();
             if s != first.0 {
-                part.from = (ShardId(s).first_slot(shards).0, 0);
+                part.from = (map.first_slot(ShardId(s)).0, 0);
             }
             let req = on_shard(move |db, cx| apply_scan(db, cx, &part));
             (ShardId(s), req)
@@ -346,14 +333,14 @@ fn scan_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let owners: Vec<ShardId> = parts.iter().map(|(s, _)| *s).collect();
     Ok(Action::FanOut {
         parts,
-        merge: Box::new(move |pages| merge_scan(pages, &owners, shards)),
+        merge: Box::new(move |pages| merge_scan(pages, &owners, &map)),
     })
 }
 
 /// Join SCAN pages from consecutive shards: take each page, and continue with
 /// the next shard's page only while the current shard reported its range done
 /// (its next cursor is 0 or lies in a later shard).
-fn merge_scan(pages: Vec<Reply>, owners: &[ShardId], shards: u16) -> Reply {
+fn merge_scan(pages: Vec<Reply>, owners: &[ShardId], map: &SlotMap) -> Reply {
     if let Some(e) = crate::cmd::first_error(&pages) {
         return e;
     }
@@ -368,7 +355,7 @@ fn merge_scan(pages: Vec<Reply>, owners: &[ShardId], shards: u16) -> Reply {
         };
         keys.extend(page_keys);
         cursor = parse_cursor(&c).unwrap_or(0);
-        let done = cursor == 0 || Slot((cursor >> 48) as u16).shard(shards) != *owner;
+        let done = cursor == 0 || map.shard(Slot((cursor >> 48) as u16)) != *owner;
         if !done {
             break;
         }
@@ -405,6 +392,7 @@ fn flushdb_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError>
     let parts = every_shard(cx, || {
         on_shard(|db, cx| {
             db.flush(cx.db);
+            db.log_effect(cx, &[b"FLUSHDB"]);
             Reply::Ok
         })
     });
@@ -425,10 +413,11 @@ fn flushdb_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError>
 fn flushall_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     parse_flush_mode(argv)?;
     let parts = every_shard(cx, || {
-        on_shard(|db, _cx| {
+        on_shard(|db, cx| {
             for n in 0..db.databases() {
                 db.flush(n);
             }
+            db.log_effect(cx, &[b"FLUSHALL"]);
             Reply::Ok
         })
     });
@@ -447,11 +436,14 @@ fn flushall_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError
 /// # Source
 /// `delGenericCommand`, redis/src/db.c.
 pub fn apply_del(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
-    Reply::Int(
-        keys.iter()
-            .filter(|k| db.remove(cx.db, k, cx.now_ms).is_some())
-            .count() as i64,
-    )
+    let mut n = 0;
+    for k in keys {
+        if db.remove(cx.db, k, cx.now_ms).is_some() {
+            db.log_effect(cx, &[b"DEL", k]);
+            n += 1;
+        }
+    }
+    Reply::Int(n)
 }
 
 /// `EXISTS` / `TOUCH` on this shard's keys.
@@ -516,7 +508,7 @@ pub fn apply_keys(db: &mut ShardDb, cx: &ExecCtx, pattern: &[u8]) -> Reply {
 /// # Source
 /// `scanGenericCommand`, redis/src/db.c (cursor scheme is ours: slot, then hash).
 pub fn apply_scan(db: &mut ShardDb, cx: &ExecCtx, scan: &Scan) -> Reply {
-    let end_slot = db.id.end_slot(db.shards);
+    let end_slot = db.slot_map.end_slot(db.id);
     let mut visited = 0usize;
     let mut last_pos: Option<(u16, u64)> = None;
     let mut next: Option<(u16, u64)> = None;
@@ -547,7 +539,7 @@ pub fn apply_scan(db: &mut ShardDb, cx: &ExecCtx, scan: &Scan) -> Reply {
     let cursor = match next {
         Some((slot, hash)) => (u64::from(slot) << 48) | hash,
         None if db.id.0 + 1 < db.shards => {
-            u64::from(ShardId(db.id.0 + 1).first_slot(db.shards).0) << 48
+            u64::from(db.slot_map.first_slot(ShardId(db.id.0 + 1)).0) << 48
         }
         None => 0,
     };

@@ -18,6 +18,7 @@ pub mod glob;
 pub mod info;
 pub mod keys;
 pub mod object;
+pub mod persistence;
 pub mod server;
 pub mod stream;
 pub mod stream_group;
@@ -47,6 +48,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,
+    persistence::SPECS,
 ];
 
 /// Per-request context a shard passes to `apply`: the selected database and

@@ -11,12 +11,6 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::{ShardDb, Value};
 
-const KEY2: Keys = Keys::Range {
-    first: 2,
-    last: 2,
-    step: 1,
-};
-
 const fn sub(
     name: &'static str,
     arity: i16,
@@ -24,21 +18,18 @@ const fn sub(
     summary: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
-        flags: Flags::READONLY,
+        Flags::READONLY,
         keys,
-        acl: &["keyspace", "read", "slow"],
+        "generic",
+        &["keyspace", "read", "slow"],
         summary,
-        since: "4.0.0",
-        group: "generic",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        "4.0.0",
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 /// Table rows of this family.
@@ -47,7 +38,7 @@ pub const SPECS: &[CommandSpec] = &[
         name: "OBJECT",
         arity: -2,
         flags: Flags::NONE,
-        keys: KEY2,
+        keys: Keys::SECOND,
         acl: &["slow"],
         summary: "A container for object introspection commands.",
         since: "2.2.3",
@@ -56,7 +47,7 @@ pub const SPECS: &[CommandSpec] = &[
             sub(
                 "OBJECT|ENCODING",
                 3,
-                KEY2,
+                Keys::SECOND,
                 "Returns the internal encoding of a Redis object.",
                 parse_object,
             ),
@@ -77,7 +68,7 @@ pub const SPECS: &[CommandSpec] = &[
         name: "MEMORY",
         arity: -2,
         flags: Flags::NONE,
-        keys: KEY2,
+        keys: Keys::SECOND,
         acl: &["slow"],
         summary: "A container for memory diagnostics commands.",
         since: "4.0.0",
@@ -86,7 +77,7 @@ pub const SPECS: &[CommandSpec] = &[
             sub(
                 "MEMORY|USAGE",
                 -3,
-                KEY2,
+                Keys::SECOND,
                 "Estimates the memory usage of a key.",
                 parse_memory,
             ),

@@ -24,18 +24,7 @@ const fn conn_cmd(
     group: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        acl: &[],
-        summary,
-        since,
-        group,
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, arity, flags, group, &[], summary, since, f)
 }
 
 /// A row of this family with ACL categories (subcommands and admin commands).
@@ -240,7 +229,35 @@ pub const SPECS: &[CommandSpec] = &[
         "connection",
         select,
     ),
+    row(
+        "TIME",
+        1,
+        Flags::LOADING.with(Flags::STALE).with(Flags::FAST),
+        &["fast"],
+        "Returns the server time.",
+        "2.6.0",
+        "server",
+        time,
+    ),
 ];
+
+/// `TIME`
+///
+/// # Reply
+/// Array of two bulk strings: Unix time in seconds, and the microseconds
+/// already elapsed in the current second.
+/// # Source
+/// `timeCommand`, redis/src/server.c.
+fn time(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(Reply::Array(vec![
+        Reply::bulk(now.as_secs().to_string()),
+        Reply::bulk(now.subsec_micros().to_string()),
+    ])
+    .into())
+}
 
 /// `PING [message]`
 ///
@@ -272,9 +289,14 @@ fn quit(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 ///
 /// # Errors
 /// `ERR value is not an integer or out of range` for a non-integer;
-/// `ERR DB index is out of range` outside `0..databases`.
+/// `ERR DB index is out of range` outside `0..databases`; `ERR SELECT is not
+/// allowed in cluster mode` for a database other than 0 on a multi-node
+/// cluster node (Redis Cluster has only database 0).
 fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let idx = crate::cmd::args::int_arg(&argv[1])?;
+    if cx.shared.cluster.is_some() && idx != 0 {
+        return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
+    }
     if idx < 0 || idx as usize >= cx.shared.databases {
         return Err(CmdError::DbIndexOutOfRange);
     }
@@ -292,16 +314,19 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Redis settings shardstream does not implement but clients commonly read
 /// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
 /// them; CONFIG SET accepts only their current value.
-const COMPAT_SETTINGS: &[(&str, &str)] = &[
-    ("save", ""),
-    ("appendonly", "no"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "noeviction"),
-];
+const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", "")];
 
 /// Settings fixed for the life of the process (threads, sockets and data
 /// layout are built from them at start).
-const IMMUTABLE: &[&str] = &["bind", "port", "shards", "io-threads", "dir", "databases"];
+const IMMUTABLE: &[&str] = &[
+    "bind",
+    "port",
+    "shards",
+    "io-threads",
+    "dir",
+    "databases",
+    "cluster-config",
+];
 
 /// Every name CONFIG GET knows, each once, in a fixed order.
 fn config_names() -> impl Iterator<Item = &'static str> {
@@ -355,7 +380,8 @@ fn config_get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 /// `CONFIG SET parameter value [parameter value ...]`
 ///
 /// Applies every pair or none. Changes take effect for new work at once:
-/// `requirepass` for new connections, `timeout`, `maxclients`,
+/// `requirepass` and `tcp-keepalive` for new connections, `timeout`,
+/// `maxclients`, `maxmemory`, `client-output-buffer-limit`,
 /// `proto-max-bulk-len`, `client-query-buffer-limit` on the next read,
 /// `stream-node-max-*` for new stream nodes.
 ///
@@ -414,6 +440,13 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     }
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    if cfg.maxmemory_bytes > 0 {
+        // Sample now, so a pipelined write right after this is judged fairly.
+        cx.shared
+            .stats
+            .used_memory_cached_bytes
+            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
     Ok(Reply::Ok.into())
 }
 
@@ -433,6 +466,8 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
         &st.total_net_input_bytes,
         &st.total_net_output_bytes,
         &st.total_error_replies,
+        &st.client_query_buffer_limit_disconnections,
+        &st.client_output_buffer_limit_disconnections,
     ] {
         c.store(0, Ordering::Relaxed);
     }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::aof::effects::{log_ids, log_trim, UNREF_RECORD};
 use crate::cmd::args::{int_arg, is};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
@@ -21,13 +22,7 @@ use crate::reply::Reply;
 use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start, parse_xadd_id};
-use crate::stream::{Entry, IdSpec, StreamId, TrimSpec, TrimStrategy};
-
-const KEY1: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
+use crate::stream::{Entry, IdSpec, RefPolicy, StreamId, TrimSpec, TrimStrategy};
 
 const fn row(
     name: &'static str,
@@ -38,21 +33,18 @@ const fn row(
     since: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
         flags,
-        keys: KEY1,
+        Keys::FIRST,
+        "stream",
         acl,
         summary,
         since,
-        group: "stream",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 /// Table rows of this family.
@@ -102,6 +94,16 @@ pub const SPECS: &[CommandSpec] = &[
         "5.0.0",
         parse_xdel,
     ),
+    // Redis 8.2: XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]
+    row(
+        "XDELEX",
+        -5,
+        Flags::WRITE.with(Flags::FAST),
+        &["write", "stream", "fast"],
+        "Deletes one or multiple entries from the stream.",
+        "8.2.0",
+        parse_xdelex,
+    ),
     row(
         "XTRIM",
         -4,
@@ -135,6 +137,7 @@ pub const SPECS: &[CommandSpec] = &[
             merge: FanMerge::Streams,
             block_ms: xread_block_ms,
             park: park_xread,
+            validate: None,
         },
     },
 ];
@@ -149,6 +152,71 @@ fn c_str_is(arg: &[u8], token: u8) -> bool {
     arg.first() == Some(&token) && (arg.len() == 1 || arg[1] == 0)
 }
 
+/// `KEEPREF` / `DELREF` / `ACKED` (any case), if `arg` is one of them.
+pub fn ref_policy(arg: &[u8]) -> Option<RefPolicy> {
+    if is(arg, "KEEPREF") {
+        Some(RefPolicy::KeepRef)
+    } else if is(arg, "DELREF") {
+        Some(RefPolicy::DelRef)
+    } else if is(arg, "ACKED") {
+        Some(RefPolicy::Acked)
+    } else {
+        None
+    }
+}
+
+/// `[KEEPREF | DELREF | ACKED] IDS numids id [id ...]` of XDELEX and XACKDEL
+/// (Redis 8.2), starting at `argv[from]`. The policy and the IDS block may
+/// come in either order.
+///
+/// # Errors
+/// `ERR syntax error` (unknown token, policy given twice, no IDS block),
+/// `ERR Number of IDs must be a positive integer` (numids not an integer or
+/// < 1), `ERR The `numids` parameter must match the number of arguments`
+/// (fewer IDs than numids), `ERR Invalid stream ID specified as stream command
+/// argument`.
+pub fn parse_ids_block(
+    argv: &[Bytes],
+    from: usize,
+) -> Result<(RefPolicy, Vec<StreamId>), CmdError> {
+    let mut refs = None;
+    let mut ids = None;
+    let mut i = from;
+    while i < argv.len() {
+        let a = &argv[i];
+        if let Some(p) = ref_policy(a) {
+            if refs.is_some() {
+                return Err(CmdError::Syntax);
+            }
+            refs = Some(p);
+            i += 1;
+        } else if is(a, "IDS") && ids.is_none() {
+            let n = argv
+                .get(i + 1)
+                .and_then(|b| crate::cmd::args::parse_i64(b))
+                .filter(|n| *n > 0)
+                .ok_or(CmdError::msg(
+                    "ERR Number of IDs must be a positive integer",
+                ))?;
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            let start = i + 2;
+            if argv.len() - start < n {
+                return Err(CmdError::msg(
+                    "ERR The `numids` parameter must match the number of arguments",
+                ));
+            }
+            let parsed: Result<Vec<StreamId>, CmdError> =
+                argv[start..start + n].iter().map(|b| parse_id(b)).collect();
+            ids = Some(parsed?);
+            i = start + n;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let ids = ids.ok_or(CmdError::Syntax)?;
+    Ok((refs.unwrap_or_default(), ids))
+}
+
 /// The trim clause and XADD prefix options as parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct AddTrimArgs {
@@ -158,8 +226,10 @@ struct AddTrimArgs {
     id_pos: usize,
 }
 
-/// `[NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]]` of XADD
-/// (stopping at the ID) or the options of XTRIM (all remaining arguments).
+/// `[NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] [KEEPREF |
+/// DELREF | ACKED]` of XADD (stopping at the ID) or the options of XTRIM
+/// (all remaining arguments). The reference policy (Redis 8.2) may appear
+/// anywhere among the options; the last one given wins.
 ///
 /// # Errors
 /// In Redis's order: `ERR syntax error, MAXLEN and MINID options at the same
@@ -181,6 +251,7 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
     let mut approx = false;
     let mut limit: i64 = 0;
     let mut limit_given = false;
+    let mut refs = RefPolicy::KeepRef;
     let mut i = 2;
     while i < argc {
         let moreargs = argc - 1 - i;
@@ -219,6 +290,8 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
             }
             limit_given = true;
             i += 1;
+        } else if let Some(p) = ref_policy(opt) {
+            refs = p;
         } else if xadd && is(opt, "NOMKSTREAM") {
             out.nomkstream = true;
         } else if xadd {
@@ -248,6 +321,7 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
         strategy,
         approx,
         limit: limit_given.then_some(limit as u64),
+        refs,
     });
     Ok(out)
 }
@@ -377,6 +451,19 @@ fn parse_xdel(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     Ok(on_shard(move |db, cx| apply_xdel(db, cx, &key, ids).into()))
 }
 
+/// `XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]` (Redis
+/// 8.2). Arguments are checked before the key is looked up.
+///
+/// # Errors
+/// See [`parse_ids_block`].
+fn parse_xdelex(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let key = argv[1].clone();
+    let (refs, ids) = parse_ids_block(argv, 2)?;
+    Ok(on_shard(move |db, cx| {
+        apply_xdelex(db, cx, &key, refs, &ids).into()
+    }))
+}
+
 /// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]`.
 ///
 /// # Errors
@@ -464,6 +551,103 @@ pub enum ReadFrom {
     Invalid(CmdError),
 }
 
+/// The options of XREAD and XREADGROUP, parsed as Redis's `xreadCommand`
+/// parses both: `[COUNT n] [BLOCK ms] [GROUP g c] [NOACK] [CLAIM ms] STREAMS
+/// key... id...`, options in any order before STREAMS.
+#[derive(Clone, Debug, Default)]
+pub struct ReadArgs {
+    /// `COUNT n` (negative counts as 0 = no limit).
+    pub count: u64,
+    /// `BLOCK ms`.
+    pub block_ms: Option<u64>,
+    /// `GROUP group consumer` (XREADGROUP).
+    pub group: Option<(Bytes, Bytes)>,
+    /// `NOACK` (XREADGROUP).
+    pub noack: bool,
+    /// `CLAIM min-idle-time` in ms (XREADGROUP, Redis 8.4).
+    pub claim_min_idle_ms: Option<u64>,
+    pub keys: Vec<Bytes>,
+    /// The ID arguments, one per key, unparsed.
+    pub ids: Vec<Bytes>,
+}
+
+/// Parse XREAD (`group_cmd` false) or XREADGROUP options.
+///
+/// # Errors
+/// In Redis's order, per option as it is met: `ERR timeout is not an integer
+/// or out of range`, `ERR timeout is negative`, `ERR value is not an integer
+/// or out of range` (COUNT, CLAIM), `ERR value is out of range, must be
+/// positive` (CLAIM), the unbalanced-streams error (Redis 7.4's text:
+/// `ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+',
+/// or '$' must be specified.` / `... 'xreadgroup' ... an ID or '>' ...`), the
+/// GROUP / NOACK misuse errors of XREAD, `ERR syntax error`.
+/// # Source
+/// `xreadCommand`, redis/src/t_stream.c (7.4).
+pub fn parse_read_args(argv: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdError> {
+    let argc = argv.len();
+    let mut out = ReadArgs::default();
+    let mut streams_at = None;
+    let mut i = 1;
+    while i < argc {
+        let moreargs = argc - 1 - i;
+        let o = &argv[i];
+        if is(o, "BLOCK") && moreargs > 0 {
+            i += 1;
+            let t = crate::cmd::args::parse_i64(&argv[i]).ok_or(CmdError::msg(
+                "ERR timeout is not an integer or out of range",
+            ))?;
+            if t < 0 {
+                return Err(CmdError::msg("ERR timeout is negative"));
+            }
+            out.block_ms = Some(t as u64);
+        } else if is(o, "COUNT") && moreargs > 0 {
+            i += 1;
+            out.count = u64::try_from(int_arg(&argv[i])?).unwrap_or(0);
+        } else if is(o, "STREAMS") && moreargs > 0 {
+            let first = i + 1;
+            if !(argc - first).is_multiple_of(2) {
+                return Err(CmdError::msg(if group_cmd {
+                    "ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
+                } else {
+                    "ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."
+                }));
+            }
+            streams_at = Some(first);
+            break;
+        } else if is(o, "GROUP") && moreargs >= 2 {
+            if !group_cmd {
+                return Err(CmdError::msg(
+                    "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            out.group = Some((argv[i + 1].clone(), argv[i + 2].clone()));
+            i += 2;
+        } else if is(o, "NOACK") {
+            if !group_cmd {
+                return Err(CmdError::msg(
+                    "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            out.noack = true;
+        } else if group_cmd && is(o, "CLAIM") && moreargs > 0 {
+            i += 1;
+            let t = int_arg(&argv[i])?;
+            if t < 0 {
+                return Err(CmdError::msg("ERR value is out of range, must be positive"));
+            }
+            out.claim_min_idle_ms = Some(t as u64);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    let first = streams_at.ok_or(CmdError::Syntax)?;
+    let n = (argc - first) / 2;
+    out.keys = argv[first..first + n].to_vec();
+    out.ids = argv[first + n..].to_vec();
+    Ok(out)
+}
+
 /// A parsed `XREAD`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XreadReq {
@@ -478,60 +662,18 @@ pub struct XreadReq {
 /// `XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]`.
 ///
 /// # Errors
-/// `ERR value is not an integer or out of range` (COUNT), `ERR timeout is not
-/// an integer or out of range`, `ERR timeout is negative`, `ERR Unbalanced
-/// 'xread' list of streams: for each stream key an ID or '$' must be
-/// specified.`, the GROUP / NOACK misuse errors, `ERR syntax error` (unknown
-/// option or no STREAMS). ID errors are deferred (see [`ReadFrom::Invalid`]).
+/// Those of [`parse_read_args`]. ID errors are deferred (see [`ReadFrom::Invalid`]).
 /// # Source
 /// `xreadCommand`.
 pub fn parse_xread_req(argv: &[Bytes]) -> Result<XreadReq, CmdError> {
-    let argc = argv.len();
-    let mut count = 0u64;
-    let mut block_ms = None;
-    let mut streams_at = None;
-    let mut i = 1;
-    while i < argc {
-        let moreargs = argc - 1 - i;
-        let o = &argv[i];
-        if is(o, "BLOCK") && moreargs > 0 {
-            i += 1;
-            let t = crate::cmd::args::parse_i64(&argv[i]).ok_or(CmdError::msg(
-                "ERR timeout is not an integer or out of range",
-            ))?;
-            if t < 0 {
-                return Err(CmdError::msg("ERR timeout is negative"));
-            }
-            block_ms = Some(t as u64);
-        } else if is(o, "COUNT") && moreargs > 0 {
-            i += 1;
-            count = u64::try_from(int_arg(&argv[i])?).unwrap_or(0);
-        } else if is(o, "STREAMS") && moreargs > 0 {
-            let first = i + 1;
-            if !(argc - first).is_multiple_of(2) {
-                return Err(CmdError::msg(
-                    "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.",
-                ));
-            }
-            streams_at = Some(first);
-            break;
-        } else if is(o, "GROUP") && moreargs >= 2 {
-            return Err(CmdError::msg(
-                "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
-        } else if is(o, "NOACK") {
-            return Err(CmdError::msg(
-                "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 1;
-    }
-    let first = streams_at.ok_or(CmdError::Syntax)?;
-    let n = (argc - first) / 2;
-    let keys = argv[first..first + n].to_vec();
-    let from = argv[first + n..]
+    let ReadArgs {
+        count,
+        block_ms,
+        keys,
+        ids,
+        ..
+    } = parse_read_args(argv, false)?;
+    let from = ids
         .iter()
         .map(|a| match &a[..] {
             b"$" => ReadFrom::Last,
@@ -600,11 +742,25 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
         return Ok(Reply::NullBulk);
     };
     let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
-    if let Some(trim) = req.trim {
-        stream.trim(trim, limits);
+    let (trimmed, trim_effect) = match req.trim {
+        Some(trim) => stream.trim_reporting(trim, limits),
+        None => (0, crate::stream::TrimEffect::Prefix),
+    };
+    let len_after = stream.len();
+    let id_bytes = id.to_bytes();
+    if db.aof.is_enabled() {
+        // Effects: the entry with its concrete ID, then the trim as an exact length.
+        let mut rec: Vec<&[u8]> = Vec::with_capacity(3 + 2 * req.fields.len());
+        rec.extend([&b"XADD"[..], &req.key[..], &id_bytes[..]]);
+        for (f, v) in &req.fields {
+            rec.push(f);
+            rec.push(v);
+        }
+        db.log_effect(cx, &rec);
+        log_trim(db, cx, &req.key, trimmed, len_after, &trim_effect);
     }
     db.blocking.mark_ready(cx.db, &req.key);
-    Ok(Reply::Bulk(id.to_bytes()))
+    Ok(Reply::Bulk(id_bytes))
 }
 
 /// `XLEN key`.
@@ -652,11 +808,45 @@ pub fn apply_xdel(
         return Ok(Reply::Int(0));
     };
     let ids = ids?;
-    let n = ids.iter().filter(|id| s.delete(**id)).count();
-    Ok(Reply::Int(n as i64))
+    let deleted: Vec<StreamId> = ids.into_iter().filter(|id| s.delete(*id)).collect();
+    if !deleted.is_empty() && db.aof.is_enabled() {
+        let texts: Vec<Bytes> = deleted.iter().map(|id| id.to_bytes()).collect();
+        let mut rec: Vec<&[u8]> = vec![b"XDEL", key];
+        rec.extend(texts.iter().map(|t| &t[..]));
+        db.log_effect(cx, &rec);
+    }
+    Ok(Reply::Int(deleted.len() as i64))
 }
 
-/// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]`.
+/// `XDELEX key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]` (Redis
+/// 8.2): deletes entries with control over consumer-group references.
+///
+/// # Reply
+/// Array of one integer per ID, in order: `-1` no such entry (every ID when
+/// the key is missing), `1` deleted, `2` kept because a group still needs it
+/// (`ACKED`). `KEEPREF` (default) leaves PEL references; `DELREF` removes
+/// them from every group, even for an ID no longer in the stream.
+/// # Errors
+/// `WrongType`.
+/// # Source
+/// redis.io XDELEX (8.2); `Stream::delete_with_refs`.
+pub fn apply_xdelex(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    refs: RefPolicy,
+    ids: &[StreamId],
+) -> Result<Reply, CmdError> {
+    let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
+        return Ok(Reply::Array(ids.iter().map(|_| Reply::Int(-1)).collect()));
+    };
+    let codes: Vec<i64> = ids.iter().map(|id| s.delete_with_refs(*id, refs)).collect();
+    log_delete_with_refs(db, cx, key, refs, ids, &codes);
+    Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
+}
+
+/// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count] [KEEPREF | DELREF |
+/// ACKED]`; the reference policy is Redis 8.2's (see [`Stream::trim`](crate::stream::Stream::trim)).
 ///
 /// # Reply
 /// Number of entries removed; 0 for a missing key.
@@ -672,7 +862,32 @@ pub fn apply_xtrim(
     let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
         return Ok(Reply::Int(0));
     };
-    Ok(Reply::Int(s.trim(trim, limits) as i64))
+    let (removed, effect) = s.trim_reporting(trim, limits);
+    let len_after = s.len();
+    log_trim(db, cx, key, removed, len_after, &effect);
+    Ok(Reply::Int(removed as i64))
+}
+
+/// Log the effects of XDELEX / XACKDEL's deletions: DELREF's dropped
+/// references (every requested ID) as `SS.UNREF`, the deleted entries as XDEL.
+pub fn log_delete_with_refs(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    refs: RefPolicy,
+    ids: &[StreamId],
+    codes: &[i64],
+) {
+    if refs == RefPolicy::DelRef {
+        log_ids(db, cx, UNREF_RECORD, key, ids);
+    }
+    let deleted: Vec<StreamId> = ids
+        .iter()
+        .zip(codes)
+        .filter(|(_, &c)| c == 1)
+        .map(|(id, _)| *id)
+        .collect();
+    log_ids(db, cx, b"XDEL", key, &deleted);
 }
 
 /// `XSETID`.
@@ -687,7 +902,38 @@ pub fn apply_xsetid(db: &mut ShardDb, cx: &ExecCtx, req: &XsetidReq) -> Result<R
         return Err(CmdError::msg("ERR no such key"));
     };
     s.set_last_id(req.last_id, req.entries_added, req.max_deleted)?;
+    let (last, added, maxdel) = (s.last_id(), s.entries_added(), s.max_deleted_entry_id());
+    log_xsetid(db, cx, &req.key, last, added, maxdel);
     Ok(Reply::Ok)
+}
+
+/// Log a stream's metadata as `XSETID key last ENTRIESADDED n MAXDELETEDID id`
+/// (XSETID's effect, and how an AOF rewrite restores it).
+pub fn log_xsetid(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    last: StreamId,
+    entries_added: u64,
+    max_deleted: StreamId,
+) {
+    if !db.aof.is_enabled() {
+        return;
+    }
+    let mut n = itoa::Buffer::new();
+    let (last, maxdel) = (last.to_bytes(), max_deleted.to_bytes());
+    db.log_effect(
+        cx,
+        &[
+            b"XSETID",
+            key,
+            &last,
+            b"ENTRIESADDED",
+            n.format(entries_added).as_bytes(),
+            b"MAXDELETEDID",
+            &maxdel,
+        ],
+    );
 }
 
 /// `XREAD` without blocking: resolves each stream's ID (type check first, in
@@ -791,8 +1037,14 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
-        attempt: Box::new(move |db, cx, ticket| {
-            match read_after(db, dbi, cx.now_ms, &keys, &after, count) {
+        poll: false,
+        attempt: Box::new(move |db, cx, ready, ticket| {
+            // Only the stream that woke the reader is served (Redis 7.0).
+            let Some(i) = keys.iter().position(|k| k[..] == *ready) else {
+                return Attempt::NotReady;
+            };
+            let (k, a) = (&keys[i..=i], after.get(i..=i).unwrap_or(&[]));
+            match read_after(db, dbi, cx.now_ms, k, a, count) {
                 Reply::NullArray => Attempt::NotReady,
                 reply if ticket.claim() => Attempt::Served(reply),
                 _ => Attempt::Lost,

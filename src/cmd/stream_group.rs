@@ -18,13 +18,14 @@
 //! `xpendingCommand`, `xclaimCommand`, `xautoclaimCommand`, `xinfoCommand`;
 //! blocked.c `serveClientsBlockedOnStreamKey`.
 
+use crate::aof::effects::{log_group_change, GroupChange};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::cmd::args::{int_arg, is, parse_i64, text};
 use crate::cmd::connection::help_reply;
-use crate::cmd::stream::{entries_reply, entry_reply};
+use crate::cmd::stream::{entries_reply, entry_reply, parse_ids_block, parse_read_args, ReadArgs};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -32,19 +33,7 @@ use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::group::ConsumerGroup;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start};
-use crate::stream::{Stream, StreamId};
-
-const KEY1: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
-const KEY2: Keys = Keys::Range {
-    first: 2,
-    last: 2,
-    step: 1,
-};
+use crate::stream::{RefPolicy, Stream, StreamId};
 
 #[allow(clippy::too_many_arguments)]
 const fn keyed(
@@ -57,21 +46,18 @@ const fn keyed(
     since: &'static str,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::keyed(
         name,
         arity,
         flags,
         keys,
+        "stream",
         acl,
         summary,
         since,
-        group: "stream",
-        subcommands: &[],
-        handler: Handler::Keyed {
-            parse,
-            merge: FanMerge::Refuse,
-        },
-    }
+        parse,
+        FanMerge::Refuse,
+    )
 }
 
 const W: Flags = Flags::WRITE;
@@ -89,16 +75,16 @@ pub const SPECS: &[CommandSpec] = &[
         since: "5.0.0",
         group: "stream",
         subcommands: &[
-            keyed("XGROUP|CREATE", -5, W.with(Flags::DENYOOM), KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|CREATE", -5, W.with(Flags::DENYOOM), Keys::SECOND, &["write", "stream", "slow"],
                 "Creates a consumer group.", "5.0.0", parse_xgroup),
-            keyed("XGROUP|SETID", -5, W, KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|SETID", -5, W, Keys::SECOND, &["write", "stream", "slow"],
                 "Sets the last-delivered ID of a consumer group.", "5.0.0", parse_xgroup),
-            keyed("XGROUP|DESTROY", 4, W, KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|DESTROY", 4, W, Keys::SECOND, &["write", "stream", "slow"],
                 "Destroys a consumer group.", "5.0.0", parse_xgroup),
-            keyed("XGROUP|CREATECONSUMER", 5, W.with(Flags::DENYOOM), KEY2,
+            keyed("XGROUP|CREATECONSUMER", 5, W.with(Flags::DENYOOM), Keys::SECOND,
                 &["write", "stream", "slow"], "Creates a consumer in a consumer group.", "6.2.0",
                 parse_xgroup),
-            keyed("XGROUP|DELCONSUMER", 5, W, KEY2, &["write", "stream", "slow"],
+            keyed("XGROUP|DELCONSUMER", 5, W, Keys::SECOND, &["write", "stream", "slow"],
                 "Deletes a consumer from a consumer group.", "5.0.0", parse_xgroup),
             keyed("XGROUP|HELP", 2, Flags::LOADING.with(Flags::STALE), Keys::None,
                 &["stream", "slow"], "Returns helpful text about the different subcommands.",
@@ -124,18 +110,23 @@ pub const SPECS: &[CommandSpec] = &[
             merge: FanMerge::Streams,
             block_ms: xreadgroup_block_ms,
             park: park_xreadgroup,
+            validate: Some(check_xreadgroup),
         },
     },
-    keyed("XACK", -4, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XACK", -4, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.",
         "5.0.0", parse_xack),
-    keyed("XPENDING", -3, R, KEY1, &["read", "stream", "slow"],
+    // Redis 8.2: XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]
+    keyed("XACKDEL", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
+        "Acknowledges and conditionally deletes one or multiple entries for a stream consumer group.",
+        "8.2.0", parse_xackdel),
+    keyed("XPENDING", -3, R, Keys::FIRST, &["read", "stream", "slow"],
         "Returns the information and entries from a stream consumer group's pending entries list.",
         "5.0.0", parse_xpending),
-    keyed("XCLAIM", -6, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XCLAIM", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.",
         "5.0.0", parse_xclaim),
-    keyed("XAUTOCLAIM", -6, W.with(Flags::FAST), KEY1, &["write", "stream", "fast"],
+    keyed("XAUTOCLAIM", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.",
         "6.2.0", parse_xautoclaim),
     CommandSpec {
@@ -148,11 +139,11 @@ pub const SPECS: &[CommandSpec] = &[
         since: "5.0.0",
         group: "stream",
         subcommands: &[
-            keyed("XINFO|STREAM", -3, R, KEY2, &["read", "stream", "slow"],
+            keyed("XINFO|STREAM", -3, R, Keys::SECOND, &["read", "stream", "slow"],
                 "Returns information about a stream.", "5.0.0", parse_xinfo),
-            keyed("XINFO|GROUPS", 3, R, KEY2, &["read", "stream", "slow"],
+            keyed("XINFO|GROUPS", 3, R, Keys::SECOND, &["read", "stream", "slow"],
                 "Returns a list of the consumer groups of a stream.", "5.0.0", parse_xinfo),
-            keyed("XINFO|CONSUMERS", 4, R, KEY2, &["read", "stream", "slow"],
+            keyed("XINFO|CONSUMERS", 4, R, Keys::SECOND, &["read", "stream", "slow"],
                 "Returns a list of the consumers in a consumer group.", "5.0.0", parse_xinfo),
             keyed("XINFO|HELP", 2, Flags::LOADING.with(Flags::STALE), Keys::None,
                 &["stream", "slow"], "Returns helpful text about the different subcommands.",
@@ -390,66 +381,36 @@ pub struct XreadgroupReq {
     pub block_ms: Option<u64>,
     /// `NOACK`: delivered entries are not added to the PEL.
     pub noack: bool,
+    /// `CLAIM min-idle-time` (Redis 8.4), ms: `>` reads first claim the
+    /// group's pending entries idle at least this long.
+    pub claim_min_idle_ms: Option<u64>,
     pub keys: Vec<Bytes>,
     pub from: Vec<GroupFrom>,
 }
 
-/// `XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS
-/// key [key ...] id [id ...]`.
+/// `XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM
+/// min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]` (CLAIM: Redis
+/// 8.4; a negative min-idle-time is `ERR value is out of range, must be
+/// positive`).
 ///
 /// # Errors
-/// In Redis's order: `ERR timeout is not an integer or out of range`, `ERR
-/// timeout is negative`, `ERR value is not an integer or out of range`
-/// (COUNT), `ERR Unbalanced XREAD list of streams: ...` (Redis 7 prints XREAD's text), `ERR syntax
-/// error`, `ERR Missing GROUP option for XREADGROUP`. ID errors are deferred.
+/// Those of [`parse_read_args`], then `ERR Missing GROUP option for
+/// XREADGROUP`. ID errors are deferred.
 /// # Source
 /// `xreadCommand`.
 pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
-    let argc = argv.len();
-    let mut count = 0u64;
-    let mut block_ms = None;
-    let mut noack = false;
-    let mut streams_at = None;
-    let mut group: Option<(Bytes, Bytes)> = None;
-    let mut i = 1;
-    while i < argc {
-        let moreargs = argc - 1 - i;
-        let o = &argv[i];
-        if is(o, "BLOCK") && moreargs > 0 {
-            i += 1;
-            let t = int_arg_msg(&argv[i], "ERR timeout is not an integer or out of range")?;
-            if t < 0 {
-                return Err(CmdError::msg("ERR timeout is negative"));
-            }
-            block_ms = Some(t as u64);
-        } else if is(o, "COUNT") && moreargs > 0 {
-            i += 1;
-            count = clamp_u64(int_arg(&argv[i])?);
-        } else if is(o, "STREAMS") && moreargs > 0 {
-            let first = i + 1;
-            if !(argc - first).is_multiple_of(2) {
-                return Err(CmdError::msg(
-                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
-                ));
-            }
-            streams_at = Some(first);
-            break;
-        } else if is(o, "GROUP") && moreargs >= 2 {
-            group = Some((argv[i + 1].clone(), argv[i + 2].clone()));
-            i += 2;
-        } else if is(o, "NOACK") {
-            noack = true;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 1;
-    }
-    let first = streams_at.ok_or(CmdError::Syntax)?;
+    let ReadArgs {
+        count,
+        block_ms,
+        group,
+        noack,
+        claim_min_idle_ms,
+        keys,
+        ids,
+    } = parse_read_args(argv, true)?;
     let (group, consumer) =
         group.ok_or(CmdError::msg("ERR Missing GROUP option for XREADGROUP"))?;
-    let n = (argc - first) / 2;
-    let keys = argv[first..first + n].to_vec();
-    let from = argv[first + n..]
+    let from = ids
         .iter()
         .map(|a| match &a[..] {
             b">" => GroupFrom::New,
@@ -463,6 +424,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         count,
         block_ms,
         noack,
+        claim_min_idle_ms,
         keys,
         from,
     })
@@ -489,6 +451,19 @@ fn park_xreadgroup(argv: &[Bytes], ticket: Arc<Ticket>) -> Result<ShardReq, CmdE
     }))
 }
 
+/// The validation step of a multi-shard XREADGROUP (see
+/// [`Handler::Blocking`]): `+OK`, or `[local key index, error]` for the first
+/// key of this part that fails [`validate_xreadgroup`]. No side effects.
+fn check_xreadgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let req = parse_xreadgroup_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        match first_invalid_key(db, cx, &req) {
+            None => Reply::Ok,
+            Some((n, e)) => Reply::Array(vec![Reply::Int(n as i64), Reply::Error(e)]),
+        }
+    }))
+}
+
 /// `XACK key group id [id ...]`: IDs are validated on the shard, after the
 /// key and group lookups (a missing key or group replies 0 whatever the IDs).
 fn parse_xack(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
@@ -497,6 +472,20 @@ fn parse_xack(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let ids: Result<Vec<StreamId>, CmdError> = argv[3..].iter().map(|a| parse_id(a)).collect();
     Ok(on_shard(move |db, cx| {
         apply_xack(db, cx, &key, &group, ids).into()
+    }))
+}
+
+/// `XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]`
+/// (Redis 8.2). Arguments are checked before the key is looked up.
+///
+/// # Errors
+/// See [`parse_ids_block`].
+fn parse_xackdel(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let key = argv[1].clone();
+    let group = argv[2].clone();
+    let (refs, ids) = parse_ids_block(argv, 3)?;
+    Ok(on_shard(move |db, cx| {
+        apply_xackdel(db, cx, &key, &group, refs, &ids).into()
     }))
 }
 
@@ -847,7 +836,13 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
                 GroupIdArg::Id(id) => id,
             };
             s.groups_mut()
-                .insert(group, ConsumerGroup::new(last, entries_read));
+                .insert(group.clone(), ConsumerGroup::new(last, entries_read));
+            let change = GroupChange {
+                mkstream: true,
+                meta: true,
+                ..Default::default()
+            };
+            log_group_change(db, cx, &key, &group, &change);
             Ok(Reply::Ok)
         }
         XgroupReq::SetId {
@@ -862,6 +857,11 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             if let Some(g) = s.group_mut(&group) {
                 g.set_last_id(last, entries_read);
             }
+            let change = GroupChange {
+                meta: true,
+                ..Default::default()
+            };
+            log_group_change(db, cx, &key, &group, &change);
             Ok(Reply::Ok)
         }
         XgroupReq::Destroy { .. } => {
@@ -869,6 +869,7 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
                 return Ok(Reply::Int(0));
             }
             stream_mut(db, cx, &key)?.groups_mut().remove(&group);
+            db.log_effect(cx, &[b"XGROUP", b"DESTROY", &key, &group]);
             db.blocking.mark_ready(cx.db, &key);
             Ok(Reply::Int(1))
         }
@@ -877,14 +878,24 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             let created = s
                 .group_mut(&group)
                 .map(|g| g.get_or_create_consumer(&consumer, cx.now_ms).1);
+            if created == Some(true) {
+                let change = GroupChange {
+                    consumer: Some(&consumer),
+                    ..Default::default()
+                };
+                log_group_change(db, cx, &key, &group, &change);
+            }
             Ok(Reply::Int(i64::from(created == Some(true))))
         }
         XgroupReq::DelConsumer { consumer, .. } => {
             let s = stream_mut(db, cx, &key)?;
-            let n = s
+            let deleted = s
                 .group_mut(&group)
-                .and_then(|g| g.delete_consumer(&consumer))
-                .unwrap_or(0);
+                .and_then(|g| g.delete_consumer(&consumer));
+            if deleted.is_some() {
+                db.log_effect(cx, &[b"XGROUP", b"DELCONSUMER", &key, &group, &consumer]);
+            }
+            let n = deleted.unwrap_or(0);
             Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
         }
         XgroupReq::Help => Ok(xgroup_help()),
@@ -911,20 +922,39 @@ fn validate_xreadgroup(
     cx: &ExecCtx,
     req: &XreadgroupReq,
 ) -> Result<(), CmdError> {
-    for (key, from) in req.keys.iter().zip(&req.from) {
-        let s = db.get_stream(cx.db, key, cx.now_ms)?;
+    match first_invalid_key(db, cx, req) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The index (in `req.keys`) and error of the first key failing
+/// [`validate_xreadgroup`]'s checks.
+fn first_invalid_key(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+) -> Option<(usize, CmdError)> {
+    for (n, (key, from)) in req.keys.iter().zip(&req.from).enumerate() {
+        let s = match db.get_stream(cx.db, key, cx.now_ms) {
+            Ok(s) => s,
+            Err(e) => return Some((n, e)),
+        };
         if s.and_then(|s| s.group(&req.group)).is_none() {
-            return Err(CmdError::msg(format!(
-                "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                text(key),
-                text(&req.group)
-            )));
+            return Some((
+                n,
+                CmdError::msg(format!(
+                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+                    text(key),
+                    text(&req.group)
+                )),
+            ));
         }
         if let GroupFrom::Invalid(e) = from {
-            return Err(e.clone());
+            return Some((n, e.clone()));
         }
     }
-    Ok(())
+    None
 }
 
 /// Whether the read would return something now: any history read, or a `>`
@@ -944,7 +974,13 @@ fn xreadgroup_has_data(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> b
                 let Some(g) = s.group(&req.group) else {
                     return false;
                 };
-                g.last_id
+                let idle = req.claim_min_idle_ms.is_some_and(|min| {
+                    g.pel()
+                        .values()
+                        .any(|p| cx.now_ms.saturating_sub(p.delivery_time_ms) >= min)
+                });
+                idle || g
+                    .last_id
                     .next()
                     .is_some_and(|start| s.iter_range(start, StreamId::MAX, false).next().is_some())
             }
@@ -961,6 +997,8 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         usize::try_from(req.count).unwrap_or(usize::MAX)
     };
     let mut pairs = Vec::new();
+    // Per key: what changed, logged once the stream borrow ends.
+    let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
     for (key, from) in req.keys.iter().zip(&req.from) {
         let Ok(Some(s)) = db.get_stream_mut(cx.db, key, cx.now_ms) else {
             continue;
@@ -968,6 +1006,22 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         let counters = s.counters();
         match from {
             GroupFrom::Invalid(_) => continue,
+            GroupFrom::New if req.claim_min_idle_ms.is_some() => {
+                let (reply, claim) = read_claiming(s, cx, req, take);
+                if let Some(r) = reply {
+                    pairs.push((Reply::Bulk(key.clone()), r));
+                }
+                if claim.created || claim.meta || !claim.pel.is_empty() || !claim.acked.is_empty() {
+                    let change = GroupChange {
+                        consumer: Some(&req.consumer),
+                        meta: claim.meta,
+                        pel: claim.pel,
+                        acked: claim.acked,
+                        ..Default::default()
+                    };
+                    changes.push((key, change));
+                }
+            }
             GroupFrom::New => {
                 let Some(last) = s.group(&req.group).map(|g| g.last_id) else {
                     continue;
@@ -982,9 +1036,16 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                 let Some(g) = s.group_mut(&req.group) else {
                     continue;
                 };
-                let (cid, _) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
+                let (cid, created) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
                 g.touch_seen(cid, cx.now_ms);
                 if entries.is_empty() {
+                    if created {
+                        let change = GroupChange {
+                            consumer: Some(&req.consumer),
+                            ..Default::default()
+                        };
+                        changes.push((key, change));
+                    }
                     continue;
                 }
                 g.touch_active(cid, cx.now_ms);
@@ -994,6 +1055,17 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                         g.deliver(e.id, cid, cx.now_ms);
                     }
                 }
+                let change = GroupChange {
+                    meta: true,
+                    consumer: Some(&req.consumer),
+                    pel: if req.noack {
+                        Vec::new()
+                    } else {
+                        entries.iter().map(|e| e.id).collect()
+                    },
+                    ..Default::default()
+                };
+                changes.push((key, change));
                 pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
             }
             GroupFrom::History(after) => {
@@ -1004,7 +1076,7 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                 let Some(g) = s.group_mut(&req.group) else {
                     continue;
                 };
-                let (cid, _) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
+                let (cid, created) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
                 g.touch_seen(cid, cx.now_ms);
                 let ids: Vec<StreamId> = g.consumer_pel_from(cid, start).take(take).collect();
                 let mut out = Vec::with_capacity(ids.len());
@@ -1022,19 +1094,149 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                     }
                 }
                 if let Some(g) = s.group_mut(&req.group) {
-                    for id in found {
+                    for &id in &found {
                         g.redeliver(id, cx.now_ms);
                     }
+                }
+                if created || !found.is_empty() {
+                    let change = GroupChange {
+                        consumer: Some(&req.consumer),
+                        pel: found,
+                        ..Default::default()
+                    };
+                    changes.push((key, change));
                 }
                 pairs.push((Reply::Bulk(key.clone()), Reply::Array(out)));
             }
         }
+    }
+    for (key, change) in &changes {
+        log_group_change(db, cx, key, &req.group, change);
     }
     if pairs.is_empty() {
         Reply::NullArray
     } else {
         Reply::PairMap(pairs)
     }
+}
+
+/// A `>` read with `CLAIM min-idle-time` on one stream (Redis 8.4): first
+/// the group's pending entries idle at least min-idle-time, longest idle
+/// first (ties by ID), claimed for the consumer (delivery time now, count +1,
+/// kept pending even with NOACK); then new entries, as a plain `>` read, with
+/// what is left of the `take` budget (COUNT per stream, shared by both kinds).
+/// Pending entries whose stream entry was deleted are dropped from the PEL,
+/// as XAUTOCLAIM does.
+///
+/// # Reply
+/// The stream's entries, each `[id, [field, value, ...], idle-ms,
+/// delivery-count]`: for a claimed entry its idle time and delivery count
+/// before this claim; `0`, `0` for a new entry. `None` when nothing is read.
+/// # Source
+/// redis.io XREADGROUP "The CLAIM option" and "Reply extension for claimed
+/// entries" (8.4).
+fn read_claiming(
+    s: &mut Stream,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    take: usize,
+) -> (Option<Reply>, ClaimChange) {
+    let mut change = ClaimChange::default();
+    let reply = read_claiming_into(s, cx, req, take, &mut change);
+    (reply, change)
+}
+
+/// What a CLAIM read changed in the group, for the AOF.
+#[derive(Default)]
+struct ClaimChange {
+    /// The consumer was created.
+    created: bool,
+    /// Last-delivered ID / entries-read advanced.
+    meta: bool,
+    /// PEL entries claimed or delivered.
+    pel: Vec<StreamId>,
+    /// PEL entries dropped because their stream entry is gone.
+    acked: Vec<StreamId>,
+}
+
+fn read_claiming_into(
+    s: &mut Stream,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    take: usize,
+    change: &mut ClaimChange,
+) -> Option<Reply> {
+    let min = req.claim_min_idle_ms.unwrap_or(0);
+    let now = cx.now_ms;
+    let counters = s.counters();
+    let g = s.group(&req.group)?;
+    let mut idle: Vec<(u64, StreamId, u64)> = g
+        .pel()
+        .iter()
+        .filter(|(_, p)| now.saturating_sub(p.delivery_time_ms) >= min)
+        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count))
+        .collect();
+    idle.sort_unstable_by_key(|(t, id, _)| (*t, *id));
+    let last = g.last_id;
+    let mut out = Vec::new();
+    let mut claimed = Vec::new();
+    let mut dangling = Vec::new();
+    for (t, id, count) in idle {
+        if claimed.len() >= take {
+            break;
+        }
+        match s.get(id) {
+            Some(e) => {
+                claimed.push((id, count));
+                out.push(claimed_entry_reply(e, now.saturating_sub(t), count));
+            }
+            None => dangling.push(id),
+        }
+    }
+    let budget = take.saturating_sub(claimed.len());
+    let fresh: Vec<_> = match last.next() {
+        Some(start) if budget > 0 => s
+            .iter_range(start, StreamId::MAX, false)
+            .take(budget)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let g = s.group_mut(&req.group)?;
+    let (cid, created) = g.get_or_create_consumer(&req.consumer, now);
+    change.created = created;
+    g.touch_seen(cid, now);
+    for id in dangling {
+        g.ack(id);
+        change.acked.push(id);
+    }
+    if claimed.is_empty() && fresh.is_empty() {
+        return None;
+    }
+    g.touch_active(cid, now);
+    for (id, count) in claimed {
+        g.claim(id, cid, now, count.saturating_add(1));
+        change.pel.push(id);
+    }
+    for e in fresh {
+        g.advance_last_delivered(e.id, &counters);
+        change.meta = true;
+        if !req.noack {
+            g.deliver(e.id, cid, now);
+            change.pel.push(e.id);
+        }
+        out.push(claimed_entry_reply(e, 0, 0));
+    }
+    Some(Reply::Array(out))
+}
+
+/// One entry of a CLAIM read: `[id, [field, value, ...], idle-ms, delivery-count]`.
+fn claimed_entry_reply(e: crate::stream::Entry, idle_ms: u64, count: u64) -> Reply {
+    let Reply::Array(mut items) = entry_reply(e) else {
+        return Reply::NullArray;
+    };
+    items.push(Reply::Int(i64::try_from(idle_ms).unwrap_or(i64::MAX)));
+    items.push(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)));
+    Reply::Array(items)
 }
 
 /// `XREADGROUP` without blocking.
@@ -1085,20 +1287,41 @@ fn park_xreadgroup_apply(
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
-        attempt: Box::new(move |db, cx, ticket| attempt_xreadgroup(db, cx, &req, ticket)),
+        poll: req.claim_min_idle_ms.is_some(),
+        attempt: Box::new(move |db, cx, ready, ticket| {
+            attempt_xreadgroup(db, cx, &req, ready, ticket)
+        }),
     });
     Reply::NoReply
 }
 
-/// One service attempt of a parked XREADGROUP: a deleted stream or
-/// destroyed group ends the wait with Redis's error; otherwise delivers only
-/// if there is data, claiming the ticket before any side effect.
+/// One service attempt of a parked XREADGROUP for the key `ready` that was
+/// signalled: a deleted stream or destroyed group ends the wait with Redis's
+/// error; otherwise delivers from that stream only (as Redis 7.0 serves a
+/// blocked reader with the key that woke it), if it has data, claiming the
+/// ticket before any side effect.
 fn attempt_xreadgroup(
     db: &mut ShardDb,
     cx: &ExecCtx,
     req: &XreadgroupReq,
+    ready: &[u8],
     ticket: &Ticket,
 ) -> Attempt {
+    let Some(i) = req.keys.iter().position(|k| k[..] == *ready) else {
+        return Attempt::NotReady;
+    };
+    let mut one = req.clone();
+    one.keys = req
+        .keys
+        .get(i..=i)
+        .map(<[Bytes]>::to_vec)
+        .unwrap_or_default();
+    one.from = req
+        .from
+        .get(i..=i)
+        .map(<[GroupFrom]>::to_vec)
+        .unwrap_or_default();
+    let req = &one;
     for key in &req.keys {
         let err = match db.get_stream(cx.db, key, cx.now_ms) {
             Ok(Some(s)) if s.group(&req.group).is_some() => continue,
@@ -1143,8 +1366,59 @@ pub fn apply_xack(
         return Ok(Reply::Int(0));
     };
     let ids = ids?;
-    let n = ids.into_iter().filter(|id| g.ack(*id)).count();
+    let acked: Vec<StreamId> = ids.into_iter().filter(|id| g.ack(*id)).collect();
+    let n = acked.len();
+    let change = GroupChange {
+        acked,
+        ..Default::default()
+    };
+    log_group_change(db, cx, key, group, &change);
     Ok(Reply::Int(n as i64))
+}
+
+/// `XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]`
+/// (Redis 8.2): XACK in `group`, then delete each entry from the stream
+/// under the reference policy.
+///
+/// # Reply
+/// Array of one integer per ID, in order: `-1` no such entry in the stream
+/// (every ID when the key is missing), `1` acknowledged and deleted, `2`
+/// acknowledged but kept because another group still needs it (`ACKED`).
+/// # Errors
+/// `WrongType`; `NOGROUP No such key '<k>' or consumer group '<g>'` when the
+/// group does not exist (nothing is changed).
+/// # Source
+/// redis.io XACKDEL (8.2).
+pub fn apply_xackdel(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    group: &[u8],
+    refs: RefPolicy,
+    ids: &[StreamId],
+) -> Result<Reply, CmdError> {
+    let Some(s) = db.get_stream_mut(cx.db, key, cx.now_ms)? else {
+        return Ok(Reply::Array(ids.iter().map(|_| Reply::Int(-1)).collect()));
+    };
+    if s.group(group).is_none() {
+        return Err(nogroup_key_or_group(key, group));
+    }
+    let mut codes = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(g) = s.group_mut(group) {
+            g.ack(*id);
+        }
+        codes.push(s.delete_with_refs(*id, refs));
+    }
+    if db.aof.is_enabled() {
+        let change = GroupChange {
+            acked: ids.to_vec(),
+            ..Default::default()
+        };
+        log_group_change(db, cx, key, group, &change);
+        crate::cmd::stream::log_delete_with_refs(db, cx, key, refs, ids, &codes);
+    }
+    Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
 }
 
 /// `XPENDING key group` (summary) or the extended form.
@@ -1270,18 +1544,22 @@ pub fn apply_xclaim(
     let Some(g) = s.group_mut(group) else {
         return Err(nogroup_key_or_group(key, group));
     };
+    let mut meta = false;
     if let Some(last) = o.last_id {
         if last > g.last_id {
             g.last_id = last;
+            meta = true;
         }
     }
     let mut claimed = Vec::new();
+    let mut dropped = Vec::new();
     let mut cid = None;
     for (&id, &present) in o.ids.iter().zip(&exists) {
         let pending = g.pending(id).copied();
         if !present {
             if pending.is_some() {
                 g.ack(id);
+                dropped.push(id);
             }
             continue;
         }
@@ -1315,8 +1593,8 @@ pub fn apply_xclaim(
         claimed.push(id);
     }
     let out = claimed
-        .into_iter()
-        .map(|id| {
+        .iter()
+        .map(|&id| {
             if o.justid {
                 Reply::Bulk(id.to_bytes())
             } else {
@@ -1324,6 +1602,14 @@ pub fn apply_xclaim(
             }
         })
         .collect();
+    let change = GroupChange {
+        meta,
+        consumer: cid.map(|_| &consumer[..]),
+        acked: dropped,
+        pel: claimed,
+        ..Default::default()
+    };
+    log_group_change(db, cx, key, group, &change);
     Ok(Reply::Array(out))
 }
 
@@ -1410,9 +1696,9 @@ pub fn apply_xautoclaim(
         })
         .unwrap_or(StreamId::MIN)
     };
-    let claimed = claimed
-        .into_iter()
-        .map(|id| {
+    let claimed_reply = claimed
+        .iter()
+        .map(|&id| {
             if req.justid {
                 Reply::Bulk(id.to_bytes())
             } else {
@@ -1420,15 +1706,21 @@ pub fn apply_xautoclaim(
             }
         })
         .collect();
+    let deleted_reply = deleted
+        .iter()
+        .map(|id| Reply::Bulk(id.to_bytes()))
+        .collect();
+    let change = GroupChange {
+        consumer: cid.map(|_| &req.consumer[..]),
+        acked: deleted,
+        pel: claimed,
+        ..Default::default()
+    };
+    log_group_change(db, cx, &req.key, &req.group, &change);
     Ok(Reply::Array(vec![
         Reply::Bulk(cursor.to_bytes()),
-        Reply::Array(claimed),
-        Reply::Array(
-            deleted
-                .into_iter()
-                .map(|id| Reply::Bulk(id.to_bytes()))
-                .collect(),
-        ),
+        Reply::Array(claimed_reply),
+        Reply::Array(deleted_reply),
     ]))
 }
 

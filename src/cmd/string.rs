@@ -4,16 +4,10 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::cmd::args::{self, Args};
-use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
+use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::{Entry, ShardDb, Value};
-
-const ONE_KEY: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
 
 /// A row of this family (group `string`).
 #[allow(clippy::too_many_arguments)]
@@ -28,18 +22,9 @@ const fn row(
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        acl,
-        summary,
-        since,
-        group: "string",
-        subcommands: &[],
-        handler: Handler::Keyed { parse, merge },
-    }
+    CommandSpec::keyed(
+        name, arity, flags, keys, "string", acl, summary, since, parse, merge,
+    )
 }
 
 const W_OOM: Flags = Flags::WRITE.with(Flags::DENYOOM);
@@ -56,7 +41,7 @@ pub const SPECS: &[CommandSpec] = &[
         "GET",
         2,
         R_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_R_FAST,
         "Returns the string value of a key.",
         "1.0.0",
@@ -67,7 +52,7 @@ pub const SPECS: &[CommandSpec] = &[
         "SET",
         -3,
         W_OOM,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_SLOW,
         "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
         "1.0.0",
@@ -78,7 +63,7 @@ pub const SPECS: &[CommandSpec] = &[
         "GETDEL",
         2,
         Flags::WRITE.with(Flags::FAST),
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Returns the string value of a key after deleting the key.",
         "6.2.0",
@@ -89,7 +74,7 @@ pub const SPECS: &[CommandSpec] = &[
         "GETEX",
         -2,
         Flags::WRITE.with(Flags::FAST),
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Returns the string value of a key after setting its expiration time.",
         "6.2.0",
@@ -100,7 +85,7 @@ pub const SPECS: &[CommandSpec] = &[
         "SETNX",
         3,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Set the string value of a key only when the key doesn't exist.",
         "1.0.0",
@@ -111,7 +96,7 @@ pub const SPECS: &[CommandSpec] = &[
         "SETEX",
         4,
         W_OOM,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_SLOW,
         "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.",
         "2.0.0",
@@ -122,7 +107,7 @@ pub const SPECS: &[CommandSpec] = &[
         "PSETEX",
         4,
         W_OOM,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_SLOW,
         "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.",
         "2.6.0",
@@ -133,7 +118,7 @@ pub const SPECS: &[CommandSpec] = &[
         "INCR",
         2,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
         "1.0.0",
@@ -144,7 +129,7 @@ pub const SPECS: &[CommandSpec] = &[
         "DECR",
         2,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
         "1.0.0",
@@ -155,7 +140,7 @@ pub const SPECS: &[CommandSpec] = &[
         "INCRBY",
         3,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
         "1.0.0",
@@ -166,7 +151,7 @@ pub const SPECS: &[CommandSpec] = &[
         "DECRBY",
         3,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.",
         "1.0.0",
@@ -177,7 +162,7 @@ pub const SPECS: &[CommandSpec] = &[
         "INCRBYFLOAT",
         3,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
         "2.6.0",
@@ -188,7 +173,7 @@ pub const SPECS: &[CommandSpec] = &[
         "APPEND",
         3,
         W_OOM_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_W_FAST,
         "Appends a string to the value of a key. Creates the key if it doesn't exist.",
         "2.0.0",
@@ -199,7 +184,7 @@ pub const SPECS: &[CommandSpec] = &[
         "STRLEN",
         2,
         R_FAST,
-        ONE_KEY,
+        Keys::FIRST,
         ACL_R_FAST,
         "Returns the length of a string value.",
         "2.2.0",
@@ -590,6 +575,7 @@ fn parse_mset(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let pairs = parse_pairs(argv, "mset")?;
     Ok(on_shard(move |db, cx| {
         for (k, v) in pairs {
+            db.log_effect(cx, &[b"SET", &k, &v]);
             db.set(cx.db, k, Value::Str(v), None);
         }
         Reply::Ok
@@ -663,7 +649,10 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         TtlChange::Keep => old_ttl,
         _ => deadline,
     };
+    let key = req.key.clone();
     db.set(cx.db, req.key, Value::Str(req.value), expire_at_ms);
+    // The effect states the result: relative TTLs become absolute deadlines.
+    db.log_string_state(cx, &key);
     Ok(if req.get { old_reply() } else { Reply::Ok })
 }
 
@@ -679,6 +668,7 @@ pub fn apply_getdel(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Result<Reply,
     let v = apply_get(db, cx, key)?;
     if matches!(v, Reply::Bulk(_)) {
         db.remove(cx.db, key, cx.now_ms);
+        db.log_effect(cx, &[b"DEL", key]);
     }
     Ok(v)
 }
@@ -720,8 +710,9 @@ pub fn apply_getex(
         (_, Some(at)) => {
             db.set_expire(cx.db, key, Some(at));
         }
-        _ => {}
+        _ => return Ok(v),
     }
+    db.log_ttl_state(cx, key);
     Ok(v)
 }
 
@@ -768,6 +759,7 @@ pub fn apply_incrby(
         key,
         Bytes::copy_from_slice(buf.format(n).as_bytes()),
     );
+    db.log_string_state(cx, key);
     Ok(Reply::Int(n))
 }
 
@@ -797,6 +789,7 @@ pub fn apply_incrbyfloat(
     }
     let text = Bytes::from(format!("{n}"));
     store_keep_ttl(db, cx, key, text.clone());
+    db.log_string_state(cx, key);
     Ok(Reply::Bulk(text))
 }
 
@@ -816,7 +809,13 @@ pub fn apply_append(
 ) -> Result<Reply, CmdError> {
     let Some(old) = db.get_str(cx.db, &key, cx.now_ms)? else {
         let len = value.len();
-        db.set(cx.db, key, Value::Str(Bytes::copy_from_slice(value)), None);
+        db.set(
+            cx.db,
+            key.clone(),
+            Value::Str(Bytes::copy_from_slice(value)),
+            None,
+        );
+        db.log_string_state(cx, &key);
         return Ok(Reply::Int(len as i64));
     };
     let mut buf = BytesMut::with_capacity(old.len() + value.len());
@@ -824,6 +823,7 @@ pub fn apply_append(
     buf.extend_from_slice(value);
     let len = buf.len();
     store_keep_ttl(db, cx, &key, buf.freeze());
+    db.log_string_state(cx, &key);
     Ok(Reply::Int(len as i64))
 }
 
@@ -856,6 +856,7 @@ pub fn apply_msetnx(db: &mut ShardDb, cx: &ExecCtx, pairs: Vec<(Bytes, Bytes)>) 
         return Reply::Int(0);
     }
     for (k, v) in pairs {
+        db.log_effect(cx, &[b"SET", &k, &v]);
         db.set(cx.db, k, Value::Str(v), None);
     }
     Reply::Int(1)

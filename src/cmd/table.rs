@@ -85,6 +85,27 @@ pub enum Keys {
     AfterStreamsToken,
 }
 
+impl Keys {
+    /// The key is argv[1] (most commands).
+    pub const FIRST: Keys = Keys::Range {
+        first: 1,
+        last: 1,
+        step: 1,
+    };
+    /// The key is argv[2] (subcommands such as `OBJECT ENCODING key`, `XGROUP CREATE key`).
+    pub const SECOND: Keys = Keys::Range {
+        first: 2,
+        last: 2,
+        step: 1,
+    };
+    /// Every argument from argv[1] on is a key (DEL, EXISTS, MGET...).
+    pub const ALL: Keys = Keys::Range {
+        first: 1,
+        last: -1,
+        step: 1,
+    };
+}
+
 /// How the results of a multi-key command split over several shards are merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FanMerge {
@@ -99,6 +120,9 @@ pub enum FanMerge {
     /// XREAD-style: `[key, entries]` pairs in the caller's key order, null when none.
     Streams,
 }
+
+/// Parses one argv (or one shard's part of it) into a shard request.
+pub type ParseFn = fn(&[Bytes]) -> Result<ShardReq, CmdError>;
 
 /// How a command is executed.
 #[derive(Clone, Copy)]
@@ -125,6 +149,10 @@ pub enum Handler {
             &[Bytes],
             std::sync::Arc<crate::shard::blocking::Ticket>,
         ) -> Result<ShardReq, CmdError>,
+        /// When keys span shards, a side-effect-free check of one shard's
+        /// part, run on every shard before any part reads (XREADGROUP: type,
+        /// group, ID per key). Answers `+OK` or `[local key index, error]`.
+        validate: Option<ParseFn>,
     },
     /// Runs on the IO thread with the connection's state; may answer directly,
     /// or fan out to shards (DBSIZE, INFO, FLUSHALL...).
@@ -154,6 +182,61 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// A row for a keyed command (`Handler::Keyed`) without subcommands.
+    #[allow(clippy::too_many_arguments)]
+    pub const fn keyed(
+        name: &'static str,
+        arity: i16,
+        flags: Flags,
+        keys: Keys,
+        group: &'static str,
+        acl: &'static [&'static str],
+        summary: &'static str,
+        since: &'static str,
+        parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+        merge: FanMerge,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys,
+            acl,
+            summary,
+            since,
+            group,
+            subcommands: &[],
+            handler: Handler::Keyed { parse, merge },
+        }
+    }
+
+    /// A row for a command that runs on the IO thread (`Handler::Conn`,
+    /// no keys, no subcommands).
+    #[allow(clippy::too_many_arguments)]
+    pub const fn conn(
+        name: &'static str,
+        arity: i16,
+        flags: Flags,
+        group: &'static str,
+        acl: &'static [&'static str],
+        summary: &'static str,
+        since: &'static str,
+        f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys: Keys::None,
+            acl,
+            summary,
+            since,
+            group,
+            subcommands: &[],
+            handler: Handler::Conn(f),
+        }
+    }
+
     /// Whether `argc` (argv[0] included) satisfies the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         if self.arity >= 0 {

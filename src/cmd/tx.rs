@@ -19,7 +19,7 @@
 use bytes::Bytes;
 
 use crate::cmd::table::{self, Handler};
-use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Keys, Merge, ShardReq};
+use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::io::conn::Session;
 use crate::io::{route, route_keyed, Routed};
@@ -39,18 +39,7 @@ const fn row(
     summary: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity: 1,
-        flags,
-        keys: Keys::None,
-        acl,
-        summary,
-        since: "1.2.0",
-        group: "transactions",
-        subcommands: &[],
-        handler: Handler::Conn(f),
-    }
+    CommandSpec::conn(name, 1, flags, "transactions", acl, summary, "1.2.0", f)
 }
 
 /// Table rows of this family.
@@ -206,7 +195,7 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
             }
         };
         let keyless = spec.key_indexes(argv).is_empty();
-        match route_keyed(spec, parse, merge, argv, shared) {
+        match route_keyed(spec, parse, merge, None, argv, shared) {
             Routed::One(shard, req) => {
                 if !keyless && !claim(&mut tx_shard, shard) {
                     return Err(CmdError::msg(CROSS_SHARD));

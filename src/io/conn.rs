@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 
 use crate::cmd::{Merge, ShardReq};
+use crate::config::OutputBufferLimit;
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
@@ -24,6 +25,31 @@ pub struct BlockPlan {
     pub park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
     /// BLOCK timeout in ms, 0 = forever.
     pub timeout_ms: u64,
+}
+
+/// What a fan-out does once every part has answered, instead of answering.
+pub enum Then {
+    /// A null-array merged reply parks the read on its shards (blocking
+    /// XREAD / XREADGROUP over several shards, DESIGN.md "Blocking reads").
+    Block(BlockPlan),
+    /// The fan-out was a side-effect-free validation pass: an error merged
+    /// reply is the answer; anything else starts this second fan-out in the
+    /// same reply slot (multi-shard XREADGROUP checks every key's type and
+    /// group on every shard before any shard delivers).
+    Fan {
+        parts: Vec<(ShardId, ShardReq)>,
+        merge: Merge,
+        then_block: Option<BlockPlan>,
+    },
+}
+
+impl Then {
+    /// Whether the command must hold the connection's pipeline until it is
+    /// answered: it may block, or it runs in two steps (later pipelined
+    /// commands must not overtake its second step).
+    pub fn holds(&self) -> bool {
+        matches!(self, Then::Block(_) | Then::Fan { .. })
+    }
 }
 
 /// A connection waiting in a blocking read.
@@ -138,8 +164,8 @@ pub enum Pending {
         parts: Vec<Option<Reply>>,
         left: usize,
         merge: Merge,
-        /// When set and the merged reply is a null array, park instead of answering.
-        then_block: Option<BlockPlan>,
+        /// What follows the merge instead of answering, if anything (see [`Then`]).
+        then: Option<Then>,
     },
 }
 
@@ -167,6 +193,12 @@ pub struct Conn {
     pub want_write: bool,
     /// Set while a blocking read is parked on shards.
     pub blocked: Option<Blocked>,
+    /// Since when the output buffer has been at or above the soft
+    /// `client-output-buffer-limit` (None = below it).
+    pub output_soft_since: Option<Instant>,
+    /// The output buffer limit closed this connection, with this many bytes
+    /// pending (for the IO thread to count and log once).
+    pub output_limit_hit: Option<usize>,
 }
 
 impl Conn {
@@ -182,9 +214,17 @@ impl Conn {
         seq
     }
 
-    /// Deliver a (part of a) reply to slot `seq`. Returns a block plan when a
-    /// fan-out found nothing and the command must now park on its shards.
-    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<BlockPlan> {
+    /// The reply slot with sequence number `seq`, if still queued.
+    pub fn slot_mut(&mut self, seq: u64) -> Option<&mut Pending> {
+        let idx = seq.checked_sub(self.base_seq)?;
+        self.slots.get_mut(usize::try_from(idx).ok()?)
+    }
+
+    /// Deliver a (part of a) reply to slot `seq`. Returns what to do next when
+    /// a fan-out's merge does not answer the client: park the read on its
+    /// shards ([`Then::Block`]) or run the second step ([`Then::Fan`]); the
+    /// slot then stays `Waiting`.
+    pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<Then> {
         let idx = seq.checked_sub(self.base_seq)?;
         let slot = self.slots.get_mut(idx as usize)?;
         match slot {
@@ -198,10 +238,7 @@ impl Conn {
                 }
                 if *left == 0 {
                     if let Pending::Fan {
-                        parts,
-                        merge,
-                        then_block,
-                        ..
+                        parts, merge, then, ..
                     } = std::mem::replace(slot, Pending::Waiting)
                     {
                         let parts = parts
@@ -209,9 +246,16 @@ impl Conn {
                             .map(|p| p.unwrap_or(Reply::NullBulk))
                             .collect();
                         let merged = merge(parts);
-                        if matches!(merged, Reply::NullArray) && then_block.is_some() {
-                            // Stays Waiting: the parked read fills it later.
-                            return then_block;
+                        match then {
+                            Some(Then::Block(plan)) if matches!(merged, Reply::NullArray) => {
+                                // Stays Waiting: the parked read fills it later.
+                                return Some(Then::Block(plan));
+                            }
+                            Some(next @ Then::Fan { .. }) if !merged.is_error() => {
+                                // Stays Waiting: the second step fills it later.
+                                return Some(next);
+                            }
+                            _ => {}
                         }
                         *slot = Pending::Ready(merged);
                     }
@@ -224,11 +268,27 @@ impl Conn {
 
     /// Encode every ready reply at the front of the queue into `wbuf`.
     /// Returns true if anything was encoded.
-    pub fn encode_ready(&mut self) -> bool {
+    ///
+    /// With `limit`, the output buffer is checked after every reply: a client
+    /// over the limit is marked dead, its queued replies and buffer are
+    /// dropped at once (so memory stays bounded) and nothing more is encoded.
+    pub fn encode_ready(&mut self, limit: Option<&OutputBufferLimit>) -> bool {
         let mut any = false;
         while let Some(Pending::Ready(_)) = self.slots.front() {
+            if self.dead {
+                break;
+            }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
                 crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
+            }
+            if let Some(limit) = limit {
+                if self.over_output_limit(limit, Instant::now()) {
+                    self.dead = true;
+                    self.output_limit_hit = Some(self.wbuf.len());
+                    self.slots.clear();
+                    self.wbuf = BytesMut::new();
+                    break;
+                }
             }
             let seq = self.base_seq;
             self.base_seq += 1;
@@ -242,6 +302,29 @@ impl Conn {
             }
         }
         any
+    }
+
+    /// Whether pending output breaks `limit`: at or above the hard limit, or at
+    /// or above the soft limit continuously for the soft seconds (the first
+    /// time over the soft limit starts that clock, and only more than the
+    /// soft seconds later does it count).
+    ///
+    /// # Source
+    /// `checkClientOutputBufferLimits`, redis/src/networking.c.
+    pub fn over_output_limit(&mut self, limit: &OutputBufferLimit, now: Instant) -> bool {
+        let used = self.wbuf.len() as u64;
+        if limit.hard_bytes > 0 && used >= limit.hard_bytes {
+            return true;
+        }
+        if limit.soft_bytes > 0 && used >= limit.soft_bytes {
+            let Some(since) = self.output_soft_since else {
+                self.output_soft_since = Some(now);
+                return false;
+            };
+            return now.duration_since(since) > std::time::Duration::from_secs(limit.soft_s);
+        }
+        self.output_soft_since = None;
+        false
     }
 
     /// Whether the connection should be closed now (after QUIT's reply was written).

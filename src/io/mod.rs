@@ -30,12 +30,12 @@ use crate::cmd::table::{self, CommandSpec, FanMerge, Handler};
 use crate::cmd::{self, Action, ConnCtx, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::route::slot::ShardId;
+use crate::route::slot::{slot_of, ShardId, Slot};
 use crate::server::Shared;
 use crate::shard::blocking::Ticket;
 use crate::shard::msg::{IoMsg, Job, ReplyTo, ShardMsg};
 use codec::{DecodeLimits, Decoded};
-use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session};
+use conn::{BlockPlan, Blocked, ClientShared, Conn, Pending, Session, Then};
 
 /// Token of the IO thread's waker.
 pub const WAKER: Token = Token(usize::MAX);
@@ -43,6 +43,51 @@ pub const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
 /// Longest the IO thread sleeps, so kills, timeouts and shutdown are noticed.
 const TICK: Duration = Duration::from_millis(100);
+
+/// How often the IO thread's housekeeping runs (idle `timeout`, peak windows).
+const CRON: Duration = Duration::from_secs(1);
+/// Length of one period of INFO's `client_recent_max_*_buffer` windows.
+const PEAK_PERIOD: Duration = Duration::from_secs(4);
+/// Shortest interval between two `used_memory` samples while `maxmemory` is set.
+const MEM_SAMPLE: Duration = Duration::from_millis(1);
+/// Redis's reply to a DENYOOM command while over `maxmemory`.
+pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Client limits from the configuration, re-read once per loop iteration so
+/// CONFIG SET applies at once without a lock per read or write.
+#[derive(Clone, Copy)]
+struct Limits {
+    query_buffer_bytes: usize,
+    max_bulk_bytes: i64,
+    output: crate::config::OutputBufferLimit,
+    timeout_s: u64,
+    tcp_keepalive_s: u64,
+    maxmemory_bytes: u64,
+}
+
+impl Limits {
+    fn read(shared: &Shared) -> Limits {
+        let d = crate::config::Config::default();
+        let c = shared.config.read();
+        let c = c.as_deref().unwrap_or(&d);
+        Limits {
+            query_buffer_bytes: c.client_query_buffer_limit,
+            max_bulk_bytes: c.proto_max_bulk_len,
+            output: c.client_output_buffer_limit[0],
+            timeout_s: c.timeout_s,
+            tcp_keepalive_s: c.tcp_keepalive_s,
+            maxmemory_bytes: c.maxmemory_bytes,
+        }
+    }
+
+    fn decode(&self) -> DecodeLimits {
+        DecodeLimits {
+            max_bulk_bytes: self.max_bulk_bytes,
+            max_multibulk: codec::MULTIBULK_MAX,
+            unauthenticated: false,
+        }
+    }
+}
 
 /// Incremented by CLIENT KILL; IO threads then look for connections marked killed.
 pub static KILL_EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -63,6 +108,7 @@ pub fn spawn_io(
         .name(format!("io-{idx}"))
         .spawn(move || {
             let shards = usize::from(shared.shards);
+            let limits = Limits::read(&shared);
             let mut io = IoThread {
                 idx,
                 poll,
@@ -75,6 +121,10 @@ pub fn spawn_io(
                 touched: Vec::new(),
                 kill_epoch: 0,
                 blocked_ids: Default::default(),
+                limits,
+                last_cron: Instant::now(),
+                last_peak_rotate: Instant::now(),
+                last_mem_sample: Instant::now(),
             };
             io.run();
         })
@@ -95,6 +145,10 @@ struct IoThread {
     kill_epoch: u64,
     /// Connections parked in a blocking read (their deadlines are checked every iteration).
     blocked_ids: std::collections::HashSet<u64>,
+    limits: Limits,
+    last_cron: Instant,
+    last_peak_rotate: Instant,
+    last_mem_sample: Instant,
 }
 
 impl IoThread {
@@ -122,6 +176,8 @@ impl IoThread {
                 }
             }
             self.parked.store(false, Ordering::SeqCst);
+            self.limits = Limits::read(&self.shared);
+            self.sample_memory();
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_all(),
@@ -147,6 +203,56 @@ impl IoThread {
                 self.kill_epoch = epoch;
                 self.reap_killed();
             }
+            if self.last_cron.elapsed() >= CRON {
+                self.last_cron = Instant::now();
+                self.cron();
+            }
+        }
+    }
+
+    /// Refresh the shared `used_memory` sample while `maxmemory` is set
+    /// (reading allocator statistics per command would cost too much).
+    fn sample_memory(&mut self) {
+        if self.limits.maxmemory_bytes == 0 || self.last_mem_sample.elapsed() < MEM_SAMPLE {
+            return;
+        }
+        self.last_mem_sample = Instant::now();
+        self.shared
+            .stats
+            .used_memory_cached_bytes
+            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
+
+    /// Once a second: close clients idle longer than `timeout` (never blocked
+    /// ones, as Redis), and turn the INFO peak windows over.
+    ///
+    /// # Source
+    /// `clientsCronHandleTimeout`, redis/src/timeout.c.
+    fn cron(&mut self) {
+        if self.idx == 0 && self.last_peak_rotate.elapsed() >= PEAK_PERIOD {
+            self.last_peak_rotate = Instant::now();
+            self.shared.stats.recent_max_input_bytes.rotate();
+            self.shared.stats.recent_max_output_bytes.rotate();
+        }
+        if self.limits.timeout_s == 0 {
+            return;
+        }
+        let now_ms = self.shared.uptime_ms();
+        let max_idle_ms = self.limits.timeout_s.saturating_mul(1000);
+        let idle: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.blocked.is_none()
+                    && c.slots.is_empty()
+                    && now_ms.saturating_sub(
+                        c.session.shared.last_interaction_ms.load(Ordering::Relaxed),
+                    ) > max_idle_ms
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            self.remove_conn(id);
         }
     }
 
@@ -186,6 +292,9 @@ impl IoThread {
             return;
         }
         let _ = sock.set_nodelay(true);
+        if self.limits.tcp_keepalive_s > 0 {
+            set_keepalive(&sock, self.limits.tcp_keepalive_s);
+        }
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         if self
             .poll
@@ -245,17 +354,14 @@ impl IoThread {
                 dead: false,
                 want_write: false,
                 blocked: None,
+                output_soft_since: None,
+                output_limit_hit: None,
             },
         );
     }
 
     fn read_conn(&mut self, id: u64) {
-        let (qlimit, max_bulk) = self
-            .shared
-            .config
-            .read()
-            .map(|c| (c.client_query_buffer_limit, c.proto_max_bulk_len))
-            .unwrap_or((1 << 30, 512 << 20));
+        let qlimit = self.limits.query_buffer_bytes;
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
@@ -271,8 +377,24 @@ impl IoThread {
                     total += n as u64;
                     conn.rbuf.extend_from_slice(&chunk[..n]);
                     if conn.rbuf.len() > qlimit {
-                        // Redis: "closing client that reached max query buffer length"
+                        // Redis closes without a reply and counts it
+                        // (`client_query_buffer_limit_disconnections`).
+                        eprintln!(
+                            "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
+                            conn.session.id,
+                            conn.session.shared.addr,
+                            String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)]),
+                        );
+                        self.shared
+                            .stats
+                            .client_query_buffer_limit_disconnections
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.shared
+                            .stats
+                            .recent_max_input_bytes
+                            .observe(conn.rbuf.len() as u64);
                         conn.dead = true;
+                        conn.rbuf = BytesMut::new();
                         break;
                     }
                 }
@@ -288,11 +410,11 @@ impl IoThread {
             .stats
             .total_net_input_bytes
             .fetch_add(total, Ordering::Relaxed);
-        let limits = DecodeLimits {
-            max_bulk_bytes: max_bulk,
-            max_multibulk: codec::MULTIBULK_MAX,
-            unauthenticated: false,
-        };
+        self.shared
+            .stats
+            .recent_max_input_bytes
+            .observe(conn.rbuf.len() as u64);
+        let limits = self.limits.decode();
         conn.session
             .shared
             .last_interaction_ms
@@ -318,18 +440,34 @@ impl IoThread {
                 IoMsg::Replies(replies) => {
                     for (to, reply) in replies {
                         if let Some(conn) = self.conns.get_mut(&to.conn) {
-                            if let Some(plan) = conn.fill(to.seq, to.part, reply) {
-                                start_block(
+                            match conn.fill(to.seq, to.part, reply) {
+                                Some(Then::Block(plan)) => {
+                                    start_block(
+                                        self.idx,
+                                        &self.shared,
+                                        &mut self.batches,
+                                        conn,
+                                        to.seq,
+                                        plan,
+                                    );
+                                    if conn.blocked.is_some() {
+                                        self.blocked_ids.insert(to.conn);
+                                    }
+                                }
+                                Some(Then::Fan {
+                                    parts,
+                                    merge,
+                                    then_block,
+                                }) => start_fan(
                                     self.idx,
-                                    &self.shared,
                                     &mut self.batches,
                                     conn,
                                     to.seq,
-                                    plan,
-                                );
-                                if conn.blocked.is_some() {
-                                    self.blocked_ids.insert(to.conn);
-                                }
+                                    parts,
+                                    merge,
+                                    then_block.map(Then::Block),
+                                ),
+                                None => {}
                             }
                             self.touched.push(to.conn);
                         }
@@ -383,33 +521,54 @@ impl IoThread {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
-        let max_bulk = self
-            .shared
-            .config
-            .read()
-            .map(|c| c.proto_max_bulk_len)
-            .unwrap_or(512 << 20);
+        let limits = self.limits;
+        let now_ms = self.shared.uptime_ms();
         for id in touched.drain(..) {
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
             let was_held = conn.hold_until.is_some();
-            conn.encode_ready();
+            conn.encode_ready(Some(&limits.output));
             if conn.blocked.as_ref().is_some_and(|b| b.seq < conn.base_seq) {
                 conn.blocked = None;
                 self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
             }
             if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
                 // A blocking command finished: go on with the pipeline.
-                let limits = DecodeLimits {
-                    max_bulk_bytes: max_bulk,
-                    max_multibulk: codec::MULTIBULK_MAX,
-                    unauthenticated: false,
-                };
-                process_input(self.idx, &self.shared, &mut self.batches, conn, limits);
-                conn.encode_ready();
+                process_input(
+                    self.idx,
+                    &self.shared,
+                    &mut self.batches,
+                    conn,
+                    limits.decode(),
+                );
+                conn.encode_ready(Some(&limits.output));
             }
+            if let Some(pending) = conn.output_limit_hit.take() {
+                self.shared
+                    .stats
+                    .recent_max_output_bytes
+                    .observe(pending as u64);
+                self.shared
+                    .stats
+                    .client_output_buffer_limit_disconnections
+                    .fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
+                    conn.session.id, conn.session.shared.addr
+                );
+            }
+            self.shared
+                .stats
+                .recent_max_output_bytes
+                .observe(conn.wbuf.len() as u64);
             let written = write_conn(conn);
+            if written > 0 {
+                conn.session
+                    .shared
+                    .last_interaction_ms
+                    .store(now_ms, Ordering::Relaxed);
+            }
             self.shared
                 .stats
                 .total_net_output_bytes
@@ -463,10 +622,40 @@ impl IoThread {
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
             if let Some(conn) = self.conns.get_mut(&id) {
-                conn.encode_ready();
+                conn.encode_ready(None);
                 write_conn(conn);
             }
             self.remove_conn(id);
+        }
+    }
+}
+
+/// Turn on TCP keepalive: first probe after `idle_s` seconds of silence, then
+/// every `idle_s / 3` seconds, 3 probes before the peer counts as dead.
+///
+/// # Source
+/// `anetKeepAlive`, redis/src/anet.c.
+fn set_keepalive(sock: &TcpStream, idle_s: u64) {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    let idle = i32::try_from(idle_s).unwrap_or(i32::MAX);
+    let opts = [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, (idle / 3).max(1)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
+    ];
+    for (level, name, value) in opts {
+        // SAFETY: `fd` is an open socket owned by `sock` for the duration of
+        // the call; the option value is a valid c_int of the size passed.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            );
         }
     }
 }
@@ -583,6 +772,31 @@ fn dispatch(
         reject_cmd(shared, conn, spec, CmdError::NoAuth);
         return;
     }
+    // Cluster redirection comes before queueing, as in Redis's processCommand:
+    // a redirected command inside MULTI dooms the transaction; a refused EXEC
+    // discards it and answers the redirection itself.
+    if let Err(e) = cluster_check(shared, spec, &argv, &conn.session) {
+        shared.count_call(spec.name, false, true);
+        if spec.name == "EXEC" {
+            cmd::tx::reset_multi(&mut conn.session);
+        }
+        reject(shared, conn, e);
+        return;
+    }
+    // A shard that cannot write its AOF refuses writes (and PING), as Redis
+    // does after a failed AOF write or fsync.
+    if spec.flags.has(crate::cmd::Flags::WRITE) || spec.name == "PING" {
+        if let Some(err) = shared.tunables.aof.write_refusal() {
+            shared.count_call(spec.name, true, true);
+            reject_cmd(shared, conn, spec, err);
+            return;
+        }
+    }
+    if shared.over_maxmemory() && refused_on_oom(spec, &conn.session) {
+        shared.count_call(spec.name, true, true);
+        reject_cmd(shared, conn, spec, CmdError::msg(OOM_ERROR));
+        return;
+    }
     if let Some(queue) = conn.session.multi.as_mut() {
         if !runs_inside_multi(spec.name) {
             if spec.flags.has(crate::cmd::Flags::NO_MULTI) {
@@ -637,33 +851,125 @@ fn dispatch(
             let seq = conn.push_slot(Pending::Waiting);
             start_block(io, shared, batches, conn, seq, plan);
         }
-        Routed::Fan(parts, merge, then_block) => {
-            let blocking = then_block.is_some();
+        Routed::Fan(parts, merge, then) => {
             shared.count_call(name, false, false);
-            let n = parts.len();
-            let seq = conn.push_slot(Pending::Fan {
-                parts: (0..n).map(|_| None).collect(),
-                left: n,
-                merge,
-                then_block,
-            });
-            if blocking {
-                conn.hold_until = Some(seq);
-            }
-            for (part, (shard, req)) in parts.into_iter().enumerate() {
-                batches[usize::from(shard.0)].push(Job {
-                    req,
-                    db: conn.session.db as u16,
-                    reply_to: ReplyTo {
-                        io,
-                        conn: conn.session.id,
-                        seq,
-                        part: part as u16,
-                    },
-                });
-            }
+            let seq = conn.push_slot(Pending::Waiting);
+            start_fan(io, batches, conn, seq, parts, merge, then);
         }
     }
+}
+
+/// Whether a command is refused while used memory is over `maxmemory`:
+/// DENYOOM commands, EXEC of a transaction holding one, and anything queued
+/// inside MULTI except EXEC, DISCARD, QUIT and RESET (queueing costs memory).
+///
+/// # Source
+/// `processCommand` (the `reject_cmd_on_oom` rule), redis/src/server.c (7.x).
+fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
+    use crate::cmd::Flags;
+    if spec.flags.has(Flags::DENYOOM) {
+        return true;
+    }
+    let Some(queue) = &session.multi else {
+        return false;
+    };
+    match spec.name {
+        "EXEC" => queue.iter().any(|argv| {
+            argv.first()
+                .and_then(|name| table::lookup(name))
+                .is_some_and(|s| s.flags.has(Flags::DENYOOM))
+        }),
+        "DISCARD" | "QUIT" | "RESET" => false,
+        _ => true,
+    }
+}
+
+/// Send the parts of a fan-out to their shards, collecting their replies in
+/// slot `seq` (a new slot, or one whose validation step just passed).
+fn start_fan(
+    io: u16,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    parts: Vec<(ShardId, ShardReq)>,
+    merge: Merge,
+    then: Option<Then>,
+) {
+    let holds = then.as_ref().is_some_and(Then::holds);
+    let n = parts.len();
+    let Some(slot) = conn.slot_mut(seq) else {
+        return;
+    };
+    *slot = Pending::Fan {
+        parts: (0..n).map(|_| None).collect(),
+        left: n,
+        merge,
+        then,
+    };
+    if holds {
+        conn.hold_until = Some(seq);
+    }
+    for (part, (shard, req)) in parts.into_iter().enumerate() {
+        batches[usize::from(shard.0)].push(Job {
+            req,
+            db: conn.session.db as u16,
+            reply_to: ReplyTo {
+                io,
+                conn: conn.session.id,
+                seq,
+                part: part as u16,
+            },
+        });
+    }
+}
+
+/// The table row that decides a command's keys (a container's subcommand row).
+fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+    let spec = table::lookup(argv.first()?)?;
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Some(spec);
+    }
+    cmd::connection::resolve_subcommand(spec, argv).ok()
+}
+
+/// Redis Cluster's redirection check (`getNodeByQuery`): with a multi-node
+/// topology, a command's keys must share one slot (else `CROSSSLOT`, unless
+/// `cluster-allow-local-multislot` and this node serves every slot) served by
+/// this node (else `MOVED <slot> <host>:<port>`). EXEC checks the keys of
+/// every queued command together. Keyless commands and one-node servers pass.
+///
+/// # Errors
+/// [`CmdError::CrossSlot`], [`CmdError::Moved`].
+fn cluster_check(
+    shared: &Shared,
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    session: &Session,
+) -> Result<(), CmdError> {
+    let Some(topo) = &shared.cluster else {
+        return Ok(());
+    };
+    let allow = shared
+        .tunables
+        .cluster_allow_local_multislot
+        .load(Ordering::Relaxed);
+    let slots_of = |spec: &CommandSpec, argv: &[Bytes]| -> Vec<Slot> {
+        spec.key_indexes(argv)
+            .into_iter()
+            .filter_map(|i| argv.get(i).map(|k| slot_of(k)))
+            .collect()
+    };
+    if spec.name == "EXEC" {
+        let Some(queue) = &session.multi else {
+            return Ok(());
+        };
+        let slots = queue
+            .iter()
+            .filter_map(|a| row_of(a).map(|s| slots_of(s, a)))
+            .flatten();
+        return topo.check(slots, allow);
+    }
+    topo.check(slots_of(spec, argv), allow)
 }
 
 /// Answer a command that was refused before running; inside MULTI this also
@@ -703,9 +1009,9 @@ pub enum Routed {
     /// Close the connection at once, without a reply (SHUTDOWN).
     Drop,
     One(ShardId, ShardReq),
-    /// Parts run on their shards, replies merged; with a block plan, a null
-    /// merged reply parks the read instead of answering.
-    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<BlockPlan>),
+    /// Parts run on their shards, replies merged; then, optionally, park the
+    /// read or run a second step (see [`Then`]).
+    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
 }
@@ -718,15 +1024,18 @@ pub fn route(
     shared: &Shared,
 ) -> Routed {
     match spec.handler {
-        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, argv, shared),
+        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, None, argv, shared),
         Handler::Blocking {
             parse,
             merge,
             block_ms,
             park,
+            validate,
         } => match block_ms(argv) {
-            None => route_keyed(spec, parse, merge, argv, shared),
-            Some(timeout_ms) => route_blocking(spec, parse, merge, park, timeout_ms, argv, shared),
+            None => route_keyed(spec, parse, merge, validate, argv, shared),
+            Some(timeout_ms) => {
+                route_blocking(spec, parse, merge, validate, park, timeout_ms, argv, shared)
+            }
         },
         Handler::Conn(f) => {
             let mut cx = ConnCtx {
@@ -745,10 +1054,19 @@ pub fn route(
 }
 
 /// Route a keyed command: to the one shard owning its keys, or split by shard and merged.
+///
+/// With `validate` (XREADGROUP) a split command runs in two steps: every
+/// shard first checks its keys without side effects, and only when all pass
+/// do the reads run, so one shard's `NOGROUP`/`WRONGTYPE`/ID error is never
+/// answered after another shard already delivered (and added to its PEL).
+/// The error is the one of the first failing key in the caller's order, as
+/// Redis checks keys in order. Another client may still change a key between
+/// the steps; the second step re-checks and answers that error.
 pub fn route_keyed(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
+    validate: Option<table::ParseFn>,
     argv: &[Bytes],
     shared: &Shared,
 ) -> Routed {
@@ -777,14 +1095,22 @@ pub fn route_keyed(
     let nkeys = keys.len();
     let split = cmd::split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
     let mut parts = Vec::with_capacity(split.len());
+    let mut checks = Vec::new();
     let mut positions = Vec::with_capacity(split.len());
     for (shard, part_argv, pos) in split {
         match parse(&part_argv) {
             Ok(req) => parts.push((shard, req)),
             Err(e) => return Routed::Reply(Reply::Error(e)),
         }
+        if let Some(validate) = validate {
+            match validate(&part_argv) {
+                Ok(req) => checks.push((shard, req)),
+                Err(e) => return Routed::Reply(Reply::Error(e)),
+            }
+        }
         positions.push(pos);
     }
+    let check_positions = positions.clone();
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(cmd::merge_sum),
         FanMerge::AllOk => Box::new(cmd::merge_ok),
@@ -811,7 +1137,45 @@ pub fn route_keyed(
         }
         FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
     };
-    Routed::Fan(parts, merge, None)
+    if validate.is_none() {
+        return Routed::Fan(parts, merge, None);
+    }
+    let check_merge: Merge =
+        Box::new(move |replies: Vec<Reply>| merge_checks(replies, &check_positions));
+    Routed::Fan(
+        checks,
+        check_merge,
+        Some(Then::Fan {
+            parts,
+            merge,
+            then_block: None,
+        }),
+    )
+}
+
+/// Merge a validation step: each part answers `+OK` or `[local key index,
+/// error]`; the answer is the error of the first failing key in the caller's
+/// key order, else `+OK`.
+fn merge_checks(replies: Vec<Reply>, positions: &[Vec<usize>]) -> Reply {
+    let mut first: Option<(usize, Reply)> = None;
+    for (reply, pos) in replies.into_iter().zip(positions) {
+        let (n, err) = match reply {
+            Reply::Array(mut v) if v.len() == 2 => {
+                let err = v.pop().unwrap_or(Reply::Ok);
+                let local = match v.pop() {
+                    Some(Reply::Int(i)) => usize::try_from(i).unwrap_or(0),
+                    _ => 0,
+                };
+                (pos.get(local).copied().unwrap_or(usize::MAX), err)
+            }
+            e @ Reply::Error(_) => (usize::MAX, e),
+            _ => continue,
+        };
+        if first.as_ref().is_none_or(|(m, _)| n < *m) {
+            first = Some((n, err));
+        }
+    }
+    first.map_or(Reply::Ok, |(_, e)| e)
 }
 
 /// Route a read that asks to block: park it directly when its keys live on
@@ -822,6 +1186,7 @@ fn route_blocking(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
     merge: FanMerge,
+    validate: Option<table::ParseFn>,
     park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
     timeout_ms: u64,
     argv: &[Bytes],
@@ -842,8 +1207,25 @@ fn route_blocking(
     if split.len() <= 1 {
         return Routed::Block(plan);
     }
-    match route_keyed(spec, parse, merge, argv, shared) {
-        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(plan)),
+    match route_keyed(spec, parse, merge, validate, argv, shared) {
+        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: None,
+            }),
+        ) => Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: Some(plan),
+            }),
+        ),
         other => other,
     }
 }

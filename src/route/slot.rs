@@ -95,3 +95,147 @@ mod tests {
         }
     }
 }
+
+/// Which shard of this server owns each hash slot.
+///
+/// Shards always own contiguous slot ranges (SCAN cursors rely on it). A
+/// standalone server splits all 16384 slots evenly ([`SlotMap::uniform`]); a
+/// cluster node splits only the slots it serves ([`SlotMap::balanced`]), so a
+/// node owning 0-5460 with 2 shards uses both of them. Slots the node does not
+/// serve are never routed to a shard; they are attached to the range of the
+/// owned slot before them so ranges stay contiguous.
+#[derive(Clone, Debug)]
+pub struct SlotMap {
+    shards: u16,
+    by_slot: Box<[u16]>,
+    /// First slot of each shard's range (`first[s] == first[s + 1]` when empty).
+    first: Vec<u16>,
+}
+
+impl SlotMap {
+    /// Every slot split evenly: `slot * shards / 16384`.
+    pub fn uniform(shards: u16) -> SlotMap {
+        Self::build(shards, |s| Slot(s).shard(shards).0)
+    }
+
+    /// The slots for which `owned` is true split evenly over `shards` (by rank).
+    pub fn balanced(shards: u16, owned: impl Fn(u16) -> bool) -> SlotMap {
+        let shards = shards.max(1);
+        let total = (0..SLOTS).filter(|&s| owned(s)).count() as u32;
+        if total == 0 {
+            return Self::uniform(shards);
+        }
+        let mut rank = 0u32;
+        let mut current = 0u16;
+        let mut assign = vec![0u16; usize::from(SLOTS)];
+        for s in 0..SLOTS {
+            if owned(s) {
+                current = (rank * u32::from(shards) / total) as u16;
+                rank += 1;
+            }
+            assign[usize::from(s)] = current;
+        }
+        Self::build(shards, |s| assign[usize::from(s)])
+    }
+
+    fn build(shards: u16, shard_of: impl Fn(u16) -> u16) -> SlotMap {
+        let shards = shards.max(1);
+        let by_slot: Box<[u16]> = (0..SLOTS).map(|s| shard_of(s).min(shards - 1)).collect();
+        let mut first = vec![SLOTS; usize::from(shards)];
+        for (slot, &shard) in by_slot.iter().enumerate().rev() {
+            first[usize::from(shard)] = slot as u16;
+        }
+        // Empty shards start where the next non-empty one does.
+        for s in (0..usize::from(shards)).rev() {
+            let next = first.get(s + 1).copied().unwrap_or(SLOTS);
+            if first[s] == SLOTS || first[s] > next {
+                first[s] = next;
+            }
+        }
+        if let Some(f) = first.first_mut() {
+            *f = 0;
+        }
+        SlotMap {
+            shards,
+            by_slot,
+            first,
+        }
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> u16 {
+        self.shards
+    }
+
+    /// The shard owning `slot`.
+    pub fn shard(&self, slot: Slot) -> ShardId {
+        ShardId(self.by_slot[usize::from(slot.0 & (SLOTS - 1))])
+    }
+
+    /// The shard owning `key`.
+    pub fn shard_of_key(&self, key: &[u8]) -> ShardId {
+        self.shard(slot_of(key))
+    }
+
+    /// First slot of `shard`'s range.
+    pub fn first_slot(&self, shard: ShardId) -> Slot {
+        Slot(
+            self.first
+                .get(usize::from(shard.0))
+                .copied()
+                .unwrap_or(SLOTS),
+        )
+    }
+
+    /// One past the last slot of `shard`'s range (16384 for the last shard).
+    pub fn end_slot(&self, shard: ShardId) -> u32 {
+        self.first
+            .get(usize::from(shard.0) + 1)
+            .map_or(u32::from(SLOTS), |&f| u32::from(f))
+    }
+}
+
+#[cfg(test)]
+mod slot_map_tests {
+    use super::*;
+
+    #[test]
+    fn uniform_matches_the_formula() {
+        let m = SlotMap::uniform(3);
+        for s in [0u16, 5461, 5462, 10922, 10923, 16383] {
+            assert_eq!(m.shard(Slot(s)), Slot(s).shard(3));
+        }
+        for id in 0..3 {
+            assert_eq!(m.first_slot(ShardId(id)), ShardId(id).first_slot(3));
+            assert_eq!(m.end_slot(ShardId(id)), ShardId(id).end_slot(3));
+        }
+    }
+
+    #[test]
+    fn balanced_splits_only_owned_slots() {
+        // A node owning 0-5460 with 2 shards uses both.
+        let m = SlotMap::balanced(2, |s| s <= 5460);
+        assert_eq!(m.shard(Slot(0)), ShardId(0));
+        assert_eq!(m.shard(Slot(5460)), ShardId(1));
+        let on_shard0 = (0..=5460u16)
+            .filter(|&s| m.shard(Slot(s)) == ShardId(0))
+            .count();
+        assert!((2700..=2761).contains(&on_shard0), "{on_shard0}");
+        // A node owning the top third starts shard 1 inside its own range.
+        let m = SlotMap::balanced(2, |s| s >= 10923);
+        assert!(m.first_slot(ShardId(1)).0 > 10923);
+        assert_eq!(m.end_slot(ShardId(1)), 16384);
+        // Ranges are contiguous and cover everything.
+        for shards in [1u16, 2, 3, 5] {
+            let m = SlotMap::balanced(shards, |s| s % 7 == 0 || s > 12000);
+            let mut prev = 0;
+            for s in 0..SLOTS {
+                let sh = m.shard(Slot(s)).0;
+                assert!(sh >= prev);
+                prev = sh;
+                assert!(u32::from(m.first_slot(ShardId(sh)).0) <= u32::from(s));
+                assert!(u32::from(s) < m.end_slot(ShardId(sh)));
+            }
+        }
+    }
+}

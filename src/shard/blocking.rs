@@ -59,9 +59,12 @@ pub enum Attempt {
     Lost,
 }
 
-/// Re-runs a blocked read against the shard's data. It must check for data
-/// first, then call `ticket.claim()` before any side effect.
-pub type AttemptFn = Box<dyn FnMut(&mut ShardDb, &ExecCtx, &Ticket) -> Attempt>;
+/// Re-runs a blocked read against the shard's data for the one key that
+/// became ready (third argument): like Redis 7.0's
+/// `serveClientsBlockedOnStreamKey`, a woken reader is answered with that
+/// stream only, even if other watched keys also have data. It must check for
+/// data first, then call `ticket.claim()` before any side effect.
+pub type AttemptFn = Box<dyn FnMut(&mut ShardDb, &ExecCtx, &[u8], &Ticket) -> Attempt>;
 
 /// One blocked client's registration on this shard.
 pub struct Waiter {
@@ -70,6 +73,9 @@ pub struct Waiter {
     /// `(db, key)` pairs this waiter watches on this shard.
     pub keys: Vec<(usize, Bytes)>,
     pub attempt: AttemptFn,
+    /// Re-attempt on every periodic shard tick (100 ms), not only when a key
+    /// is signalled: XREADGROUP CLAIM waits for pending entries to age.
+    pub poll: bool,
 }
 
 /// The shard's registry of parked readers.
@@ -121,6 +127,21 @@ impl Waiters {
         for k in self.by_key.keys() {
             if k.0 == db && !self.ready.contains(k) {
                 self.ready.push(k.clone());
+            }
+        }
+    }
+
+    /// Mark the keys of polling waiters ready (see [`Waiter::poll`]).
+    pub fn mark_polling_ready(&mut self) {
+        let keys: Vec<(usize, Bytes)> = self
+            .waiters
+            .values()
+            .filter(|w| w.poll && !w.ticket.is_fired())
+            .flat_map(|w| w.keys.iter().cloned())
+            .collect();
+        for k in keys {
+            if !self.ready.contains(&k) {
+                self.ready.push(k);
             }
         }
     }
@@ -187,7 +208,7 @@ pub fn serve_ready(db: &mut ShardDb, now_ms: u64, out: &mut Vec<(ReplyTo, Reply)
                     now_ms,
                     reply_to: w.reply_to,
                 };
-                let outcome = (w.attempt)(db, &cx, &w.ticket);
+                let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);
                 let reply_to = w.reply_to;
                 db.blocking.waiters.insert(id, w);
                 match outcome {

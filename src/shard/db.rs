@@ -18,7 +18,9 @@ use crate::error::CmdError;
 use crate::route::slot::{slot_of, ShardId};
 use crate::stream::Stream;
 
-/// A value stored under a key.
+/// A value stored under a key. `Clone` + `Send` so an AOF rewrite can copy a
+/// shard's data and serialize it on another thread.
+#[derive(Clone)]
 pub enum Value {
     /// A string (GET/SET/INCR/APPEND).
     Str(Bytes),
@@ -129,8 +131,12 @@ pub struct ShardDb {
     pub stats: ShardStats,
     /// Parked XREAD / XREADGROUP waiters on this shard's keys.
     pub blocking: crate::shard::blocking::Waiters,
+    /// Which shard owns each slot on this server (SCAN ranges).
+    pub slot_map: std::sync::Arc<crate::route::slot::SlotMap>,
     /// Run-time settings shared with CONFIG SET (stream node caps).
     pub tunables: std::sync::Arc<crate::config::Tunables>,
+    /// Effect records for the append-only file (see [`crate::aof`]).
+    pub aof: crate::aof::AofLog,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -144,7 +150,60 @@ impl ShardDb {
             stats: ShardStats::default(),
             blocking: Default::default(),
             tunables: Default::default(),
+            slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
+            aof: Default::default(),
             _not_send: PhantomData,
+        }
+    }
+
+    /// Record an effect for the append-only file: `args` is a command that,
+    /// replayed on database `cx.db` at time `cx.now_ms`, redoes exactly what
+    /// the command being applied just did. A no-op when AOF is off.
+    pub fn log_effect(&mut self, cx: &crate::cmd::ExecCtx, args: &[&[u8]]) {
+        self.aof.record(cx.db, cx.now_ms, args);
+    }
+
+    /// Record the whole current state of string key `key` as an effect:
+    /// `SET key value [PXAT deadline]`, or `DEL key` when it is gone. Used by
+    /// string commands whose effect is simplest stated as the result (INCR,
+    /// APPEND, INCRBYFLOAT, SET with relative TTLs...).
+    pub fn log_string_state(&mut self, cx: &crate::cmd::ExecCtx, key: &[u8]) {
+        if !self.aof.is_enabled() {
+            return;
+        }
+        let (value, at) = match self.ks(cx.db).map.get(key) {
+            Some(Entry {
+                value: Value::Str(v),
+                expire_at_ms,
+            }) => (v.clone(), *expire_at_ms),
+            Some(_) => return,
+            None => {
+                self.log_effect(cx, &[b"DEL", key]);
+                return;
+            }
+        };
+        match at {
+            Some(at) => {
+                let mut n = itoa::Buffer::new();
+                self.log_effect(cx, &[b"SET", key, &value, b"PXAT", n.format(at).as_bytes()])
+            }
+            None => self.log_effect(cx, &[b"SET", key, &value]),
+        }
+    }
+
+    /// Record the TTL state of `key` as an effect: `PEXPIREAT key deadline`,
+    /// `PERSIST key`, or `DEL key` when it is gone.
+    pub fn log_ttl_state(&mut self, cx: &crate::cmd::ExecCtx, key: &[u8]) {
+        if !self.aof.is_enabled() {
+            return;
+        }
+        match self.ks(cx.db).map.get(key).map(|e| e.expire_at_ms) {
+            None => self.log_effect(cx, &[b"DEL", key]),
+            Some(None) => self.log_effect(cx, &[b"PERSIST", key]),
+            Some(Some(at)) => {
+                let mut n = itoa::Buffer::new();
+                self.log_effect(cx, &[b"PEXPIREAT", key, n.format(at).as_bytes()])
+            }
         }
     }
 
@@ -174,6 +233,11 @@ impl ShardDb {
         if ks.is_expired(key, now_ms) {
             ks.remove(key);
             self.stats.expired_keys += 1;
+            // Readers blocked on an expired stream are woken as for DEL.
+            self.blocking.mark_ready(db, key);
+            // Redis propagates an expiry as DEL; replay then never depends on
+            // when the key would have expired.
+            self.aof.record(db, now_ms, &[b"DEL", key]);
             true
         } else {
             false
@@ -393,9 +457,12 @@ impl ShardDb {
     /// # Source
     /// Redis's `activeExpireCycle` samples keys; here deadlines are ordered, so
     /// the cycle removes exactly the expired keys, oldest deadline first.
+    /// Like every deletion, it marks the keys ready so that readers blocked
+    /// on them are woken (XREADGROUP answers `UNBLOCKED the stream key no
+    /// longer exists`, as Redis 7's `signalDeletedKeyAsReady` on expiry).
     pub fn active_expire(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
-        for ks in &mut self.dbs {
+        for (dbi, ks) in self.dbs.iter_mut().enumerate() {
             while removed < budget {
                 let Some((at, key)) = ks.expires.first().cloned() else {
                     break;
@@ -404,6 +471,8 @@ impl ShardDb {
                     break;
                 }
                 ks.remove(&key);
+                self.blocking.mark_ready(dbi, &key);
+                self.aof.record(dbi, now_ms, &[b"DEL", &key]);
                 removed += 1;
             }
         }

@@ -43,6 +43,11 @@ pub struct ShardSeed {
     pub inbox: Receiver<ShardMsg>,
     pub outboxes: Vec<IoOutbox>,
     pub tunables: std::sync::Arc<crate::config::Tunables>,
+    pub slot_map: std::sync::Arc<crate::route::slot::SlotMap>,
+    /// Data directory (append-only files).
+    pub dir: std::path::PathBuf,
+    /// Told once the shard has loaded its AOF and serves, or why it cannot.
+    pub ready: crossbeam_channel::Sender<Result<crate::aof::load::LoadStats, String>>,
 }
 
 /// Start a shard thread; it runs until [`ShardMsg::Shutdown`] or until every sender is gone.
@@ -54,8 +59,20 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 core_affinity::set_for_current(core);
             }
             let mut db = ShardDb::new(seed.id, seed.shards, seed.databases);
-            db.tunables = seed.tunables;
-            run_shard(&mut db, &seed.inbox, &seed.outboxes);
+            db.tunables = seed.tunables.clone();
+            db.slot_map = seed.slot_map.clone();
+            let mut aof = match load_aof(&mut db, &seed) {
+                Ok((aof, stats)) => {
+                    let _ = seed.ready.send(Ok(stats));
+                    aof
+                }
+                Err(e) => {
+                    let _ = seed.ready.send(Err(e));
+                    return;
+                }
+            };
+            run_shard(&mut db, &mut aof, &seed.inbox, &seed.outboxes);
+            aof.shutdown(&mut db);
         })
 }
 
@@ -74,9 +91,52 @@ fn debug_panic_after_ops() -> Option<u64> {
         .ok()
 }
 
+/// Load this shard's append-only files (when `appendonly yes`) and open its
+/// writer. Runs on the shard thread, so shards load in parallel.
+fn load_aof(
+    db: &mut ShardDb,
+    seed: &ShardSeed,
+) -> Result<(crate::aof::writer::ShardAof, crate::aof::load::LoadStats), String> {
+    use crate::aof::{load, manifest::Manifest, writer::ShardAof};
+    let manifest = Manifest::read(&seed.dir, seed.id.0)?;
+    let mut aof = ShardAof::new(
+        seed.id.0,
+        seed.shards,
+        seed.dir.clone(),
+        seed.tunables.clone(),
+        manifest.clone(),
+    );
+    let mut stats = load::LoadStats::default();
+    if seed.tunables.aof.is_enabled() {
+        if let Some(m) = &manifest {
+            stats = load::load_shard(db, &seed.dir, m)?;
+            db.stats = Default::default();
+        }
+        aof.open(&mut db.aof).map_err(|e| {
+            format!(
+                "cannot open the append only file in {}: {e}",
+                seed.dir.display()
+            )
+        })?;
+    }
+    Ok((aof, stats))
+}
+
 /// The shard loop.
-fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]) {
+///
+/// Group commit: the effects of every batch run in one round are written
+/// (and under `appendfsync always` fdatasynced) once, before the round's
+/// replies are released; if that fails, the replies of the commands that
+/// wrote are replaced by `-MISCONF` errors.
+fn run_shard(
+    db: &mut ShardDb,
+    aof: &mut crate::aof::writer::ShardAof,
+    inbox: &Receiver<ShardMsg>,
+    outboxes: &[IoOutbox],
+) {
     let mut out: Vec<Vec<_>> = outboxes.iter().map(|_| Vec::new()).collect();
+    // Replies (io thread, index in `out`) whose commands recorded AOF effects this round.
+    let mut logged: Vec<(usize, usize)> = Vec::new();
     let mut next_expire_ms = now_ms() + EXPIRE_PERIOD_MS;
     let panic_after = debug_panic_after_ops();
     loop {
@@ -94,19 +154,27 @@ fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]
         };
         match msg {
             Some(ShardMsg::Batch(jobs)) => {
-                run_batch(db, jobs, &mut out, panic_after);
+                run_batch(db, jobs, &mut out, &mut logged, panic_after);
                 // Take whatever else is already queued before replying, so one
                 // reply message covers as much work as possible.
                 let mut stop = false;
                 for _ in 0..16 {
                     match inbox.try_recv() {
-                        Ok(ShardMsg::Batch(jobs)) => run_batch(db, jobs, &mut out, panic_after),
+                        Ok(ShardMsg::Batch(jobs)) => {
+                            run_batch(db, jobs, &mut out, &mut logged, panic_after)
+                        }
                         Ok(ShardMsg::Shutdown) => {
                             stop = true;
                             break;
                         }
                         Err(_) => break,
                     }
+                }
+                commit_round(db, aof, &mut out, &mut logged);
+                if db.aof.rewrite_requested {
+                    // BGREWRITEAOF: started (files switched, data copied)
+                    // before its reply, so INFO shows it in progress.
+                    aof.tick(db, now_ms());
                 }
                 flush(&mut out, outboxes);
                 if stop {
@@ -120,6 +188,15 @@ fn run_shard(db: &mut ShardDb, inbox: &Receiver<ShardMsg>, outboxes: &[IoOutbox]
         if now >= next_expire_ms {
             db.active_expire(now, EXPIRE_BUDGET);
             db.blocking.sweep();
+            // Expired streams and CLAIM readers waiting for entries to idle
+            // are served on the timer too.
+            db.blocking.mark_polling_ready();
+            if db.blocking.has_ready() {
+                serve_and_queue(db, now, &mut out, &mut logged);
+            }
+            commit_round(db, aof, &mut out, &mut logged);
+            flush(&mut out, outboxes);
+            aof.tick(db, now);
             next_expire_ms = now + EXPIRE_PERIOD_MS;
         }
     }
@@ -129,6 +206,7 @@ fn run_batch(
     db: &mut ShardDb,
     jobs: Vec<Job>,
     out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
+    logged: &mut Vec<(usize, usize)>,
     panic_after: Option<u64>,
 ) {
     let now = now_ms();
@@ -138,6 +216,7 @@ fn run_batch(
             now_ms: now,
             reply_to: job.reply_to,
         };
+        let before = db.aof.len();
         let reply = job.req.apply(db, &cx);
         db.stats.ops += 1;
         if panic_after.is_some_and(|n| db.stats.ops >= n) {
@@ -149,19 +228,59 @@ fn run_batch(
         if matches!(reply, crate::reply::Reply::NoReply) {
             continue;
         }
-        if let Some(o) = out.get_mut(usize::from(job.reply_to.io)) {
+        let io = usize::from(job.reply_to.io);
+        if let Some(o) = out.get_mut(io) {
+            if db.aof.len() != before {
+                logged.push((io, o.len()));
+            }
             o.push((job.reply_to, reply));
         }
     }
     if db.blocking.has_ready() {
-        let mut served = Vec::new();
-        blocking::serve_ready(db, now, &mut served);
-        for (to, reply) in served {
-            if let Some(o) = out.get_mut(usize::from(to.io)) {
-                o.push((to, reply));
+        serve_and_queue(db, now, out, logged);
+    }
+}
+
+/// Serve the waiters of ready keys and queue their replies per IO thread,
+/// noting which of them recorded AOF effects.
+fn serve_and_queue(
+    db: &mut ShardDb,
+    now: u64,
+    out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
+    logged: &mut Vec<(usize, usize)>,
+) {
+    let mut served = Vec::new();
+    let before = db.aof.len();
+    blocking::serve_ready(db, now, &mut served);
+    let wrote = db.aof.len() != before;
+    for (to, reply) in served {
+        let io = usize::from(to.io);
+        if let Some(o) = out.get_mut(io) {
+            if wrote {
+                logged.push((io, o.len()));
+            }
+            o.push((to, reply));
+        }
+    }
+}
+
+/// Write (and under `always`, fdatasync) this round's AOF effects; if that
+/// fails, the replies of the commands that wrote become `-MISCONF` errors.
+fn commit_round(
+    db: &mut ShardDb,
+    aof: &mut crate::aof::writer::ShardAof,
+    out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
+    logged: &mut Vec<(usize, usize)>,
+) {
+    if let Err(why) = aof.commit(&mut db.aof) {
+        let err = crate::aof::misconf(&why);
+        for &(io, i) in logged.iter() {
+            if let Some(slot) = out.get_mut(io).and_then(|o| o.get_mut(i)) {
+                slot.1 = crate::reply::Reply::Error(err.clone());
             }
         }
     }
+    logged.clear();
 }
 
 fn flush(out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>], outboxes: &[IoOutbox]) {

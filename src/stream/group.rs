@@ -628,6 +628,7 @@ mod tests {
                 strategy: TrimStrategy::MaxLen(2),
                 approx: false,
                 limit: None,
+                refs: Default::default(),
             },
             NodeLimits::default(),
         );

@@ -82,7 +82,35 @@ pub enum TrimStrategy {
     MinId(StreamId),
 }
 
-/// `[MAXLEN | MINID] [= | ~] threshold [LIMIT count]` of XADD and XTRIM.
+/// What a trim removed, in the form its AOF effect takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrimEffect {
+    /// The oldest entries, down to the new length (`XTRIM key MAXLEN = len`).
+    Prefix,
+    /// As `Prefix`, and these IDs were also dropped from every group's PEL (DELREF).
+    PrefixUnref(Vec<StreamId>),
+    /// Exactly these entries, not a prefix (ACKED skips entries groups still need).
+    Ids(Vec<StreamId>),
+}
+
+/// What deleting or trimming an entry does to consumer groups' references
+/// to it (Redis 8.2: XADD / XTRIM trim clause, XDELEX, XACKDEL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RefPolicy {
+    /// `KEEPREF` (default): delete the entry; PEL entries naming it stay
+    /// (reading them yields `[id, nil]`), as XDEL and Redis 7 trimming.
+    #[default]
+    KeepRef,
+    /// `DELREF`: delete the entry and drop it from every group's PEL.
+    DelRef,
+    /// `ACKED`: delete only entries no group still needs: each group has
+    /// delivered it (ID <= last-delivered) and has it in no PEL. With no
+    /// groups every entry qualifies ("no effect", XTRIM's documentation).
+    Acked,
+}
+
+/// `[MAXLEN | MINID] [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]`
+/// of XADD and XTRIM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TrimSpec {
     /// The threshold.
@@ -94,6 +122,8 @@ pub struct TrimSpec {
     /// ([`NodeLimits::default_approx_trim_limit`]), for `=` unlimited.
     /// `Some(0)`: unlimited, as in Redis.
     pub limit: Option<u64>,
+    /// Consumer-group references of trimmed entries (Redis 8.2).
+    pub refs: RefPolicy,
 }
 
 /// Text of XSETID's errors, exact Redis strings.
@@ -373,9 +403,217 @@ impl Stream {
     ///
     /// # Reply
     /// Number of entries removed.
+    /// `DELREF` also drops the removed entries from every group's PEL;
+    /// `ACKED` removes only entries no group needs ([`RefPolicy::Acked`]),
+    /// skipping the others (an exact trim goes on past them; an approximate
+    /// one removes whole unreferenced nodes only and stops at the first node
+    /// holding a referenced entry). A MAXLEN trim still stops at the length.
+    ///
     /// # Source
-    /// `streamTrim`.
+    /// `streamTrim`; Redis 8.2 XTRIM / XADD `KEEPREF | DELREF | ACKED`.
     pub fn trim(&mut self, spec: TrimSpec, limits: NodeLimits) -> u64 {
+        self.trim_reporting(spec, limits).0
+    }
+
+    /// [`trim`](Self::trim), also saying what was removed in a form that
+    /// replays exactly (the AOF logs it): see [`TrimEffect`].
+    pub fn trim_reporting(&mut self, spec: TrimSpec, limits: NodeLimits) -> (u64, TrimEffect) {
+        match spec.refs {
+            RefPolicy::Acked if !self.groups.is_empty() => {
+                let mut ids = Vec::new();
+                let n = self.trim_acked(spec, limits, &mut ids);
+                (n, TrimEffect::Ids(ids))
+            }
+            RefPolicy::DelRef if !self.groups.is_empty() => {
+                let before: Vec<StreamId> = match spec.strategy {
+                    TrimStrategy::MinId(min) => self
+                        .iter_range(StreamId::MIN, min, false)
+                        .filter(|e| e.id < min)
+                        .map(|e| e.id)
+                        .collect(),
+                    TrimStrategy::MaxLen(max) => {
+                        let n = self.length.saturating_sub(max);
+                        self.iter_range(StreamId::MIN, StreamId::MAX, false)
+                            .take(usize::try_from(n).unwrap_or(usize::MAX))
+                            .map(|e| e.id)
+                            .collect()
+                    }
+                };
+                let removed = self.trim_keepref(spec, limits);
+                let gone: Vec<StreamId> = before
+                    .into_iter()
+                    .filter(|id| !self.contains(*id))
+                    .collect();
+                for &id in &gone {
+                    self.drop_refs(id);
+                }
+                (removed, TrimEffect::PrefixUnref(gone))
+            }
+            _ => (self.trim_keepref(spec, limits), TrimEffect::Prefix),
+        }
+    }
+
+    /// Removes entry `id` the way a trim does: like [`delete`](Self::delete)
+    /// but leaving `max_deleted_entry_id` alone (trims never move it). Replays
+    /// the entries an `ACKED` trim removed.
+    pub fn remove_as_trim(&mut self, id: StreamId) -> bool {
+        let keep = self.max_deleted_entry_id;
+        let removed = self.delete(id);
+        self.max_deleted_entry_id = keep;
+        removed
+    }
+
+    /// Whether some consumer group still needs entry `id`: it is in a PEL,
+    /// or a group has not delivered it yet (ID above its last-delivered ID).
+    /// False when the stream has no groups.
+    ///
+    /// # Source
+    /// Redis 8.2 `ACKED` rule (XDELEX, XACKDEL, XTRIM documentation).
+    pub fn is_referenced(&self, id: StreamId) -> bool {
+        self.groups
+            .values()
+            .any(|g| id > g.last_id || g.pending(id).is_some())
+    }
+
+    /// Removes `id` from every group's PEL (DELREF). Returns whether any
+    /// group had it pending.
+    pub fn drop_refs(&mut self, id: StreamId) -> bool {
+        let mut any = false;
+        for g in self.groups.values_mut() {
+            any |= g.ack(id);
+        }
+        any
+    }
+
+    /// Deletes entry `id` under a reference policy (XDELEX / XACKDEL).
+    ///
+    /// # Reply
+    /// `-1`: no such entry (DELREF still drops dangling references); `1`:
+    /// deleted; `2`: kept because a group still needs it (ACKED).
+    pub fn delete_with_refs(&mut self, id: StreamId, refs: RefPolicy) -> i64 {
+        match refs {
+            RefPolicy::KeepRef => {
+                if self.delete(id) {
+                    1
+                } else {
+                    -1
+                }
+            }
+            RefPolicy::DelRef => {
+                self.drop_refs(id);
+                if self.delete(id) {
+                    1
+                } else {
+                    -1
+                }
+            }
+            RefPolicy::Acked => {
+                if !self.contains(id) {
+                    -1
+                } else if self.is_referenced(id) {
+                    2
+                } else if self.delete(id) {
+                    1
+                } else {
+                    -1
+                }
+            }
+        }
+    }
+
+    /// [`trim`](Self::trim) with `ACKED` on a stream with groups: walks nodes
+    /// from the head, skipping entries a group still needs.
+    fn trim_acked(&mut self, spec: TrimSpec, limits: NodeLimits, ids: &mut Vec<StreamId>) -> u64 {
+        let limit = match spec.limit {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None if spec.approx => Some(limits.default_approx_trim_limit()),
+            None => None,
+        };
+        let groups = &self.groups;
+        let referenced = |id: StreamId| {
+            groups
+                .values()
+                .any(|g| id > g.last_id || g.pending(id).is_some())
+        };
+        let range_referenced = |lo: StreamId, hi: StreamId| {
+            groups
+                .values()
+                .any(|g| hi > g.last_id || g.pel().range(lo..=hi).next().is_some())
+        };
+        let mut removed = 0u64;
+        let mut cursor = StreamId::MIN;
+        while let Some((&key, node)) = self.nodes.range_mut(cursor..).next() {
+            if let TrimStrategy::MaxLen(max) = spec.strategy {
+                if self.length <= max {
+                    break;
+                }
+            }
+            let live = node.live() as u64;
+            if limit.is_some_and(|l| removed + live > l) {
+                break;
+            }
+            let below = match spec.strategy {
+                TrimStrategy::MaxLen(max) => self.length - live >= max,
+                TrimStrategy::MinId(min) => node.last_id() < min,
+            };
+            if below && !range_referenced(key, node.last_id()) {
+                let mut pos = node.first_pos();
+                while pos < node.end_pos() {
+                    let e = node.entry_at(pos);
+                    pos = e.end;
+                    if !e.deleted {
+                        ids.push(e.id);
+                    }
+                }
+                self.nodes.remove(&key);
+                self.length -= live;
+                removed += live;
+                continue;
+            }
+            if spec.approx {
+                break;
+            }
+            let mut done = false;
+            let mut pos = node.first_pos();
+            while pos < node.end_pos() {
+                let e = node.entry_at(pos);
+                pos = e.end;
+                if e.deleted {
+                    continue;
+                }
+                let stop = match spec.strategy {
+                    TrimStrategy::MaxLen(max) => self.length <= max,
+                    TrimStrategy::MinId(min) => e.id >= min,
+                };
+                if stop {
+                    done = true;
+                    break;
+                }
+                if referenced(e.id) {
+                    continue;
+                }
+                ids.push(e.id);
+                node.mark_deleted(&e);
+                self.length -= 1;
+                removed += 1;
+            }
+            if node.live() == 0 {
+                self.nodes.remove(&key);
+            }
+            match key.next() {
+                Some(next) if !done => cursor = next,
+                _ => break,
+            }
+        }
+        if removed > 0 {
+            self.recompute_first_id();
+        }
+        removed
+    }
+
+    /// `KEEPREF` trimming (Redis 7 behaviour), see [`trim`](Self::trim).
+    fn trim_keepref(&mut self, spec: TrimSpec, limits: NodeLimits) -> u64 {
         let limit = match spec.limit {
             Some(0) => None,
             Some(n) => Some(n),

@@ -125,6 +125,7 @@ fn xdel_and_xtrim_metadata_like_redis() {
         strategy: TrimStrategy::MaxLen(n),
         approx,
         limit: None,
+        refs: Default::default(),
     };
     assert_eq!(s.trim(maxlen(2, false), DEF), 4);
     assert_eq!(
@@ -168,6 +169,7 @@ fn approx_trim_removes_whole_nodes_only() {
         strategy,
         approx: true,
         limit,
+        refs: Default::default(),
     };
     assert_eq!(s.trim(spec(TrimStrategy::MaxLen(8), None), lim), 0);
     assert_eq!(s.trim(spec(TrimStrategy::MaxLen(7), Some(2)), lim), 0);
@@ -496,6 +498,7 @@ fn trim_spec() -> impl Strategy<Value = TrimSpec> {
             strategy,
             approx,
             limit,
+            refs: Default::default(),
         }
     })
 }

@@ -34,6 +34,15 @@ impl TestServer {
         }
     }
 
+    /// Start on an already bound listener (its port is the server's port).
+    pub fn on_listener(config: Config, listener: std::net::TcpListener) -> Self {
+        let handle = server::start_on(config, listener).expect("server starts");
+        TestServer {
+            addr: handle.addr(),
+            handle: Some(handle),
+        }
+    }
+
     /// A raw RESP client.
     pub fn client(&self) -> RespClient {
         RespClient::connect(self.addr)
@@ -64,6 +73,8 @@ pub fn test_config() -> Config {
         shards: 2,
         pin: false,
         dir: std::env::temp_dir().join(format!("shardstream-test-{}", std::process::id())),
+        // Tests that exercise persistence turn it on with their own directory.
+        appendonly: false,
         ..Config::default()
     }
 }
@@ -250,6 +261,82 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A real redis-server in cluster mode owning every slot; killed on drop.
+pub struct RedisCluster {
+    pub addr: SocketAddr,
+    child: Child,
+    conf: std::path::PathBuf,
+}
+
+impl RedisCluster {
+    /// Start one, or `None` (skip) when redis-server is not installed and not required.
+    pub fn start() -> Option<Self> {
+        let found = Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            assert!(
+                std::env::var("SHARDSTREAM_REQUIRE_REDIS").is_err(),
+                "redis-server is required (SHARDSTREAM_REQUIRE_REDIS is set) but not installed"
+            );
+            eprintln!("redis-server not installed: skipping differential comparison");
+            return None;
+        }
+        for _ in 0..5 {
+            let port = free_port();
+            if port > 55535 {
+                continue; // the cluster bus port must fit too
+            }
+            let conf = std::env::temp_dir().join(format!("shardstream-nodes-{port}.conf"));
+            let _ = std::fs::remove_file(&conf);
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .arg(&conf)
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let mut srv = RedisCluster { addr, child, conf };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut assigned = false;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = srv.child.try_wait() {
+                    break;
+                }
+                if std::net::TcpStream::connect(addr).is_err() {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                let mut c = RespClient::connect(addr);
+                if !assigned {
+                    assert_eq!(c.raw(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK");
+                    assigned = true;
+                }
+                if c.raw(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                    return Some(srv);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            drop(srv);
+        }
+        panic!("redis-server in cluster mode did not start");
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.conf);
     }
 }
 

@@ -1,0 +1,154 @@
+//! AOF rewrite: copy a shard's data on its thread ([`snapshot`]), then
+//! serialize the copy into a base file on a helper thread ([`write_base`]).
+//!
+//! The base file holds the same kind of effect records as incr files, so one
+//! loader reads both: per database `SELECT`, then per key `SET key value
+//! [PXAT t]` for strings, or for streams one `XADD key id field value ...` per
+//! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
+//! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
+//! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
+//! [`super::effects`]), and `PEXPIREAT` for a stream's TTL.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use bytes::Bytes;
+
+use crate::shard::db::{ShardDb, Value};
+
+use super::log::{encode, CLOCK_RECORD};
+
+/// Internal record: create an empty stream under `key` if the key is missing.
+pub const MKSTREAM_RECORD: &[u8] = b"SS.MKSTREAM";
+
+/// One key of a snapshot: name, value copy, absolute expiry (ms).
+pub type KeyCopy = (Bytes, Value, Option<u64>);
+
+/// A copy of a shard's live data at one moment. `Send`: it travels to the
+/// rewrite thread.
+pub struct Snapshot {
+    /// Shard clock when taken, ms since the Unix epoch.
+    pub taken_ms: u64,
+    /// `(database, [(key, value, expire_at_ms)])` for non-empty databases.
+    pub dbs: Vec<(usize, Vec<KeyCopy>)>,
+}
+
+/// Copy every live key of `db` (expired keys are left out).
+pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
+    let mut dbs = Vec::new();
+    for n in 0..db.databases() {
+        let mut keys = Vec::with_capacity(db.keyspace(n).len());
+        db.scan_from(n, (0, 0), now_ms, |_, k, e| {
+            keys.push((k.clone(), e.value.clone(), e.expire_at_ms));
+            true
+        });
+        if !keys.is_empty() {
+            dbs.push((n, keys));
+        }
+    }
+    Snapshot {
+        taken_ms: now_ms,
+        dbs,
+    }
+}
+
+/// Serialize `snap` as effect records into `out`.
+pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
+    let mut rec = Vec::with_capacity(4096);
+    let mut n = itoa::Buffer::new();
+    encode(
+        &mut rec,
+        &[CLOCK_RECORD, n.format(snap.taken_ms).as_bytes()],
+    );
+    for (dbi, keys) in &snap.dbs {
+        encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
+        for (key, value, at) in keys {
+            match value {
+                Value::Str(v) => match at {
+                    Some(at) => encode(
+                        &mut rec,
+                        &[b"SET", key, v, b"PXAT", n.format(*at).as_bytes()],
+                    ),
+                    None => encode(&mut rec, &[b"SET", key, v]),
+                },
+                Value::Stream(s) => {
+                    if s.is_empty() {
+                        encode(&mut rec, &[MKSTREAM_RECORD, key]);
+                    }
+                    for e in s.iter_range(
+                        crate::stream::StreamId::MIN,
+                        crate::stream::StreamId::MAX,
+                        false,
+                    ) {
+                        let id = e.id.to_bytes();
+                        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + 2 * e.fields.len());
+                        args.extend([&b"XADD"[..], &key[..], &id[..]]);
+                        for (f, v) in &e.fields {
+                            args.push(f);
+                            args.push(v);
+                        }
+                        encode(&mut rec, &args);
+                        if rec.len() >= 1 << 16 {
+                            out.write_all(&rec)?;
+                            rec.clear();
+                        }
+                    }
+                    let (last, maxdel) =
+                        (s.last_id().to_bytes(), s.max_deleted_entry_id().to_bytes());
+                    let mut m = itoa::Buffer::new();
+                    encode(
+                        &mut rec,
+                        &[
+                            b"XSETID",
+                            key,
+                            &last,
+                            b"ENTRIESADDED",
+                            m.format(s.entries_added()).as_bytes(),
+                            b"MAXDELETEDID",
+                            &maxdel,
+                        ],
+                    );
+                    for g in super::effects::rewrite_groups(s, key) {
+                        let args: Vec<&[u8]> = g.iter().map(|b| &b[..]).collect();
+                        encode(&mut rec, &args);
+                        if rec.len() >= 1 << 16 {
+                            out.write_all(&rec)?;
+                            rec.clear();
+                        }
+                    }
+                    if let Some(at) = at {
+                        encode(&mut rec, &[b"PEXPIREAT", key, n.format(*at).as_bytes()]);
+                    }
+                }
+            }
+            if rec.len() >= 1 << 16 {
+                out.write_all(&rec)?;
+                rec.clear();
+            }
+        }
+    }
+    out.write_all(&rec)
+}
+
+/// Write `snap` to `dir/name` durably: a temporary file, fsync, rename,
+/// directory fsync. Returns the file's size in bytes.
+pub fn write_base(snap: &Snapshot, dir: &Path, name: &str) -> std::io::Result<u64> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let result = (|| {
+        let f = File::create(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        serialize(snap, &mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        let size = f.metadata()?.len();
+        fs::rename(&tmp, &path)?;
+        super::manifest::sync_dir(dir)?;
+        Ok(size)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}

@@ -1,0 +1,613 @@
+//! [`ShardAof`]: a shard's open append-only file, owned by its shard loop.
+//!
+//! Writes each round's records (group commit), fsyncs per `appendfsync`,
+//! tracks write failures (MISCONF), runs rewrites and switches files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+
+use crate::config::Tunables;
+use crate::shard::db::ShardDb;
+
+use super::manifest::{base_name, incr_name, sync_dir, Manifest};
+use super::{strerror, AofLog, FsyncPolicy};
+
+/// A rewrite in flight.
+struct Rewrite {
+    done: Receiver<io::Result<u64>>,
+    base: String,
+    /// The incr file opened when the rewrite started (None when AOF was off).
+    new_incr: Option<String>,
+    started: Instant,
+}
+
+/// The everysec fsync helper thread.
+struct Syncer {
+    tx: Sender<File>,
+    busy: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl Syncer {
+    fn spawn(shard: u16) -> io::Result<Syncer> {
+        let (tx, rx) = crossbeam_channel::unbounded::<File>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let error = Arc::new(Mutex::new(None));
+        let (b, e) = (busy.clone(), error.clone());
+        std::thread::Builder::new()
+            .name(format!("aof-sync-{shard}"))
+            .spawn(move || {
+                for f in rx {
+                    let r = f.sync_data();
+                    if let Ok(mut slot) = e.lock() {
+                        *slot = r.err().map(|e| strerror(&e));
+                    }
+                    b.store(false, Ordering::Release);
+                }
+            })?;
+        Ok(Syncer { tx, busy, error })
+    }
+}
+
+/// One shard's AOF writer. Lives on the shard thread.
+pub struct ShardAof {
+    shard: u16,
+    shards: u16,
+    dir: PathBuf,
+    tunables: Arc<Tunables>,
+    /// The manifest on disk (or the last one read).
+    manifest: Option<Manifest>,
+    /// The incr file being appended to, when logging.
+    file: Option<File>,
+    /// Records not yet written (after a failed or partial write).
+    pending: Vec<u8>,
+    /// An fsync is owed (always: after a failed fsync; everysec: written since the last).
+    unsynced: bool,
+    last_sync: Instant,
+    syncer: Option<Syncer>,
+    /// Why the last write or fsync failed, while it keeps failing.
+    failing: Option<String>,
+    size_bytes: u64,
+    base_size_bytes: u64,
+    rewrite: Option<Rewrite>,
+    /// Retry a failed rewrite that AOF needs (turning appendonly on).
+    rewrite_scheduled: bool,
+    last_rewrite_attempt: Instant,
+    /// Highest file sequence number used by this process.
+    last_seq: u64,
+}
+
+impl ShardAof {
+    /// A writer for shard `shard`, with logging off until [`open`](Self::open)
+    /// or a rewrite turns it on. `manifest` is what is on disk.
+    pub fn new(
+        shard: u16,
+        shards: u16,
+        dir: PathBuf,
+        tunables: Arc<Tunables>,
+        manifest: Option<Manifest>,
+    ) -> ShardAof {
+        ShardAof {
+            shard,
+            shards,
+            dir,
+            tunables,
+            manifest,
+            file: None,
+            pending: Vec::new(),
+            unsynced: false,
+            last_sync: Instant::now(),
+            syncer: None,
+            failing: None,
+            size_bytes: 0,
+            base_size_bytes: 0,
+            rewrite: None,
+            rewrite_scheduled: false,
+            last_rewrite_attempt: Instant::now(),
+            last_seq: 0,
+        }
+    }
+
+    /// Start logging into the manifest's last incr file (after loading it),
+    /// creating the first files when there are none.
+    pub fn open(&mut self, log: &mut AofLog) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let mut m = self.manifest.clone().unwrap_or(Manifest {
+            shards: self.shards,
+            shard: self.shard,
+            base: None,
+            incrs: Vec::new(),
+        });
+        if m.incrs.is_empty() {
+            let name = incr_name(self.shard, self.next_seq());
+            create_file(&self.dir.join(&name))?;
+            m.incrs.push(name);
+            sync_dir(&self.dir)?;
+            m.write(&self.dir)?;
+        }
+        let last = m.incrs.last().cloned().unwrap_or_default();
+        self.file = Some(open_append(&self.dir.join(&last))?);
+        let size: u64 = m
+            .files()
+            .map(|f| {
+                fs::metadata(self.dir.join(f))
+                    .map(|md| md.len())
+                    .unwrap_or(0)
+            })
+            .sum();
+        self.manifest = Some(m);
+        self.set_size(size);
+        self.set_base_size(size);
+        log.new_file();
+        log.set_enabled(true);
+        Ok(())
+    }
+
+    /// Whether effects are being appended to a file.
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    fn set_size(&mut self, size: u64) {
+        let total = &self.tunables.aof.current_size_bytes;
+        if size >= self.size_bytes {
+            total.fetch_add(size - self.size_bytes, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(self.size_bytes - size, Ordering::Relaxed);
+        }
+        self.size_bytes = size;
+    }
+
+    fn set_base_size(&mut self, size: u64) {
+        let total = &self.tunables.aof.base_size_bytes;
+        if size >= self.base_size_bytes {
+            total.fetch_add(size - self.base_size_bytes, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(self.base_size_bytes - size, Ordering::Relaxed);
+        }
+        self.base_size_bytes = size;
+    }
+
+    fn fail(&mut self, e: &io::Error) -> String {
+        let why = strerror(e);
+        if self.failing.is_none() {
+            self.tunables
+                .aof
+                .failing_shards
+                .fetch_add(1, Ordering::SeqCst);
+            eprintln!(
+                "shard {}: error writing the append only file: {why}",
+                self.shard
+            );
+        }
+        if let Ok(mut slot) = self.tunables.aof.last_error.lock() {
+            slot.clone_from(&why);
+        }
+        self.tunables
+            .aof
+            .delayed_fsync
+            .fetch_add(1, Ordering::Relaxed);
+        self.failing = Some(why.clone());
+        why
+    }
+
+    fn recovered(&mut self) {
+        if self.failing.take().is_some() {
+            self.tunables
+                .aof
+                .failing_shards
+                .fetch_sub(1, Ordering::SeqCst);
+            eprintln!("shard {}: append only file writes work again", self.shard);
+        }
+    }
+
+    /// Group commit: write everything `log` recorded this round (plus any
+    /// bytes a failed write left), and under `always` fdatasync once. The
+    /// round's replies may be released only after `Ok`.
+    ///
+    /// # Errors
+    /// The `strerror` text of a failed write or fsync; the unwritten bytes
+    /// are kept and retried by the next commit.
+    pub fn commit(&mut self, log: &mut AofLog) -> Result<(), String> {
+        if !log.is_empty() {
+            let bytes = log.take();
+            if self.pending.is_empty() {
+                self.pending = bytes;
+            } else {
+                self.pending.extend_from_slice(&bytes);
+            }
+        }
+        let Some(file) = self.file.as_mut() else {
+            self.pending.clear();
+            return Ok(());
+        };
+        if self.pending.is_empty() && !(self.failing.is_some() || self.unsynced) {
+            return Ok(());
+        }
+        let mut written = 0;
+        let mut result = Ok(());
+        while written < self.pending.len() {
+            match file.write(&self.pending[written..]) {
+                Ok(0) => {
+                    result = Err(io::Error::from(io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.pending.drain(..written);
+        let size = self.size_bytes + written as u64;
+        self.set_size(size);
+        if let Err(e) = result {
+            return Err(self.fail(&e));
+        }
+        let policy = self.tunables.aof.fsync_policy();
+        if written > 0 {
+            self.unsynced = true;
+        }
+        match policy {
+            FsyncPolicy::Always if self.unsynced => {
+                if let Some(file) = self.file.as_ref() {
+                    if let Err(e) = file.sync_data() {
+                        return Err(self.fail(&e));
+                    }
+                }
+                self.unsynced = false;
+                self.last_sync = Instant::now();
+            }
+            FsyncPolicy::EverySec => self.maybe_sync_everysec(),
+            _ => {}
+        }
+        if policy != FsyncPolicy::EverySec || self.syncer_error().is_none() {
+            self.recovered();
+        }
+        Ok(())
+    }
+
+    fn syncer_error(&self) -> Option<String> {
+        self.syncer
+            .as_ref()
+            .and_then(|s| s.error.lock().ok().and_then(|e| e.clone()))
+    }
+
+    /// everysec: hand an fsync to the helper thread at most once a second.
+    fn maybe_sync_everysec(&mut self) {
+        if !self.unsynced || self.last_sync.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        if self.syncer.is_none() {
+            match Syncer::spawn(self.shard) {
+                Ok(s) => self.syncer = Some(s),
+                Err(e) => {
+                    self.fail(&e);
+                    return;
+                }
+            }
+        }
+        let (Some(s), Some(f)) = (self.syncer.as_ref(), self.file.as_ref()) else {
+            return;
+        };
+        if s.busy.swap(true, Ordering::AcqRel) {
+            return; // the previous fsync is still running
+        }
+        match f.try_clone() {
+            Ok(dup) => {
+                let _ = s.tx.send(dup);
+                self.unsynced = false;
+                self.last_sync = Instant::now();
+            }
+            Err(e) => {
+                s.busy.store(false, Ordering::Release);
+                self.fail(&e);
+            }
+        }
+    }
+
+    /// Periodic work (the shard's ~100 ms timer and after each round):
+    /// everysec fsync, retrying failed writes, finishing a rewrite, following
+    /// CONFIG SET appendonly, automatic and requested rewrites.
+    pub fn tick(&mut self, db: &mut ShardDb, now_ms: u64) {
+        let aof = &self.tunables.aof;
+        let want = aof.is_enabled();
+        if want && !self.is_open() && self.rewrite.is_none() && !self.rewrite_scheduled {
+            // CONFIG SET appendonly yes: a rewrite creates the files from the data.
+            self.rewrite_scheduled = true;
+        }
+        if !want && self.is_open() {
+            let _ = self.commit(&mut db.aof);
+            if let Some(f) = self.file.take() {
+                let _ = f.sync_data();
+            }
+            db.aof.set_enabled(false);
+            self.pending.clear();
+            self.recovered();
+        }
+        if self.is_open() {
+            if let Some(why) = self.syncer_error() {
+                if self.failing.is_none() {
+                    self.fail(&io::Error::other(why));
+                }
+                self.unsynced = true;
+            }
+            if self.failing.is_some() || !self.pending.is_empty() {
+                let _ = self.commit(&mut db.aof);
+            } else if self.tunables.aof.fsync_policy() == FsyncPolicy::EverySec {
+                self.maybe_sync_everysec();
+            }
+        }
+        self.poll_rewrite(db);
+        if db.aof.rewrite_requested {
+            db.aof.rewrite_requested = false;
+            if self.rewrite.is_none() {
+                let _ = self.start_rewrite(db, now_ms);
+            }
+        }
+        if self.rewrite_scheduled
+            && self.rewrite.is_none()
+            && self.last_rewrite_attempt.elapsed() >= Duration::from_millis(100)
+        {
+            let _ = self.start_rewrite(db, now_ms);
+        }
+        let pct = self
+            .tunables
+            .aof
+            .auto_rewrite_percentage
+            .load(Ordering::Relaxed);
+        let min = self
+            .tunables
+            .aof
+            .auto_rewrite_min_size_bytes
+            .load(Ordering::Relaxed);
+        if self.is_open()
+            && self.rewrite.is_none()
+            && pct > 0
+            && self.size_bytes > min
+            && self.size_bytes.saturating_mul(100)
+                >= self.base_size_bytes.max(1).saturating_mul(100 + pct)
+        {
+            let _ = self.start_rewrite(db, now_ms);
+        }
+    }
+
+    /// Whether a rewrite is running on this shard.
+    pub fn rewrite_in_progress(&self) -> bool {
+        self.rewrite.is_some()
+    }
+
+    /// Start a background rewrite: new effects go to a fresh incr file from
+    /// now on; a helper thread writes a copy of the data as the new base.
+    ///
+    /// # Errors
+    /// When a rewrite is already running or the new files cannot be created.
+    pub fn start_rewrite(&mut self, db: &mut ShardDb, now_ms: u64) -> Result<(), String> {
+        if self.rewrite.is_some() {
+            return Err("ERR Background append only file rewriting already in progress".into());
+        }
+        self.last_rewrite_attempt = Instant::now();
+        self.rewrite_scheduled = false;
+        // Everything recorded so far belongs to the old files.
+        let _ = self.commit(&mut db.aof);
+        if let Err(e) = fs::create_dir_all(&self.dir) {
+            return Err(self.rewrite_failed_to_start(&e));
+        }
+        let enabled = self.tunables.aof.is_enabled();
+        let seq = self.next_seq();
+        if enabled {
+            let name = incr_name(self.shard, seq);
+            let opened = create_file(&self.dir.join(&name)).and_then(|f| {
+                sync_dir(&self.dir)?;
+                Ok(f)
+            });
+            let file = match opened {
+                Ok(f) => f,
+                Err(e) => return Err(self.rewrite_failed_to_start(&e)),
+            };
+            if self.is_open() {
+                // Live: the manifest lists the new incr now, so a crash
+                // mid-rewrite still finds every effect.
+                let mut m = self.manifest.clone().unwrap_or(Manifest {
+                    shards: self.shards,
+                    shard: self.shard,
+                    base: None,
+                    incrs: Vec::new(),
+                });
+                m.incrs.push(name.clone());
+                if let Err(e) = m.write(&self.dir) {
+                    let _ = fs::remove_file(self.dir.join(&name));
+                    return Err(self.rewrite_failed_to_start(&e));
+                }
+                self.manifest = Some(m);
+            }
+            if let Some(old) = self.file.replace(file) {
+                let _ = old.sync_data();
+            }
+            self.unsynced = false;
+            db.aof.new_file();
+            db.aof.set_enabled(true);
+        }
+        let snap = super::rewrite::snapshot(db, now_ms);
+        let base = base_name(self.shard, seq);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (dir, name) = (self.dir.clone(), base.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("aof-rewrite-{}", self.shard))
+            .spawn(move || {
+                let _ = tx.send(super::rewrite::write_base(&snap, &dir, &name));
+            });
+        if let Err(e) = spawned {
+            return Err(self.rewrite_failed_to_start(&e));
+        }
+        self.tunables
+            .aof
+            .rewrites_in_progress
+            .fetch_add(1, Ordering::SeqCst);
+        self.rewrite = Some(Rewrite {
+            done: rx,
+            base,
+            new_incr: enabled.then(|| incr_name(self.shard, seq)),
+            started: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// A sequence number no file of this shard has used.
+    fn next_seq(&mut self) -> u64 {
+        let seq = self
+            .manifest
+            .as_ref()
+            .map_or(0, |m| m.max_seq())
+            .max(self.last_seq)
+            + 1;
+        self.last_seq = seq;
+        seq
+    }
+
+    fn rewrite_failed_to_start(&mut self, e: &io::Error) -> String {
+        eprintln!("shard {}: cannot start an AOF rewrite: {e}", self.shard);
+        self.tunables
+            .aof
+            .last_rewrite_ok
+            .store(false, Ordering::Relaxed);
+        if self.tunables.aof.is_enabled() && !self.is_open() {
+            self.rewrite_scheduled = true;
+        }
+        format!("ERR Can't rewrite append only file in background: {e}")
+    }
+
+    /// Finish a rewrite whose base file is written: switch the manifest to
+    /// `[new base, incr files since the switch]` and delete the old files.
+    fn poll_rewrite(&mut self, db: &mut ShardDb) {
+        let Some(rw) = self.rewrite.as_ref() else {
+            return;
+        };
+        let result = match rw.done.try_recv() {
+            Ok(r) => r,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => Err(io::Error::other("rewrite thread died")),
+        };
+        self.finish_rewrite(db, result);
+    }
+
+    fn finish_rewrite(&mut self, db: &mut ShardDb, result: io::Result<u64>) {
+        let Some(rw) = self.rewrite.take() else {
+            return;
+        };
+        let st = &self.tunables.aof;
+        st.last_rewrite_time_ms
+            .store(rw.started.elapsed().as_millis() as i64, Ordering::Relaxed);
+        let base_size = match result {
+            Ok(size) => size,
+            Err(e) => {
+                eprintln!("shard {}: background AOF rewrite failed: {e}", self.shard);
+                st.last_rewrite_ok.store(false, Ordering::Relaxed);
+                let _ = fs::remove_file(self.dir.join(&rw.base));
+                if self.tunables.aof.is_enabled()
+                    && rw.new_incr.is_some()
+                    && self.manifest_lacks(&rw)
+                {
+                    self.rewrite_scheduled = true;
+                }
+                self.rewrite_done(false);
+                return;
+            }
+        };
+        let new = Manifest {
+            shards: self.shards,
+            shard: self.shard,
+            base: Some(rw.base.clone()),
+            incrs: rw.new_incr.iter().cloned().collect(),
+        };
+        if let Err(e) = new.write(&self.dir) {
+            eprintln!(
+                "shard {}: cannot switch to the rewritten AOF: {e}",
+                self.shard
+            );
+            st.last_rewrite_ok.store(false, Ordering::Relaxed);
+            let _ = fs::remove_file(self.dir.join(&rw.base));
+            self.rewrite_done(false);
+            return;
+        }
+        let old = self.manifest.replace(new.clone());
+        if let Some(old) = old {
+            for f in old.files() {
+                if !new.files().any(|n| n == f) {
+                    let _ = fs::remove_file(self.dir.join(f));
+                }
+            }
+        }
+        st.last_rewrite_ok.store(true, Ordering::Relaxed);
+        let incr_size = rw
+            .new_incr
+            .as_ref()
+            .and_then(|n| fs::metadata(self.dir.join(n)).ok())
+            .map_or(0, |m| m.len());
+        self.set_size(base_size + incr_size + self.pending.len() as u64);
+        self.set_base_size(base_size + incr_size);
+        if rw.new_incr.is_none() {
+            // appendonly no: nothing is logged into the new files.
+            db.aof.set_enabled(false);
+        }
+        self.rewrite_done(true);
+    }
+
+    /// Publish the end of this shard's rewrite, last of all (INFO must not
+    /// show "not in progress" before the switch is complete). The
+    /// server-wide rewrite counts once, when its last shard finishes.
+    fn rewrite_done(&self, ok: bool) {
+        let st = &self.tunables.aof;
+        let last_shard = st.rewrites_in_progress.fetch_sub(1, Ordering::SeqCst) == 1;
+        if ok && last_shard {
+            st.rewrites.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the manifest on disk does not list the rewrite's incr file
+    /// (the rewrite was creating the AOF, so it must be retried).
+    fn manifest_lacks(&self, rw: &Rewrite) -> bool {
+        match (&self.manifest, &rw.new_incr) {
+            (Some(m), Some(n)) => !m.incrs.contains(n),
+            _ => true,
+        }
+    }
+
+    /// Flush and fsync everything before the shard exits.
+    pub fn shutdown(&mut self, db: &mut ShardDb) {
+        let _ = self.commit(&mut db.aof);
+        if let Some(f) = self.file.as_ref() {
+            let _ = f.sync_data();
+        }
+        // Let a running rewrite finish and switch, so the next start loads
+        // the compact files.
+        if let Some(rw) = self.rewrite.as_ref() {
+            let result = rw
+                .done
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| Err(io::Error::other("rewrite did not finish")));
+            self.finish_rewrite(db, result);
+        }
+    }
+}
+
+/// Create (or empty) a new file for sequential writing.
+fn create_file(path: &std::path::Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+}
+
+fn open_append(path: &std::path::Path) -> io::Result<File> {
+    OpenOptions::new().append(true).open(path)
+}

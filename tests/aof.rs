@@ -1,0 +1,883 @@
+//! Persistence: restart round trips (incr replay and rewritten base), torn and
+//! corrupted files, shard-count checks, MISCONF on write errors, CONFIG SET
+//! appendonly, and a SIGKILL crash test of a child server under pipelined
+//! XADD / XREADGROUP / XACK load with `appendfsync always`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{test_config, RespClient, TestServer};
+use shardstream::aof::FsyncPolicy;
+use shardstream::config::Config;
+
+/// A fresh, empty data directory for one test.
+fn scratch_dir(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "shardstream-aof-{}-{name}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn aof_config(dir: &Path, shards: u16, fsync: FsyncPolicy) -> Config {
+    Config {
+        shards,
+        dir: dir.to_path_buf(),
+        appendonly: true,
+        appendfsync: fsync,
+        ..test_config()
+    }
+}
+
+/// Wait until no shard is rewriting.
+fn wait_rewrite_done(c: &mut RespClient) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = c.raw(&["INFO", "persistence"]);
+        if info.contains("aof_rewrite_in_progress:0") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "rewrite did not finish: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Build a data set exercising every persisted kind of state.
+fn populate(c: &mut RespClient) {
+    let run = |c: &mut RespClient, args: &[&str]| {
+        let r = c.raw(args);
+        assert!(!r.starts_with('-'), "{args:?} -> {r}");
+        r
+    };
+    for i in 0..30 {
+        run(
+            c,
+            &[
+                "XADD",
+                "s1",
+                &format!("{}-{}", 1000 + i, i % 3),
+                "f",
+                &format!("v{i}"),
+                "g",
+                "x",
+            ],
+        );
+        run(c, &["XADD", "{s1}b", "*", "n", &i.to_string()]);
+    }
+    run(c, &["XADD", "s2", "MAXLEN", "~", "5", "*", "a", "1"]);
+    for i in 0..40 {
+        run(
+            c,
+            &["XADD", "s2", "MAXLEN", "~", "10", "*", "a", &i.to_string()],
+        );
+    }
+    run(c, &["XTRIM", "{s1}b", "MINID", "~", "0-1"]);
+    run(c, &["XDEL", "s1", "1003-0", "1004-1"]);
+    run(c, &["XGROUP", "CREATE", "s1", "g1", "0"]);
+    run(c, &["XGROUP", "CREATE", "s1", "g2", "$"]);
+    run(c, &["XGROUP", "CREATE", "empty", "g", "$", "MKSTREAM"]);
+    run(c, &["XGROUP", "CREATE", "s2", "g", "0", "ENTRIESREAD", "3"]);
+    run(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "alice",
+            "COUNT",
+            "5",
+            "STREAMS",
+            "s1",
+            ">",
+        ],
+    );
+    run(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "bob",
+            "COUNT",
+            "4",
+            "STREAMS",
+            "s1",
+            ">",
+        ],
+    );
+    run(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "carol",
+            "COUNT",
+            "3",
+            "NOACK",
+            "STREAMS",
+            "s1",
+            ">",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(3));
+    // Redeliveries from history raise delivery counts.
+    run(
+        c,
+        &["XREADGROUP", "GROUP", "g1", "alice", "STREAMS", "s1", "0"],
+    );
+    run(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "alice",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "s1",
+            "0",
+        ],
+    );
+    run(c, &["XACK", "s1", "g1", "1000-0", "1006-0"]);
+    run(
+        c,
+        &[
+            "XCLAIM",
+            "s1",
+            "g1",
+            "dave",
+            "0",
+            "1001-1",
+            "1007-1",
+            "RETRYCOUNT",
+            "7",
+        ],
+    );
+    run(
+        c,
+        &["XAUTOCLAIM", "s1", "g1", "erin", "0", "0", "COUNT", "2"],
+    );
+    run(c, &["XGROUP", "CREATECONSUMER", "s1", "g2", "idle"]);
+    run(
+        c,
+        &["XGROUP", "SETID", "s1", "g2", "1010-1", "ENTRIESREAD", "11"],
+    );
+    run(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "z",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "s2",
+            ">",
+        ],
+    );
+    run(c, &["XGROUP", "CREATE", "s2", "gone", "0"]);
+    run(c, &["XGROUP", "DESTROY", "s2", "gone"]);
+    run(c, &["XGROUP", "CREATECONSUMER", "s1", "g1", "tmp"]);
+    run(c, &["XGROUP", "DELCONSUMER", "s1", "g1", "tmp"]);
+    run(c, &["XADD", "s3", "5-5", "k", "v"]);
+    run(
+        c,
+        &[
+            "XSETID",
+            "s3",
+            "9-9",
+            "ENTRIESADDED",
+            "40",
+            "MAXDELETEDID",
+            "7-0",
+        ],
+    );
+    run(c, &["EXPIRE", "s3", "1000"]);
+    run(c, &["SET", "str", "hello", "EX", "500"]);
+    run(c, &["SET", "plain", "v"]);
+    run(c, &["INCRBY", "counter", "41"]);
+    run(c, &["INCR", "counter"]);
+    run(c, &["APPEND", "plain", "++"]);
+    run(c, &["INCRBYFLOAT", "float", "1.5"]);
+    run(c, &["MSET", "m1", "a", "m2", "b"]);
+    run(c, &["SET", "doomed", "x"]);
+    run(c, &["DEL", "doomed"]);
+    run(c, &["SET", "short", "x", "PX", "1"]);
+    run(c, &["SELECT", "3"]);
+    run(c, &["SET", "db3", "three"]);
+    run(c, &["XADD", "s1", "1-1", "in", "db3"]);
+    run(c, &["SELECT", "0"]);
+    std::thread::sleep(Duration::from_millis(5));
+    run(c, &["GET", "short"]); // lazily expired: logged as DEL
+}
+
+/// Everything the round trip compares, as wire text.
+fn state(c: &mut RespClient) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in ["s1", "{s1}b", "s2", "s3", "empty"] {
+        out.push(c.raw(&["XINFO", "STREAM", s, "FULL"]));
+        out.push(c.raw(&["XINFO", "GROUPS", s]));
+        out.push(c.raw(&["XRANGE", s, "-", "+"]));
+    }
+    for k in [
+        "s3", "str", "plain", "counter", "float", "m1", "m2", "doomed", "short",
+    ] {
+        out.push(c.raw(&["PEXPIRETIME", k]));
+        out.push(c.raw(&["TYPE", k]));
+    }
+    for k in ["str", "plain", "counter", "float", "m1", "m2"] {
+        out.push(c.raw(&["GET", k]));
+    }
+    out.push(c.raw(&["DBSIZE"]));
+    out.push(c.raw(&["SELECT", "3"]));
+    out.push(c.raw(&["GET", "db3"]));
+    out.push(c.raw(&["XRANGE", "s1", "-", "+"]));
+    out.push(c.raw(&["DBSIZE"]));
+    out
+}
+
+#[test]
+fn restart_round_trip_from_incr_files_and_from_a_rewrite() {
+    let dir = scratch_dir("roundtrip");
+    let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
+    let before = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        populate(&mut c);
+        state(&mut c)
+    };
+    assert!(before[0].contains("pel-count"), "{}", before[0]);
+    // 1: replay of the effect log.
+    let after_incr = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        let s = state(&mut c);
+        assert_eq!(
+            c.raw(&["BGREWRITEAOF"]),
+            "+Background append only file rewriting started"
+        );
+        wait_rewrite_done(&mut c);
+        let info = c.raw(&["INFO", "persistence"]);
+        assert!(info.contains("aof_last_bgrewrite_status:ok"), "{info}");
+        assert!(info.contains("aof_rewrites:1"), "{info}");
+        s
+    };
+    for (i, (a, b)) in before.iter().zip(&after_incr).enumerate() {
+        assert_eq!(a, b, "item {i} differs after replaying the incr files");
+    }
+    // 2: load of the rewritten base file (plus an empty incr).
+    let manifest = std::fs::read_to_string(dir.join("shard-0.manifest")).unwrap();
+    assert!(manifest.contains("\nbase shard-0.base."), "{manifest}");
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    let after_base = state(&mut c);
+    for (i, (a, b)) in before.iter().zip(&after_base).enumerate() {
+        assert_eq!(a, b, "item {i} differs after loading the rewritten base");
+    }
+}
+
+#[test]
+fn torn_tail_is_cut_and_later_writes_survive() {
+    let dir = scratch_dir("torn");
+    let cfg = aof_config(&dir, 1, FsyncPolicy::Always);
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        assert_eq!(c.raw(&["XADD", "s", "1-1", "a", "b"]), "$3\r\n1-1");
+        assert_eq!(c.raw(&["XADD", "s", "2-1", "a", "b"]), "$3\r\n2-1");
+    }
+    let incr = dir.join("shard-0.incr.1.aof");
+    let full = std::fs::read(&incr).unwrap();
+    // A torn write: only the first bytes of the next record made it.
+    let mut torn = full.clone();
+    torn.extend_from_slice(b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$3\r\n3-");
+    std::fs::write(&incr, &torn).unwrap();
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        assert_eq!(c.raw(&["XLEN", "s"]), ":2");
+        assert_eq!(c.raw(&["XADD", "s", "3-1", "a", "b"]), "$3\r\n3-1");
+    }
+    assert!(std::fs::read(&incr).unwrap().starts_with(&full));
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["XLEN", "s"]),
+        ":3",
+        "the write after the cut is kept"
+    );
+}
+
+#[test]
+fn corruption_in_the_middle_refuses_to_start_naming_file_and_offset() {
+    let dir = scratch_dir("corrupt");
+    let cfg = aof_config(&dir, 1, FsyncPolicy::No);
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        for i in 1..20 {
+            c.raw(&["XADD", "s", &format!("{i}-1"), "a", "b"]);
+        }
+    }
+    let incr = dir.join("shard-0.incr.1.aof");
+    let mut bytes = std::fs::read(&incr).unwrap();
+    let at = bytes.len() / 2;
+    let pos = at + bytes[at..].iter().position(|&b| b == b'$').unwrap();
+    bytes[pos] = b'#';
+    std::fs::write(&incr, &bytes).unwrap();
+    let err = match shardstream::server::start(cfg) {
+        Ok(h) => {
+            h.shutdown();
+            panic!("a corrupted AOF must not load");
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("shard-0.incr.1.aof"), "{err}");
+    let record_start = bytes[..pos].windows(2).rposition(|w| w == b"\n*").unwrap() + 1;
+    assert!(err.contains(&format!("at offset {record_start}")), "{err}");
+}
+
+#[test]
+fn a_changed_shard_count_refuses_to_load() {
+    let dir = scratch_dir("shards");
+    {
+        let srv = TestServer::with_config(aof_config(&dir, 2, FsyncPolicy::No));
+        srv.client().raw(&["SET", "k", "v"]);
+    }
+    let err = match shardstream::server::start(aof_config(&dir, 3, FsyncPolicy::No)) {
+        Ok(h) => {
+            h.shutdown();
+            panic!("must not load 2-shard data into 3 shards");
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("2 shards") && err.contains("--shards 2"),
+        "{err}"
+    );
+    let srv = TestServer::with_config(aof_config(&dir, 2, FsyncPolicy::No));
+    assert_eq!(srv.client().raw(&["GET", "k"]), "$1\r\nv");
+}
+
+#[test]
+fn rewrite_under_load_loses_nothing() {
+    let dir = scratch_dir("rewrite-load");
+    let cfg = Config {
+        auto_aof_rewrite_percentage: 0,
+        ..aof_config(&dir, 2, FsyncPolicy::EverySec)
+    };
+    let written = {
+        let srv = TestServer::with_config(cfg.clone());
+        let addr = srv.addr;
+        let writer = std::thread::spawn(move || {
+            let mut c = RespClient::connect(addr);
+            let mut n = 0u64;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(1500) {
+                for k in 0..4 {
+                    c.send(&["XADD", &format!("load{k}"), "*", "n", &n.to_string()]);
+                }
+                for _ in 0..4 {
+                    assert!(c.read_reply().starts_with('$'));
+                }
+                n += 1;
+            }
+            n
+        });
+        let mut c = srv.client();
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(150));
+            let r = c.raw(&["BGREWRITEAOF"]);
+            assert!(
+                r.starts_with("+Background") || r.contains("already in progress"),
+                "{r}"
+            );
+            wait_rewrite_done(&mut c);
+        }
+        writer.join().unwrap()
+    };
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    for k in 0..4 {
+        assert_eq!(c.raw(&["XLEN", &format!("load{k}")]), format!(":{written}"));
+    }
+    let last = c.raw(&["XREVRANGE", "load3", "+", "-", "COUNT", "1"]);
+    assert!(last.ends_with(&format!("\r\n{}", written - 1)), "{last}");
+}
+
+#[test]
+fn config_set_appendonly_creates_the_files_from_the_data() {
+    let dir = scratch_dir("enable");
+    let cfg = Config {
+        appendonly: false,
+        ..aof_config(&dir, 2, FsyncPolicy::Always)
+    };
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        assert_eq!(
+            c.raw(&["CONFIG", "GET", "appendonly"]),
+            "*2\r\n$10\r\nappendonly\r\n$2\r\nno"
+        );
+        c.raw(&["XADD", "before", "1-1", "a", "b"]);
+        assert_eq!(c.raw(&["CONFIG", "SET", "appendonly", "yes"]), "+OK");
+        c.raw(&["XADD", "after", "1-1", "a", "b"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(dir.join("shard-0.manifest"))
+            .is_ok_and(|m| m.contains("base"))
+        {
+            assert!(Instant::now() < deadline, "no base file written");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        wait_rewrite_done(&mut c);
+        c.raw(&["XADD", "later", "1-1", "a", "b"]);
+        assert!(c.raw(&["INFO", "persistence"]).contains("aof_enabled:1"));
+    }
+    let srv = TestServer::with_config(Config {
+        appendonly: true,
+        ..cfg
+    });
+    let mut c = srv.client();
+    for k in ["before", "after", "later"] {
+        assert_eq!(c.raw(&["XLEN", k]), ":1", "{k}");
+    }
+}
+
+#[test]
+fn config_values_and_errors() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "appendfsync"]),
+        "*2\r\n$11\r\nappendfsync\r\n$8\r\neverysec"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "appendfsync", "always"]), "+OK");
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "appendfsync"]),
+        "*2\r\n$11\r\nappendfsync\r\n$6\r\nalways"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "auto-aof-rewrite-min-size"]),
+        "*2\r\n$25\r\nauto-aof-rewrite-min-size\r\n$8\r\n67108864"
+    );
+    let cli = shardstream::config::Cli {
+        appendonly: Some("no".into()),
+        appendfsync: Some("always".into()),
+        ..Default::default()
+    };
+    let (cfg, _) = Config::from_cli(&cli).unwrap();
+    assert!(!cfg.appendonly);
+    assert_eq!(cfg.appendfsync, FsyncPolicy::Always);
+    let bad = shardstream::config::Cli {
+        appendfsync: Some("sometimes".into()),
+        ..Default::default()
+    };
+    assert!(Config::from_cli(&bad).is_err());
+}
+
+#[test]
+fn config_errors_match_redis() {
+    let Some(redis) = common::RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(1);
+    common::assert_same_replies(
+        &mut srv.client(),
+        &mut redis.client(),
+        "CONFIG SET appendfsync sometimes
+         CONFIG SET appendonly maybe
+         CONFIG SET auto-aof-rewrite-percentage abc
+         CONFIG SET appendfsync no
+         CONFIG GET appendfsync
+         CONFIG SET auto-aof-rewrite-min-size 1mb
+         CONFIG GET auto-aof-rewrite-min-size
+         CONFIG SET auto-aof-rewrite-percentage 50
+         CONFIG GET auto-aof-rewrite-percentage",
+    );
+}
+
+#[test]
+fn a_failing_disk_turns_writes_into_misconf() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let dir = scratch_dir("full");
+    // The shard's first incr file is /dev/full: every write fails with ENOSPC.
+    std::os::unix::fs::symlink("/dev/full", dir.join("shard-0.incr.1.aof")).unwrap();
+    let srv = TestServer::with_config(aof_config(&dir, 1, FsyncPolicy::Always));
+    let mut c = srv.client();
+    let misconf = "-MISCONF Errors writing to the AOF file: No space left on device";
+    assert_eq!(
+        c.raw(&["XADD", "s", "1-1", "a", "b"]),
+        misconf,
+        "not acknowledged"
+    );
+    assert_eq!(c.raw(&["SET", "k", "v"]), misconf, "writes refused");
+    assert_eq!(c.raw(&["PING"]), misconf);
+    assert_eq!(c.raw(&["GET", "k"]), "$-1", "reads still work");
+    let info = c.raw(&["INFO", "persistence"]);
+    assert!(info.contains("aof_last_write_status:err"), "{info}");
+}
+
+// ---------------------------------------------------------------------------
+// Crash test
+
+/// A shardstream child process on a free port.
+struct Child {
+    proc: std::process::Child,
+    port: u16,
+}
+
+impl Child {
+    fn start(dir: &Path) -> Child {
+        let port = common::free_port();
+        let proc = std::process::Command::new(env!("CARGO_BIN_EXE_shardstream"))
+            .args(["--port", &port.to_string(), "--shards", "2", "--no-pin"])
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn shardstream");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "child did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Child { proc, port }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
+    }
+
+    fn kill9(mut self) {
+        let _ = self.proc.kill(); // SIGKILL
+        let _ = self.proc.wait();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.proc.kill();
+        let _ = self.proc.wait();
+    }
+}
+
+/// A pipelining client whose every call reports a dead connection as `None`
+/// / `false` instead of panicking (the server is killed under it).
+struct CrashClient {
+    w: std::net::TcpStream,
+    r: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl CrashClient {
+    fn connect(addr: std::net::SocketAddr) -> Option<CrashClient> {
+        let w = std::net::TcpStream::connect(addr).ok()?;
+        w.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let r = std::io::BufReader::new(w.try_clone().ok()?);
+        Some(CrashClient { w, r })
+    }
+
+    fn try_send(&mut self, args: &[&str]) -> bool {
+        use std::io::Write;
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        self.w.write_all(out.as_bytes()).is_ok()
+    }
+
+    fn try_read(&mut self) -> Option<String> {
+        let mut out = String::new();
+        self.read_into(&mut out)?;
+        Some(out.trim_end_matches("\r\n").to_string())
+    }
+
+    fn try_raw(&mut self, args: &[&str]) -> Option<String> {
+        if !self.try_send(args) {
+            return None;
+        }
+        self.try_read()
+    }
+
+    fn read_into(&mut self, out: &mut String) -> Option<()> {
+        use std::io::{BufRead, Read};
+        let mut line = String::new();
+        if self.r.read_line(&mut line).ok()? == 0 || !line.ends_with("\r\n") {
+            return None;
+        }
+        out.push_str(&line);
+        let n: i64 = line[1..line.len() - 2].parse().unwrap_or(0);
+        match line.as_bytes()[0] {
+            b'$' if n >= 0 => {
+                let mut body = vec![0u8; n as usize + 2];
+                self.r.read_exact(&mut body).ok()?;
+                out.push_str(&String::from_utf8_lossy(&body));
+            }
+            b'*' if n > 0 => {
+                for _ in 0..n {
+                    self.read_into(out)?;
+                }
+            }
+            _ => {}
+        }
+        Some(())
+    }
+}
+
+/// Tiny deterministic PRNG (xorshift) for the kill moment and the load mix.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// What the load client saw acknowledged.
+#[derive(Default)]
+struct Acked {
+    /// IDs whose XADD was acknowledged, per stream.
+    added: Vec<Vec<String>>,
+    /// IDs sent in XADD (acknowledged or not), per stream.
+    sent: Vec<Vec<String>>,
+    /// IDs whose XACK was acknowledged with 1.
+    acked: Vec<(usize, String)>,
+}
+
+/// Pipelined XADD (explicit, increasing IDs) + XREADGROUP + XACK until the
+/// connection dies.
+fn crash_load(addr: std::net::SocketAddr, seed: u64) -> Acked {
+    let streams = ["crash-a", "crash-b", "crash-c"];
+    let mut a = Acked {
+        added: vec![Vec::new(); streams.len()],
+        sent: vec![Vec::new(); streams.len()],
+        acked: Vec::new(),
+    };
+    let Some(mut c) = CrashClient::connect(addr) else {
+        return a;
+    };
+    for s in streams {
+        if c.try_raw(&["XGROUP", "CREATE", s, "g", "0", "MKSTREAM"])
+            .is_none()
+        {
+            return a;
+        }
+    }
+    let mut rng = Rng(seed | 1);
+    let mut seq = 0u64;
+    loop {
+        // One pipeline: XADDs, a read for the group, then acks of what was read.
+        let mut expect = Vec::new();
+        for _ in 0..(8 + rng.next() % 24) {
+            let k = (rng.next() % 3) as usize;
+            seq += 1;
+            let id = format!("{seq}-1");
+            a.sent[k].push(id.clone());
+            if !c.try_send(&["XADD", streams[k], &id, "n", &seq.to_string()]) {
+                return a;
+            }
+            expect.push((k, id));
+        }
+        let k = (rng.next() % 3) as usize;
+        let read_ok = c.try_send(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "COUNT",
+            "10",
+            "STREAMS",
+            streams[k],
+            ">",
+        ]);
+        for (k, id) in expect {
+            match c.try_read() {
+                Some(r) if r == format!("${}\r\n{id}", id.len()) => a.added[k].push(id),
+                Some(r) => panic!("unexpected XADD reply {r}"),
+                None => return a,
+            }
+        }
+        if !read_ok {
+            return a;
+        }
+        let Some(read) = c.try_read() else {
+            return a;
+        };
+        let ids: Vec<String> = read
+            .split("\r\n")
+            .filter(|l| l.ends_with("-1") && !l.starts_with('$'))
+            .map(str::to_string)
+            .collect();
+        for id in &ids {
+            if !c.try_send(&["XACK", streams[k], "g", id]) {
+                return a;
+            }
+        }
+        for id in ids {
+            match c.try_read() {
+                Some(r) if r == ":1" => a.acked.push((k, id)),
+                Some(r) => panic!("unexpected XACK reply {r}"),
+                None => return a,
+            }
+        }
+    }
+}
+
+#[test]
+fn sigkill_under_pipelined_load_loses_no_acknowledged_write() {
+    for seed in [0x9e37_79b9_u64, 0x85eb_ca6b, 0xc2b2_ae35, 0x27d4_eb2f] {
+        let dir = scratch_dir("crash");
+        let child = Child::start(&dir);
+        let addr = child.addr();
+        let load = std::thread::spawn(move || crash_load(addr, seed));
+        let mut rng = Rng(seed);
+        std::thread::sleep(Duration::from_millis(200 + rng.next() % 1300));
+        child.kill9();
+        let a = load.join().unwrap();
+        assert!(
+            a.added.iter().map(Vec::len).sum::<usize>() > 0,
+            "seed {seed:x}: no load ran"
+        );
+
+        let child = Child::start(&dir);
+        let mut c = RespClient::connect(child.addr());
+        for (k, s) in ["crash-a", "crash-b", "crash-c"].iter().enumerate() {
+            let range = c.raw(&["XRANGE", s, "-", "+"]);
+            let present: Vec<&str> = range
+                .split("\r\n")
+                .filter(|l| l.ends_with("-1") && !l.starts_with('$'))
+                .collect();
+            for id in &a.added[k] {
+                assert!(
+                    present.contains(&id.as_str()),
+                    "seed {seed:x}: acknowledged {s} {id} lost"
+                );
+            }
+            for id in &present {
+                assert!(
+                    a.sent[k].iter().any(|x| x == id),
+                    "seed {seed:x}: {s} {id} never sent"
+                );
+            }
+            let pending = c.raw(&["XPENDING", s, "g", "-", "+", "100000"]);
+            for (_, id) in a.acked.iter().filter(|(kk, _)| *kk == k) {
+                assert!(
+                    !pending.contains(&format!("\r\n{id}\r\n")),
+                    "seed {seed:x}: acked {id} pending again"
+                );
+            }
+        }
+        drop(child);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The Redis 8 options change PELs and entries too: their effects must survive
+/// a restart (replay of the incr files) exactly like the 7.x commands.
+#[test]
+fn redis8_stream_options_survive_restart() {
+    let dir = scratch_dir("redis8");
+    let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
+    let script: &[&[&str]] = &[
+        &["XADD", "r8", "1-1", "f", "a"],
+        &["XADD", "r8", "2-1", "f", "b"],
+        &["XADD", "r8", "3-1", "f", "c"],
+        &["XADD", "r8", "4-1", "f", "d"],
+        &["XADD", "r8", "5-1", "f", "e"],
+        &["XADD", "r8", "6-1", "f", "f"],
+        &["XGROUP", "CREATE", "r8", "g", "0"],
+        &["XGROUP", "CREATE", "r8", "h", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c1",
+            "COUNT",
+            "4",
+            "STREAMS",
+            "r8",
+            ">",
+        ],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "h",
+            "c2",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "r8",
+            ">",
+        ],
+        &["XACKDEL", "r8", "g", "KEEPREF", "IDS", "1", "1-1"],
+        &["XACKDEL", "r8", "h", "DELREF", "IDS", "1", "2-1"],
+        &["XDELEX", "r8", "DELREF", "IDS", "1", "3-1"],
+        &["XTRIM", "r8", "MAXLEN", "=", "2", "ACKED"],
+        &["XADD", "r8", "MAXLEN", "=", "2", "DELREF", "7-1", "f", "g"],
+    ];
+    let before = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        for args in script {
+            let r = c.raw(args);
+            assert!(!r.starts_with('-'), "{args:?} -> {r}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        // CLAIM takes over entries idle for at least 10 ms.
+        let r = c.raw(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c3",
+            "CLAIM",
+            "10",
+            "STREAMS",
+            "r8",
+            ">",
+        ]);
+        assert!(!r.starts_with('-'), "{r}");
+        vec![
+            c.raw(&["XINFO", "STREAM", "r8", "FULL"]),
+            c.raw(&["XRANGE", "r8", "-", "+"]),
+            c.raw(&["XPENDING", "r8", "g", "-", "+", "10"]),
+            c.raw(&["XPENDING", "r8", "h", "-", "+", "10"]),
+        ]
+    };
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    let after = vec![
+        c.raw(&["XINFO", "STREAM", "r8", "FULL"]),
+        c.raw(&["XRANGE", "r8", "-", "+"]),
+        c.raw(&["XPENDING", "r8", "g", "-", "+", "10"]),
+        c.raw(&["XPENDING", "r8", "h", "-", "+", "10"]),
+    ];
+    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+        // XPENDING's idle times move on; compare everything else.
+        let strip = |s: &str| {
+            s.lines()
+                .filter(|l| !l.starts_with(':') || i < 2)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        if i < 2 {
+            assert_eq!(a, b, "item {i} differs after restart");
+        } else {
+            assert_eq!(strip(a), strip(b), "item {i} differs after restart");
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! Redis 8.x stream options over real sockets (4 shards), exact replies as
+//! documented on redis.io (the installed redis-server is 7.0 and knows none
+//! of them): KEEPREF / DELREF / ACKED on XADD and XTRIM (8.2), XDELEX and
+//! XACKDEL (8.2), XREADGROUP CLAIM (8.4).
+mod common;
+
+use common::{RespClient, TestServer};
+
+const SHARDS: u16 = 4;
+
+fn run(c: &mut RespClient, line: &str) -> String {
+    c.raw(&line.split_whitespace().collect::<Vec<_>>())
+}
+
+/// Wire text of an integer array.
+fn ints(v: &[i64]) -> String {
+    let mut s = format!("*{}", v.len());
+    for n in v {
+        s.push_str(&format!("\r\n:{n}"));
+    }
+    s
+}
+
+fn bulk(s: &str) -> String {
+    format!("${}\r\n{s}", s.len())
+}
+
+/// `XPENDING key group` summary with one consumer.
+fn summary(n: i64, first: &str, last: &str, consumer: &str, count: i64) -> String {
+    format!(
+        "*4\r\n:{n}\r\n{}\r\n{}\r\n*1\r\n*2\r\n{}\r\n{}",
+        bulk(first),
+        bulk(last),
+        bulk(consumer),
+        bulk(&count.to_string())
+    )
+}
+
+const EMPTY_PEL: &str = "*4\r\n:0\r\n$-1\r\n$-1\r\n*-1";
+
+/// A stream `s` with entries 1-1 .. n-1 (`f` = `v<i>`) and group `g` at 0.
+fn setup(c: &mut RespClient, key: &str, n: u64, groups: &[&str]) {
+    run(c, &format!("DEL {key}"));
+    for i in 1..=n {
+        assert_eq!(
+            run(c, &format!("XADD {key} {i}-1 f v{i}")),
+            bulk(&format!("{i}-1"))
+        );
+    }
+    for g in groups {
+        assert_eq!(run(c, &format!("XGROUP CREATE {key} {g} 0")), "+OK");
+    }
+}
+
+#[test]
+fn xdelex_argument_errors() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for (line, want) in [
+        (
+            "XDELEX s IDS 1",
+            "-ERR wrong number of arguments for 'xdelex' command",
+        ),
+        (
+            "XDELEX s IDS 0 1-1",
+            "-ERR Number of IDs must be a positive integer",
+        ),
+        (
+            "XDELEX s IDS x 1-1",
+            "-ERR Number of IDs must be a positive integer",
+        ),
+        (
+            "XDELEX s IDS -1 1-1",
+            "-ERR Number of IDs must be a positive integer",
+        ),
+        (
+            "XDELEX s IDS 3 1-1 2-1",
+            "-ERR The `numids` parameter must match the number of arguments",
+        ),
+        ("XDELEX s IDS 1 1-1 2-1", "-ERR syntax error"),
+        ("XDELEX s FOO IDS 1 1-1", "-ERR syntax error"),
+        ("XDELEX s KEEPREF ACKED IDS 1 1-1", "-ERR syntax error"),
+        ("XDELEX s KEEPREF 1 1-1 2-1", "-ERR syntax error"),
+        (
+            "XDELEX s IDS 1 bad",
+            "-ERR Invalid stream ID specified as stream command argument",
+        ),
+        (
+            "XACKDEL s g IDS 2 1-1",
+            "-ERR The `numids` parameter must match the number of arguments",
+        ),
+        ("XACKDEL s g DELREF DELREF IDS 1 1-1", "-ERR syntax error"),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    // Missing key: -1 per ID; the IDS block may come before the policy.
+    assert_eq!(
+        run(&mut c, "XDELEX nokey IDS 2 1-1 2-1 ACKED"),
+        ints(&[-1, -1])
+    );
+    assert_eq!(run(&mut c, "XACKDEL nokey g IDS 1 1-1"), ints(&[-1]));
+    run(&mut c, "SET str x");
+    assert_eq!(
+        run(&mut c, "XDELEX str IDS 1 1-1"),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+}
+
+#[test]
+fn xdelex_policies() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 5, &["g"]);
+    run(&mut c, "XREADGROUP GROUP g c COUNT 2 STREAMS s >");
+    // 1-1 pending, 3-1 never delivered, 9-9 absent.
+    assert_eq!(
+        run(&mut c, "XDELEX s ACKED IDS 3 1-1 3-1 9-9"),
+        ints(&[2, 2, -1])
+    );
+    assert_eq!(run(&mut c, "XLEN s"), ":5");
+    assert_eq!(run(&mut c, "XACK s g 1-1"), ":1");
+    assert_eq!(run(&mut c, "XDELEX s ACKED IDS 1 1-1"), ints(&[1]));
+    // KEEPREF (default) deletes and keeps the PEL reference.
+    assert_eq!(run(&mut c, "XDELEX s IDS 1 2-1"), ints(&[1]));
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(1, "2-1", "2-1", "c", 1)
+    );
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g c STREAMS s 0"),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n2-1\r\n*-1"
+    );
+    // DELREF drops dangling references even though the entry is gone (-1).
+    assert_eq!(run(&mut c, "XDELEX s DELREF IDS 1 2-1"), ints(&[-1]));
+    assert_eq!(run(&mut c, "XPENDING s g"), EMPTY_PEL);
+    // DELREF on a live pending entry.
+    run(&mut c, "XREADGROUP GROUP g c COUNT 1 STREAMS s >");
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(1, "3-1", "3-1", "c", 1)
+    );
+    assert_eq!(run(&mut c, "XDELEX s DELREF IDS 2 3-1 4-1"), ints(&[1, 1]));
+    assert_eq!(run(&mut c, "XPENDING s g"), EMPTY_PEL);
+    assert_eq!(run(&mut c, "XLEN s"), ":1");
+    // Without groups, ACKED deletes (no group needs anything).
+    setup(&mut c, "t", 2, &[]);
+    assert_eq!(run(&mut c, "XDELEX t ACKED IDS 2 1-1 1-1"), ints(&[1, -1]));
+}
+
+#[test]
+fn xackdel_policies() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 4, &["g1", "g2"]);
+    assert_eq!(
+        run(&mut c, "XACKDEL s nog IDS 1 1-1"),
+        "-NOGROUP No such key 's' or consumer group 'nog'"
+    );
+    run(&mut c, "XREADGROUP GROUP g1 a STREAMS s >");
+    run(&mut c, "XREADGROUP GROUP g2 b COUNT 3 STREAMS s >");
+    // g2 still has 1-1 pending: acknowledged in g1, kept in the stream.
+    assert_eq!(run(&mut c, "XACKDEL s g1 ACKED IDS 1 1-1"), ints(&[2]));
+    assert_eq!(
+        run(&mut c, "XPENDING s g1"),
+        summary(3, "2-1", "4-1", "a", 3)
+    );
+    assert_eq!(
+        run(&mut c, "XACKDEL s g2 ACKED IDS 2 1-1 9-9"),
+        ints(&[1, -1])
+    );
+    assert_eq!(run(&mut c, "XLEN s"), ":3");
+    // 4-1 never delivered to g2: ACKED keeps it.
+    assert_eq!(run(&mut c, "XACKDEL s g1 ACKED IDS 1 4-1"), ints(&[2]));
+    // KEEPREF: g2's reference to 2-1 stays.
+    assert_eq!(run(&mut c, "XACKDEL s g1 IDS 1 2-1"), ints(&[1]));
+    assert_eq!(
+        run(&mut c, "XPENDING s g2"),
+        summary(2, "2-1", "3-1", "b", 2)
+    );
+    // DELREF: 3-1 leaves g2's PEL too.
+    assert_eq!(run(&mut c, "XACKDEL s g1 DELREF IDS 1 3-1"), ints(&[1]));
+    assert_eq!(
+        run(&mut c, "XPENDING s g2"),
+        summary(1, "2-1", "2-1", "b", 1)
+    );
+    assert_eq!(run(&mut c, "XPENDING s g1"), EMPTY_PEL);
+    assert_eq!(run(&mut c, "XLEN s"), ":1");
+}
+
+#[test]
+fn trim_reference_policies() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 5, &["g"]);
+    run(&mut c, "XREADGROUP GROUP g c COUNT 3 STREAMS s >");
+    assert_eq!(run(&mut c, "XACK s g 1-1"), ":1");
+    // ACKED: only 1-1 is read and acknowledged by every group.
+    assert_eq!(run(&mut c, "XTRIM s MAXLEN 0 ACKED"), ":1");
+    assert_eq!(run(&mut c, "XLEN s"), ":4");
+    assert_eq!(run(&mut c, "XACK s g 3-1"), ":1");
+    // Skips pending 2-1, removes acked 3-1, stops at undelivered 4-1.
+    assert_eq!(run(&mut c, "XTRIM s MINID 5 ACKED"), ":1");
+    assert_eq!(run(&mut c, "XLEN s"), ":3");
+    // KEEPREF (explicit or default) keeps 2-1 pending after trimming it.
+    assert_eq!(run(&mut c, "XTRIM s MINID 3 KEEPREF"), ":1");
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(1, "2-1", "2-1", "c", 1)
+    );
+    // DELREF removes the references of what it trims (4-1 after a read).
+    run(&mut c, "XREADGROUP GROUP g c COUNT 1 STREAMS s >");
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(2, "2-1", "4-1", "c", 2)
+    );
+    assert_eq!(run(&mut c, "XTRIM s MAXLEN = 1 DELREF"), ":1");
+    // 2-1 was already gone from the stream: its dangling reference stays.
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(1, "2-1", "2-1", "c", 1)
+    );
+    // XADD's trim clause takes the policy too, before the ID.
+    assert_eq!(run(&mut c, "XADD s MAXLEN 0 ACKED 6-1 f v6"), bulk("6-1"));
+    assert_eq!(run(&mut c, "XLEN s"), ":2");
+    assert_eq!(run(&mut c, "XADD s ACKED MAXLEN 0 7-1 f v7"), bulk("7-1"));
+    assert_eq!(run(&mut c, "XLEN s"), ":3");
+    assert_eq!(run(&mut c, "XADD s DELREF MAXLEN 0 8-1 f v8"), bulk("8-1"));
+    assert_eq!(run(&mut c, "XLEN s"), ":0");
+    assert_eq!(run(&mut c, "XTRIM s MAXLEN 0 FOO"), "-ERR syntax error");
+    // No groups: ACKED has no effect.
+    setup(&mut c, "t", 3, &[]);
+    assert_eq!(run(&mut c, "XTRIM t MAXLEN 1 ACKED"), ":2");
+}
+
+/// Replace idle times of about an hour (`XCLAIM ... IDLE 3600000`) by `:IDLE`.
+fn mask_idle(s: &str) -> String {
+    s.split("\r\n")
+        .map(|l| {
+            if l.len() == 8 && l.starts_with(":36") {
+                ":IDLE".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n")
+}
+
+fn claimed(id: &str, v: &str, idle: &str, count: i64) -> String {
+    format!(
+        "*4\r\n{}\r\n*2\r\n$1\r\nf\r\n{}\r\n{idle}\r\n:{count}",
+        bulk(id),
+        bulk(v)
+    )
+}
+
+#[test]
+fn xreadgroup_claim() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 4, &["g"]);
+    for (line, want) in [
+        (
+            "XREADGROUP GROUP g c CLAIM -1 STREAMS s >",
+            "-ERR value is out of range, must be positive",
+        ),
+        (
+            "XREADGROUP GROUP g c CLAIM x STREAMS s >",
+            "-ERR value is not an integer or out of range",
+        ),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    run(&mut c, "XREADGROUP GROUP g c1 COUNT 3 STREAMS s >");
+    // 2-1 idle an hour (XCLAIM counts a delivery: 2), 1-1 a bit longer
+    // (claimed first), 3-1 just delivered.
+    run(&mut c, "XCLAIM s g c1 0 2-1 IDLE 3600000");
+    run(&mut c, "XCLAIM s g c1 0 1-1 IDLE 3600500 RETRYCOUNT 4");
+    let r = run(
+        &mut c,
+        "XREADGROUP GROUP g c2 COUNT 3 CLAIM 3000000 STREAMS s >",
+    );
+    assert_eq!(
+        mask_idle(&r),
+        format!(
+            "*1\r\n*2\r\n$1\r\ns\r\n*3\r\n{}\r\n{}\r\n{}",
+            claimed("1-1", "v1", ":IDLE", 4),
+            claimed("2-1", "v2", ":IDLE", 2),
+            claimed("4-1", "v4", ":0", 0)
+        )
+    );
+    // Claimed: owner c2, count + 1; the new entry is pending for c2 too.
+    let p = run(&mut c, "XPENDING s g - + 10 c2");
+    let ids: Vec<&str> = p.split("\r\n").filter(|l| l.contains('-')).collect();
+    assert_eq!(ids, ["1-1", "2-1", "4-1"], "{p}");
+    assert_eq!(
+        run(&mut c, "XPENDING s g - 1-1 1").rsplit("\r\n").next(),
+        Some(":5")
+    );
+    // COUNT is shared: nothing idle enough and nothing new left.
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g c2 CLAIM 3000000 STREAMS s >"),
+        "*-1"
+    );
+    assert_eq!(run(&mut c, "XADD s 5-1 f v5"), bulk("5-1"));
+    // Only new entries: plain format plus 0, 0.
+    assert_eq!(
+        run(
+            &mut c,
+            "XREADGROUP GROUP g c2 COUNT 10 CLAIM 3000000 NOACK STREAMS s >"
+        ),
+        format!(
+            "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n{}",
+            claimed("5-1", "v5", ":0", 0)
+        )
+    );
+    // An explicit ID ignores CLAIM: the consumer's history, standard format.
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g c1 CLAIM 0 STREAMS s 0"),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n3-1\r\n*2\r\n$1\r\nf\r\n$2\r\nv3"
+    );
+    // The budget caps claimed entries first: COUNT 1 claims the oldest only.
+    run(&mut c, "XCLAIM s g c1 0 3-1 IDLE 3600000");
+    run(&mut c, "XCLAIM s g c1 0 4-1 IDLE 3700000");
+    let r = run(
+        &mut c,
+        "XREADGROUP GROUP g c3 COUNT 1 CLAIM 3000000 STREAMS s >",
+    );
+    assert!(
+        r.starts_with("*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n4-1\r\n"),
+        "{r}"
+    );
+}
+
+#[test]
+fn blocked_claim_reader_wakes_when_an_entry_gets_idle() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 1, &["g"]);
+    run(&mut c, "XREADGROUP GROUP g c1 STREAMS s >");
+    // Nothing is idle for 200 ms yet and nothing is new: the reader parks,
+    // and is served once 1-1 has been pending long enough.
+    let r = run(
+        &mut c,
+        "XREADGROUP GROUP g c2 BLOCK 0 CLAIM 200 STREAMS s >",
+    );
+    assert!(
+        r.starts_with(
+            "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$2\r\nv1\r\n:"
+        ),
+        "{r}"
+    );
+    assert!(r.ends_with("\r\n:1"), "{r}");
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(1, "1-1", "1-1", "c2", 1)
+    );
+}
