@@ -205,3 +205,31 @@ fn several_blocked_clients_on_one_key_are_all_served() {
     assert_eq!(r1.read_reply(), one_entry("s", "10-0", "f", "w"));
     assert_eq!(r2.read_reply(), one_entry("s", "10-0", "f", "w"));
 }
+
+/// A parked reader shows in INFO `blocked_clients` and as `flags=b` in
+/// CLIENT LIST, and leaves both once served.
+#[test]
+fn blocked_readers_show_in_info_and_client_list() {
+    let srv = TestServer::start(SHARDS);
+    let mut reader = srv.client();
+    let mut probe = srv.client();
+    reader.send(&["CLIENT", "SETNAME", "waiter"]);
+    assert_eq!(reader.read_reply(), "+OK");
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "bk", "$"]);
+    settle(&mut probe);
+    let info = probe.raw(&["INFO", "clients"]);
+    assert!(info.contains("blocked_clients:1\r\n"), "{info}");
+    let list = probe.raw(&["CLIENT", "LIST"]);
+    let line = list
+        .lines()
+        .find(|l| l.contains("name=waiter"))
+        .expect("waiter listed");
+    assert!(line.contains(" flags=b "), "{line}");
+    probe.raw(&["XADD", "bk", "1-1", "f", "v"]);
+    assert_eq!(reader.read_reply(), one_entry("bk", "1-1", "f", "v"));
+    let info = probe.raw(&["INFO", "clients"]);
+    assert!(info.contains("blocked_clients:0\r\n"), "{info}");
+    let list = probe.raw(&["CLIENT", "LIST"]);
+    let line = list.lines().find(|l| l.contains("name=waiter")).unwrap();
+    assert!(line.contains(" flags=N "), "{line}");
+}

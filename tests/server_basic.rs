@@ -115,3 +115,32 @@ fn differential_basics_against_redis() {
         "#,
     );
 }
+
+/// Redis reads an inline request in 16 KB pieces and gives up once 64 KB
+/// arrived without a newline, so a longer line is refused even when its
+/// newline comes in the same write.
+#[test]
+fn too_big_inline_line_is_refused_even_with_its_newline() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let mut line = vec![b'a'; 1024 * 1024];
+    line.extend_from_slice(b"\r\n");
+    c.send_raw(&line);
+    assert_eq!(
+        c.read_reply(),
+        "-ERR Protocol error: too big inline request"
+    );
+    assert!(c.is_closed());
+    assert_eq!(srv.client().raw(&["PING"]), "+PONG");
+}
+
+/// Argument errors come before the cross-shard refusal.
+#[test]
+fn arity_errors_before_crossslot() {
+    let srv = TestServer::start(4);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["MSETNX", "a", "1", "b"]),
+        "-ERR wrong number of arguments for 'msetnx' command"
+    );
+}

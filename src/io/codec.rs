@@ -199,6 +199,9 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
             min_total: buf.len() + 1,
         });
     };
+    if nl > INLINE_MAX_BYTES {
+        return Err(ProtoError("too big inline request".into()));
+    }
     let line = buf.split_to(nl + 1);
     let mut text = &line[..nl];
     if text.last() == Some(&b'\r') {

@@ -87,6 +87,8 @@ pub struct ClientShared {
     pub killed: AtomicBool,
     /// Commands in MULTI queue, -1 when not in MULTI (`multi=`).
     pub multi: AtomicU64,
+    /// Parked in a blocking read (`flags=b`).
+    pub blocked: AtomicBool,
 }
 
 impl ClientShared {
@@ -122,7 +124,13 @@ impl ClientShared {
             name,
             self.created.elapsed().as_secs(),
             idle_s,
-            if multi >= 0 { "x" } else { "N" },
+            if self.blocked.load(Ordering::Relaxed) {
+                "b"
+            } else if multi >= 0 {
+                "x"
+            } else {
+                "N"
+            },
             self.db.load(Ordering::Relaxed),
             multi,
             self.qbuf_bytes.load(Ordering::Relaxed),

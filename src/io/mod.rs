@@ -326,6 +326,7 @@ impl IoThread {
             omem_bytes: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             multi: AtomicU64::new(u64::MAX),
+            blocked: AtomicBool::new(false),
         });
         if let Ok(mut c) = shared.clients.lock() {
             c.insert(id, client.clone());
@@ -531,6 +532,7 @@ impl IoThread {
             conn.encode_ready(Some(&limits.output));
             if conn.blocked.as_ref().is_some_and(|b| b.seq < conn.base_seq) {
                 conn.blocked = None;
+                conn.session.shared.blocked.store(false, Ordering::Relaxed);
                 self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
             }
             if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
@@ -1085,12 +1087,13 @@ pub fn route_keyed(
             Err(e) => Routed::Reply(Reply::Error(e)),
         };
     }
-    if merge == FanMerge::Refuse {
-        return Routed::Reply(Reply::Error(CmdError::CrossSlot));
-    }
-    // Validate the whole command once, so syntax errors read as Redis's.
+    // Validate the whole command once, so syntax and arity errors read as
+    // Redis's before any cross-shard refusal.
     if let Err(e) = parse(argv) {
         return Routed::Reply(Reply::Error(e));
+    }
+    if merge == FanMerge::Refuse {
+        return Routed::Reply(Reply::Error(CmdError::CrossSlot));
     }
     let nkeys = keys.len();
     let split = cmd::split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
@@ -1269,6 +1272,7 @@ fn start_block(
         deadline,
     });
     conn.hold_until = Some(seq);
+    conn.session.shared.blocked.store(true, Ordering::Relaxed);
     shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
 }
 
