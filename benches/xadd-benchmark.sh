@@ -12,10 +12,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 RP=$(free_port); SP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >/dev/null &
 RPID=$!
-AOF=(); ./target/release/shardstream --help | grep -q -- --appendonly && AOF=(--appendonly no)
-./target/release/shardstream --port "$SP" --shards "$SHARDS" "${AOF[@]}" 2>/dev/null &
+DATA=$(mktemp -d)
+./target/release/shardstream --port "$SP" --shards "$SHARDS" --appendonly no --dir "$DATA" 2>/dev/null &
 SPID=$!
-trap 'kill $RPID $SPID 2>/dev/null || true' EXIT
+trap 'kill $RPID $SPID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 for p in "$RP" "$SP"; do
   for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
