@@ -175,6 +175,10 @@ pub struct Shared {
 impl Shared {
     /// The shard owning `key`.
     pub fn shard_of(&self, key: &[u8]) -> ShardId {
+        if self.shards == 1 {
+            // One shard owns every slot: no need to hash the key.
+            return ShardId(0);
+        }
         self.slot_map.shard(slot_of(key))
     }
 
