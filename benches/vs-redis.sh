@@ -22,7 +22,7 @@ PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 SP=$(free_port)
-./target/release/shardstream --port "$SP" --shards "$SHARDS" --dir "$TMP/data" 2>/dev/null &
+./target/release/shardstream --port "$SP" --shards "$SHARDS" --appendonly no --dir "$TMP/data" 2>/dev/null &
 PIDS+=($!)
 RP=""
 if command -v redis-server >/dev/null; then
