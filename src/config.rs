@@ -91,7 +91,8 @@ pub struct Cli {
     /// Number of IO threads (accept, decode RESP, route, write replies) [default: 1].
     #[arg(long)]
     pub io_threads: Option<u16>,
-    /// Do not pin shard threads to CPU cores.
+    /// Do not pin shard threads to CPU cores (they are pinned only when the
+    /// machine has a core for every shard and IO thread).
     #[arg(long)]
     pub no_pin: bool,
     /// Data directory (append-only files) [default: ./data].

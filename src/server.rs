@@ -375,8 +375,18 @@ fn start_with(
     let io_threads = config.io_threads.max(1);
     let databases = config.databases.max(1);
 
+    // Pin shard threads only when every server thread can have a core of its
+    // own: on an oversubscribed machine a pinned shard cannot move off a core
+    // that other threads keep busy, which costs far more than pinning saves
+    // (measured: XADD→XREADGROUP p99 at 50k/s on 2 cores, 21 ms pinned vs
+    // 11 ms unpinned).
     let cores = if config.pin {
-        core_affinity::get_core_ids().unwrap_or_default()
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        if cores.len() >= usize::from(shards) + usize::from(io_threads) {
+            cores
+        } else {
+            Vec::new()
+        }
     } else {
         Vec::new()
     };
