@@ -1473,7 +1473,9 @@ pub fn apply_xpending(
     let take = usize::try_from(r.count).unwrap_or(usize::MAX);
     let ids: Box<dyn Iterator<Item = StreamId>> = match &r.consumer {
         Some(name) => match g.consumer_by_name(name) {
-            Some(c) if r.start <= r.end => Box::new(c.pel.range(r.start..=r.end).copied()),
+            Some(c) if r.start <= r.end => {
+                Box::new(c.pel.range(r.start..=r.end).map(|(id, _)| *id))
+            }
             _ => Box::new(std::iter::empty()),
         },
         None if r.start <= r.end => Box::new(pel.range(r.start..=r.end).map(|(id, _)| *id)),
@@ -1867,7 +1869,7 @@ fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
                 .map(|c| {
                     let pel = c
                         .pel
-                        .iter()
+                        .keys()
                         .take(take)
                         .filter_map(|id| {
                             let p = g.pending(*id)?;

@@ -7,10 +7,15 @@
 //! views are kept consistent by every method here (no caller can reach one
 //! without the other).
 //!
-//! Memory: a pending entry is one `(StreamId, PendingEntry)` slot in the group
-//! PEL (16 + 24 bytes) plus one `StreamId` in its consumer's set (16 bytes).
-//! The owning consumer is a `u32` index into the group's consumer slab, not a
-//! copy of its name.
+//! Memory: a pending entry is one `StreamId` key plus one packed 20-byte
+//! [`PendingEntry`] in the group PEL, plus one `StreamId` in its consumer's
+//! set; both are chunked [`IdMap`]s, so the per-entry overhead beyond those
+//! 52 bytes is a fraction of a chunk header. The owning consumer is a `u32`
+//! index into the group's consumer slab, not a copy of its name.
+//!
+//! An entry released with XNACK (Redis 8.8) has no owner
+//! ([`PendingEntry::owner`] is `None`) and delivery time 0: it is in no
+//! consumer's set.
 //!
 //! Lag and `entries_read` follow Redis 7's rules, computed from a
 //! [`StreamCounters`] snapshot of the stream's metadata.
@@ -21,25 +26,57 @@
 //! group bookkeeping, `streamRangeHasTombstones`,
 //! `streamEstimateDistanceFromFirstEverEntry`, `streamReplyWithCGLag`), 7.x.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use super::idmap::IdMap;
 use super::{Stream, StreamId};
 
 /// Index of a consumer in its group's slab. Valid until that consumer is
 /// deleted; the group never keeps a PEL entry pointing at a deleted consumer.
 pub type ConsumerId = u32;
 
+/// [`PendingEntry::consumer`] of an entry no consumer owns (released by XNACK).
+pub const NO_CONSUMER: ConsumerId = ConsumerId::MAX;
+
 /// One entry of a group's PEL (Redis `streamNACK`): delivered, not yet acked.
+///
+/// Packed to 20 bytes (alignment 4): fields are read by value, never borrowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub struct PendingEntry {
-    /// Last delivery time, ms since the Unix epoch.
+    /// Last delivery time, ms since the Unix epoch; 0 for an entry released
+    /// by XNACK (claimable at once, whatever the min-idle-time).
     pub delivery_time_ms: u64,
     /// Times delivered; 1 on first delivery.
     pub delivery_count: u64,
-    /// Owning consumer (index into the group's consumer slab).
+    /// Owning consumer (index into the group's consumer slab), or
+    /// [`NO_CONSUMER`].
     pub consumer: ConsumerId,
+}
+
+impl PendingEntry {
+    /// The owning consumer; `None` for an entry released by XNACK.
+    pub fn owner(&self) -> Option<ConsumerId> {
+        let c = self.consumer;
+        (c != NO_CONSUMER).then_some(c)
+    }
+
+    /// Whether the entry was released by XNACK (no owner).
+    pub fn is_nacked(&self) -> bool {
+        self.owner().is_none()
+    }
+
+    /// Idle time at `now_ms`, as min-idle-time filters compare it: an
+    /// unowned (XNACKed) entry passes every filter.
+    pub fn idle_ms(&self, now_ms: u64) -> u64 {
+        if self.is_nacked() {
+            u64::MAX
+        } else {
+            now_ms.saturating_sub(self.delivery_time_ms)
+        }
+    }
 }
 
 /// A consumer of a group (Redis `streamConsumer`).
@@ -48,7 +85,7 @@ pub struct Consumer {
     /// The consumer's name.
     pub name: Bytes,
     /// IDs of the group PEL entries this consumer owns, ascending.
-    pub pel: BTreeSet<StreamId>,
+    pub pel: IdMap<()>,
     /// Last attempted interaction (XREADGROUP, XCLAIM, XAUTOCLAIM), ms since
     /// the Unix epoch; `idle` of XINFO CONSUMERS is measured from it.
     pub seen_time_ms: u64,
@@ -65,7 +102,7 @@ pub struct ConsumerGroup {
     /// Logical read counter: how many stream entries the group has read,
     /// counting from the first ever; `None` when unknown (Redis's -1).
     pub entries_read: Option<u64>,
-    pel: BTreeMap<StreamId, PendingEntry>,
+    pel: IdMap<PendingEntry>,
     /// Consumer slab; `None` slots are free (listed in `free`).
     slab: Vec<Option<Consumer>>,
     free: Vec<ConsumerId>,
@@ -83,13 +120,13 @@ impl ConsumerGroup {
     }
 
     /// The group PEL, ordered by ID.
-    pub fn pel(&self) -> &BTreeMap<StreamId, PendingEntry> {
+    pub fn pel(&self) -> &IdMap<PendingEntry> {
         &self.pel
     }
 
     /// The pending entry `id`, if any.
     pub fn pending(&self, id: StreamId) -> Option<&PendingEntry> {
-        self.pel.get(&id)
+        self.pel.get(id)
     }
 
     /// Number of consumers.
@@ -136,7 +173,7 @@ impl ConsumerGroup {
         }
         let consumer = Consumer {
             name: name.clone(),
-            pel: BTreeSet::new(),
+            pel: IdMap::new(),
             seen_time_ms: now_ms,
             active_time_ms: None,
         };
@@ -185,8 +222,8 @@ impl ConsumerGroup {
     pub fn delete_consumer(&mut self, name: &[u8]) -> Option<u64> {
         let id = self.by_name.remove(name)?;
         let consumer = self.slab.get_mut(id as usize)?.take()?;
-        for pid in &consumer.pel {
-            self.pel.remove(pid);
+        for pid in consumer.pel.keys() {
+            self.pel.remove(*pid);
         }
         self.free.push(id);
         Some(consumer.pel.len() as u64)
@@ -206,18 +243,18 @@ impl ConsumerGroup {
         };
         if let Some(old) = self.pel.insert(id, new) {
             if let Some(c) = self.consumer_mut(old.consumer) {
-                c.pel.remove(&id);
+                c.pel.remove(id);
             }
         }
         if let Some(c) = self.consumer_mut(consumer) {
-            c.pel.insert(id);
+            c.pel.insert(id, ());
         }
     }
 
     /// Redelivery from a consumer's own history (XREADGROUP with an explicit
     /// ID): time becomes `now_ms`, count goes up by one.
     pub fn redeliver(&mut self, id: StreamId, now_ms: u64) {
-        if let Some(p) = self.pel.get_mut(&id) {
+        if let Some(p) = self.pel.get_mut(id) {
             p.delivery_time_ms = now_ms;
             p.delivery_count = p.delivery_count.saturating_add(1);
         }
@@ -226,11 +263,11 @@ impl ConsumerGroup {
     /// `XACK`: removes `id` from the group PEL and its consumer's PEL.
     /// Returns whether it was pending.
     pub fn ack(&mut self, id: StreamId) -> bool {
-        let Some(p) = self.pel.remove(&id) else {
+        let Some(p) = self.pel.remove(id) else {
             return false;
         };
         if let Some(c) = self.consumer_mut(p.consumer) {
-            c.pel.remove(&id);
+            c.pel.remove(id);
         }
         true
     }
@@ -256,12 +293,12 @@ impl ConsumerGroup {
         if let Some(old) = self.pel.insert(id, new) {
             if old.consumer != consumer {
                 if let Some(c) = self.consumer_mut(old.consumer) {
-                    c.pel.remove(&id);
+                    c.pel.remove(id);
                 }
             }
         }
         if let Some(c) = self.consumer_mut(consumer) {
-            c.pel.insert(id);
+            c.pel.insert(id, ());
         }
     }
 
@@ -273,7 +310,7 @@ impl ConsumerGroup {
     ) -> impl Iterator<Item = StreamId> + '_ {
         self.consumer(consumer)
             .into_iter()
-            .flat_map(move |c| c.pel.range(start..).copied())
+            .flat_map(move |c| c.pel.range(start..).map(|(id, _)| *id))
     }
 
     /// Sets the last-delivered ID and read counter (XGROUP SETID, and CREATE).
@@ -324,17 +361,13 @@ impl ConsumerGroup {
             .map(|n| s.entries_added.saturating_sub(n))
     }
 
-    /// Estimated bytes for this group (PEL slots, consumer sets, names).
+    /// Estimated bytes for this group (PEL chunks, consumer sets, names).
     pub fn memory_usage_bytes(&self) -> usize {
-        let pel_slot = std::mem::size_of::<StreamId>() + std::mem::size_of::<PendingEntry>();
-        let set_slot = std::mem::size_of::<StreamId>();
-        // B-tree leaves are about 2/3 full; 11 slots of kv per node.
-        let pel = self.pel.len() * pel_slot * 3 / 2;
         let sets: usize = self
             .consumers()
-            .map(|c| c.pel.len() * set_slot * 3 / 2 + 2 * c.name.len() + 96)
+            .map(|c| c.pel.heap_bytes() + 2 * c.name.len() + 96)
             .sum();
-        std::mem::size_of::<Self>() + pel + sets
+        std::mem::size_of::<Self>() + self.pel.heap_bytes() + sets
     }
 }
 
@@ -606,7 +639,7 @@ mod tests {
         );
         // Re-delivery with `>` after SETID back: moves to b, count reset.
         g.deliver(id(1, 0), b, 11);
-        assert_eq!(g.pending(id(1, 0)).unwrap().delivery_count, 1);
+        assert_eq!({ g.pending(id(1, 0)).unwrap().delivery_count }, 1);
         assert_eq!(g.consumer(a).unwrap().pel.len(), 1);
         assert_eq!(g.consumer(b).unwrap().pel.len(), 1);
         g.claim(id(2, 0), b, 20, 7);
@@ -629,6 +662,6 @@ mod tests {
 
     #[test]
     fn pending_entry_is_compact() {
-        assert!(std::mem::size_of::<PendingEntry>() <= 24);
+        assert!(std::mem::size_of::<PendingEntry>() <= 20);
     }
 }
