@@ -116,9 +116,7 @@ impl<V: Copy> IdMap<V> {
             fence = id;
         }
         let is_last = self.chunks.range(fence..).nth(1).is_none();
-        let Some(c) = self.chunks.get_mut(&fence) else {
-            return None;
-        };
+        let c = self.chunks.get_mut(&fence)?;
         let pos = match c.keys.binary_search(&id) {
             Ok(i) => {
                 let slot = c.vals.get_mut(i)?;
