@@ -302,6 +302,34 @@ impl ConsumerGroup {
         }
     }
 
+    /// `XNACK` (Redis 8.8): releases the pending entry `id` back to the
+    /// group: no owner (it leaves its consumer's set), delivery time 0 (so
+    /// it is claimable at once), delivery count set by `count` from the
+    /// current one. With `force`, an entry that is not pending is created
+    /// unowned with `count(0)`. Returns whether the entry was released.
+    ///
+    /// # Source
+    /// redis.io XNACK "Behavior" (8.8).
+    pub fn nack(&mut self, id: StreamId, force: bool, count: impl FnOnce(u64) -> u64) -> bool {
+        let (old_owner, old_count) = match self.pel.get(id) {
+            Some(p) => (p.owner(), p.delivery_count),
+            None if force => (None, 0),
+            None => return false,
+        };
+        if let Some(c) = old_owner.and_then(|o| self.consumer_mut(o)) {
+            c.pel.remove(id);
+        }
+        self.pel.insert(
+            id,
+            PendingEntry {
+                delivery_time_ms: 0,
+                delivery_count: count(old_count),
+                consumer: NO_CONSUMER,
+            },
+        );
+        true
+    }
+
     /// Pending IDs of `consumer` from `start` (inclusive), ascending.
     pub fn consumer_pel_from(
         &self,
