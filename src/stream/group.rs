@@ -689,6 +689,33 @@ mod tests {
     }
 
     #[test]
+    fn nack_unowns_and_force_creates() {
+        let mut g = ConsumerGroup::new(StreamId::MIN, Some(0));
+        let (a, _) = g.get_or_create_consumer(&Bytes::from_static(b"a"), 1);
+        g.deliver(id(1, 0), a, 5);
+        g.redeliver(id(1, 0), 6);
+        assert!(g.nack(id(1, 0), false, |n| n - 1));
+        let p = *g.pending(id(1, 0)).unwrap();
+        assert_eq!(p.owner(), None);
+        assert_eq!({ p.delivery_time_ms }, 0);
+        assert_eq!({ p.delivery_count }, 1);
+        assert_eq!(p.idle_ms(1_000), u64::MAX);
+        assert!(g.consumer(a).unwrap().pel.is_empty());
+        assert_eq!(g.consumer_name(p.consumer), Bytes::new());
+        // Not pending: skipped unless forced.
+        assert!(!g.nack(id(2, 0), false, |_| 9));
+        assert!(g.pending(id(2, 0)).is_none());
+        assert!(g.nack(id(2, 0), true, |_| 9));
+        assert_eq!({ g.pending(id(2, 0)).unwrap().delivery_count }, 9);
+        // Claiming gives it an owner again; deleting that consumer drops it.
+        g.claim(id(2, 0), a, 7, 10);
+        assert_eq!(g.consumer_pel_from(a, StreamId::MIN).count(), 1);
+        assert_eq!(g.delete_consumer(b"a"), Some(1));
+        assert_eq!(g.pel().len(), 1);
+        assert!(g.ack(id(1, 0)));
+    }
+
+    #[test]
     fn pending_entry_is_compact() {
         assert!(std::mem::size_of::<PendingEntry>() <= 20);
     }
