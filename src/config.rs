@@ -7,7 +7,7 @@
 //! (`shards`, `io-threads`, `no-pin`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use clap::Parser;
 
@@ -19,6 +19,8 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
+    /// `maxmemory`, bytes (0 = no limit); IO threads refuse DENYOOM commands above it.
+    pub maxmemory_bytes: AtomicU64,
     /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
     /// are all served by this node instead of refusing them with CROSSSLOT.
     pub cluster_allow_local_multislot: AtomicBool,
@@ -38,6 +40,7 @@ impl Tunables {
         Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
+            maxmemory_bytes: AtomicU64::new(cfg.maxmemory_bytes),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
         }
@@ -49,6 +52,8 @@ impl Tunables {
             .store(cfg.stream_node_max_entries, Ordering::Relaxed);
         self.stream_node_max_bytes
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
+        self.maxmemory_bytes
+            .store(cfg.maxmemory_bytes, Ordering::Relaxed);
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
@@ -137,6 +142,14 @@ pub struct Config {
     pub stream_node_max_entries: usize,
     /// `stream-node-max-bytes` (default 4096, 0 = unlimited).
     pub stream_node_max_bytes: usize,
+    /// `client-output-buffer-limit`: the `normal`, `replica` and `pubsub`
+    /// classes, in that order (only `normal` applies to shardstream's clients).
+    pub client_output_buffer_limit: [OutputBufferLimit; 3],
+    /// `maxmemory`, bytes (0 = no limit).
+    pub maxmemory_bytes: u64,
+    /// `tcp-keepalive`: seconds of idleness before TCP keepalive probes
+    /// (0 = keepalive off); applies to connections accepted afterwards.
+    pub tcp_keepalive_s: u64,
     /// `cluster-config`: the static cluster topology file (see [`crate::cluster`]).
     pub cluster_config: Option<PathBuf>,
     /// `cluster-allow-local-multislot` (default no): in cluster mode, serve
@@ -151,6 +164,62 @@ pub struct Config {
     pub auto_aof_rewrite_percentage: u64,
     /// `auto-aof-rewrite-min-size`, bytes (default 64 MB).
     pub auto_aof_rewrite_min_size_bytes: u64,
+}
+
+/// One class of `client-output-buffer-limit`: a client whose pending output
+/// reaches `hard_bytes`, or stays at or above `soft_bytes` for `soft_s`
+/// seconds, is disconnected. Zero disables each limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputBufferLimit {
+    pub hard_bytes: u64,
+    pub soft_bytes: u64,
+    pub soft_s: u64,
+}
+
+/// Class names of `client-output-buffer-limit` as CONFIG GET prints them.
+const OBUF_CLASSES: [&str; 3] = ["normal", "slave", "pubsub"];
+
+/// Parse a `client-output-buffer-limit` value (`<class> <hard> <soft> <soft-seconds>`
+/// repeated) over `current`, validating every group before changing anything.
+///
+/// # Errors
+/// Redis's texts: wrong group size, unknown class, bad number.
+/// # Source
+/// `setConfigClientOutputBufferLimitOption`, redis/src/config.c (7.x).
+fn parse_obuf_limits(
+    value: &str,
+    current: &[OutputBufferLimit; 3],
+) -> Result<[OutputBufferLimit; 3], String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut out = *current;
+    for group in words.chunks_exact(4) {
+        let class = match group[0].to_ascii_lowercase().as_str() {
+            "normal" => 0,
+            "slave" | "replica" => 1,
+            "pubsub" => 2,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let mem = |s: &str| parse_memory(s).filter(|v| *v >= 0).map(|v| v as u64);
+        let hard_bytes = mem(group[1]).ok_or_else(bad)?;
+        let soft_bytes = mem(group[2]).ok_or_else(bad)?;
+        let soft_s = group[3]
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v >= 0)
+            .ok_or_else(bad)? as u64;
+        out[class] = OutputBufferLimit {
+            hard_bytes,
+            soft_bytes,
+            soft_s,
+        };
+    }
+    Ok(out)
 }
 
 impl Default for Config {
@@ -172,6 +241,21 @@ impl Default for Config {
             timeout_s: 0,
             stream_node_max_entries: 100,
             stream_node_max_bytes: 4096,
+            client_output_buffer_limit: [
+                OutputBufferLimit::default(),
+                OutputBufferLimit {
+                    hard_bytes: 256 * 1024 * 1024,
+                    soft_bytes: 64 * 1024 * 1024,
+                    soft_s: 60,
+                },
+                OutputBufferLimit {
+                    hard_bytes: 32 * 1024 * 1024,
+                    soft_bytes: 8 * 1024 * 1024,
+                    soft_s: 60,
+                },
+            ],
+            maxmemory_bytes: 0,
+            tcp_keepalive_s: 300,
             cluster_config: None,
             cluster_allow_local_multislot: false,
             appendonly: true,
@@ -198,6 +282,29 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     .find_map(|(suf, mul)| lower.strip_suffix(suf).map(|n| (n.to_string(), *mul)))
     .unwrap_or((lower.clone(), 1));
     num.parse::<i64>().ok()?.checked_mul(mul)
+}
+
+/// `maxmemory-policy` values Redis knows, in its error message's order.
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+
+/// An integer setting in `0..=i32::MAX` (`timeout`, `tcp-keepalive`), with Redis's error.
+fn non_negative_i32(value: &str) -> Result<u64, String> {
+    let v: i64 = value
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if !(0..=i64::from(i32::MAX)).contains(&v) {
+        return Err("argument must be between 0 and 2147483647 inclusive".into());
+    }
+    Ok(v as u64)
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -229,7 +336,15 @@ impl Config {
             "no-pin" => self.pin = !parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
             "dir" => self.dir = PathBuf::from(value),
             "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
-            "maxclients" => self.maxclients = value.parse().map_err(|_| bad())?,
+            "maxclients" => {
+                self.maxclients = value.parse::<i64>().map_err(|_| bad()).and_then(|v| {
+                    Some(v)
+                        .filter(|v| (1..=u32::MAX as i64).contains(v))
+                        .ok_or_else(|| {
+                            "argument must be between 1 and 4294967295 inclusive".to_string()
+                        })
+                })? as usize
+            }
             "databases" => self.databases = value.parse().map_err(|_| bad())?,
             "proto-max-bulk-len" => {
                 let v = parse_memory(value).ok_or_else(bad)?;
@@ -244,7 +359,31 @@ impl Config {
                     .ok_or_else(at_least_1mb)?
                     as usize
             }
-            "timeout" => self.timeout_s = value.parse().map_err(|_| bad())?,
+            "timeout" => self.timeout_s = non_negative_i32(value)?,
+            "tcp-keepalive" => self.tcp_keepalive_s = non_negative_i32(value)?,
+            "maxmemory" => {
+                self.maxmemory_bytes = parse_memory(value)
+                    .filter(|v| *v >= 0)
+                    .ok_or("argument must be a memory value")?
+                    as u64
+            }
+            "maxmemory-policy" => {
+                let v = value.to_ascii_lowercase();
+                if v != "noeviction" {
+                    return Err(if POLICIES.contains(&v.as_str()) {
+                        "only the noeviction policy is supported".to_string()
+                    } else {
+                        format!(
+                            "argument(s) must be one of the following: {}",
+                            POLICIES.join(", ")
+                        )
+                    });
+                }
+            }
+            "client-output-buffer-limit" => {
+                self.client_output_buffer_limit =
+                    parse_obuf_limits(value, &self.client_output_buffer_limit)?
+            }
             "stream-node-max-entries" => {
                 self.stream_node_max_entries = value.parse().map_err(|_| bad())?
             }
@@ -301,6 +440,15 @@ impl Config {
             "proto-max-bulk-len" => self.proto_max_bulk_len.to_string(),
             "client-query-buffer-limit" => self.client_query_buffer_limit.to_string(),
             "timeout" => self.timeout_s.to_string(),
+            "tcp-keepalive" => self.tcp_keepalive_s.to_string(),
+            "maxmemory" => self.maxmemory_bytes.to_string(),
+            "maxmemory-policy" => "noeviction".to_string(),
+            "client-output-buffer-limit" => OBUF_CLASSES
+                .iter()
+                .zip(&self.client_output_buffer_limit)
+                .map(|(c, l)| format!("{c} {} {} {}", l.hard_bytes, l.soft_bytes, l.soft_s))
+                .collect::<Vec<_>>()
+                .join(" "),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
             "cluster-config" => self
@@ -335,6 +483,10 @@ impl Config {
         "proto-max-bulk-len",
         "client-query-buffer-limit",
         "timeout",
+        "tcp-keepalive",
+        "maxmemory",
+        "maxmemory-policy",
+        "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
         "cluster-config",

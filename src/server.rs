@@ -26,6 +26,49 @@ pub struct ServerStats {
     pub total_net_input_bytes: AtomicU64,
     pub total_net_output_bytes: AtomicU64,
     pub total_error_replies: AtomicU64,
+    /// Clients closed for exceeding `client-query-buffer-limit`.
+    pub client_query_buffer_limit_disconnections: AtomicU64,
+    /// Clients closed for exceeding `client-output-buffer-limit`.
+    pub client_output_buffer_limit_disconnections: AtomicU64,
+    /// Largest query buffer seen in the last 4 to 8 seconds, bytes
+    /// (INFO `client_recent_max_input_buffer`).
+    pub recent_max_input_bytes: PeakWindow,
+    /// Largest output buffer seen in the last 4 to 8 seconds, bytes
+    /// (INFO `client_recent_max_output_buffer`).
+    pub recent_max_output_bytes: PeakWindow,
+    /// `used_memory` as last sampled by an IO thread (refreshed at most every
+    /// millisecond while `maxmemory` is set), bytes.
+    pub used_memory_cached_bytes: AtomicU64,
+}
+
+/// A maximum over a sliding window of two periods: `observe` raises the
+/// current period's peak, `rotate` (called once a period) starts a new one.
+#[derive(Default)]
+pub struct PeakWindow {
+    current: AtomicU64,
+    previous: AtomicU64,
+}
+
+impl PeakWindow {
+    /// Record a value seen now.
+    pub fn observe(&self, v: u64) {
+        if v > self.current.load(Ordering::Relaxed) {
+            self.current.fetch_max(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Start a new period; the peak of the one just ended stays visible for one more.
+    pub fn rotate(&self) {
+        let cur = self.current.swap(0, Ordering::Relaxed);
+        self.previous.store(cur, Ordering::Relaxed);
+    }
+
+    /// Largest value observed in this period and the previous one.
+    pub fn get(&self) -> u64 {
+        self.current
+            .load(Ordering::Relaxed)
+            .max(self.previous.load(Ordering::Relaxed))
+    }
 }
 
 /// Per-command counters for INFO commandstats: one row of atomics per command
@@ -146,6 +189,13 @@ impl Shared {
         for io in &self.io {
             let _ = io.waker.wake();
         }
+    }
+
+    /// Whether `maxmemory` is set and the last sampled `used_memory` exceeds it
+    /// (DENYOOM commands are then refused).
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.tunables.maxmemory_bytes.load(Ordering::Relaxed);
+        max > 0 && self.stats.used_memory_cached_bytes.load(Ordering::Relaxed) > max
     }
 
     /// Count one call of the table row named `name` (`"GET"`, `"CLIENT|LIST"`;

@@ -353,8 +353,8 @@ fn config_get_and_set() {
         "-ERR Unknown option or number of arguments for CONFIG SET - 'nope'"
     );
     assert_eq!(
-        c.raw(&["CONFIG", "SET", "maxmemory", "100"]),
-        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - can't set immutable config"
+        c.raw(&["CONFIG", "SET", "save", "900 1"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'save') - can't set immutable config"
     );
     assert_eq!(c.raw(&["CONFIG", "SET", "save", ""]), "+OK");
     // All or nothing: a bad second value leaves the first unchanged.
@@ -783,4 +783,35 @@ fn differential_requirepass() {
         AUTH default pw
         "#,
     );
+}
+
+/// `TIME`: two bulk strings, seconds and microseconds, close to our own clock;
+/// the same shape as redis-server's.
+#[test]
+fn time_replies_seconds_and_microseconds() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let reply = c.raw(&["TIME"]);
+    let parts: Vec<&str> = reply.split("\r\n").collect();
+    assert_eq!(parts[0], "*2", "{reply}");
+    let secs: u64 = parts[2].parse().expect("seconds");
+    let micros: u64 = parts[4].parse().expect("microseconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(secs.abs_diff(now) <= 2, "{secs} vs {now}");
+    assert!(micros < 1_000_000);
+    assert_eq!(
+        c.raw(&["TIME", "x"]),
+        "-ERR wrong number of arguments for 'time' command"
+    );
+    if let Some(redis) = common::RedisServer::start() {
+        let theirs = redis.client().raw(&["TIME"]);
+        assert_eq!(theirs.split("\r\n").count(), parts.len());
+        assert_eq!(
+            redis.client().raw(&["TIME", "x"]),
+            "-ERR wrong number of arguments for 'time' command"
+        );
+    }
 }

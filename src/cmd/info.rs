@@ -193,6 +193,12 @@ struct Snapshot {
     net_in: u64,
     net_out: u64,
     errors: u64,
+    blocked_clients: u64,
+    recent_max_input: u64,
+    recent_max_output: u64,
+    qbuf_disconnections: u64,
+    obuf_disconnections: u64,
+    maxmemory: u64,
     /// `(name, calls, failed, rejected)`, sorted by name.
     cmdstats: Vec<(String, u64, u64, u64)>,
     mem: MemInfo,
@@ -259,6 +265,16 @@ impl Snapshot {
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
             errors: st.total_error_replies.load(Ordering::Relaxed),
+            blocked_clients: shared.blocked_clients.load(Ordering::Relaxed),
+            recent_max_input: st.recent_max_input_bytes.get(),
+            recent_max_output: st.recent_max_output_bytes.get(),
+            qbuf_disconnections: st
+                .client_query_buffer_limit_disconnections
+                .load(Ordering::Relaxed),
+            obuf_disconnections: st
+                .client_output_buffer_limit_disconnections
+                .load(Ordering::Relaxed),
+            maxmemory: shared.tunables.maxmemory_bytes.load(Ordering::Relaxed),
             cmdstats,
             mem: MemInfo::read(),
             cpu: cpu_times(),
@@ -297,6 +313,11 @@ impl MemInfo {
             },
         }
     }
+}
+
+/// INFO's `used_memory` now: jemalloc's allocated bytes, else the RSS.
+pub fn used_memory_bytes() -> u64 {
+    MemInfo::read().used
 }
 
 /// jemalloc's count of bytes allocated by the application (after refreshing
@@ -423,7 +444,9 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("connected_clients:{}", s.connected_clients);
             line!("cluster_connections:0");
             line!("maxclients:{}", s.maxclients);
-            line!("blocked_clients:0");
+            line!("client_recent_max_input_buffer:{}", s.recent_max_input);
+            line!("client_recent_max_output_buffer:{}", s.recent_max_output);
+            line!("blocked_clients:{}", s.blocked_clients);
             line!("tracking_clients:0");
         }
         "memory" => {
@@ -432,8 +455,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("used_memory_human:{}", bytes_to_human(s.mem.used));
             line!("used_memory_rss:{}", s.mem.rss);
             line!("used_memory_rss_human:{}", bytes_to_human(s.mem.rss));
-            line!("maxmemory:0");
-            line!("maxmemory_human:0B");
+            line!("maxmemory:{}", s.maxmemory);
+            line!("maxmemory_human:{}", bytes_to_human(s.maxmemory));
             line!("maxmemory_policy:noeviction");
             line!("mem_allocator:{}", s.mem.allocator);
         }
@@ -485,11 +508,20 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("rejected_connections:{}", s.rejected);
             line!("expired_keys:{}", sum(|i| i.expired_keys));
             line!("evicted_keys:0");
+            line!("evicted_clients:0");
             line!("keyspace_hits:{}", sum(|i| i.keyspace_hits));
             line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));
             line!("pubsub_channels:0");
             line!("pubsub_patterns:0");
             line!("total_error_replies:{}", s.errors);
+            line!(
+                "client_query_buffer_limit_disconnections:{}",
+                s.qbuf_disconnections
+            );
+            line!(
+                "client_output_buffer_limit_disconnections:{}",
+                s.obuf_disconnections
+            );
         }
         "replication" => {
             line!("# Replication");

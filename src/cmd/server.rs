@@ -229,7 +229,35 @@ pub const SPECS: &[CommandSpec] = &[
         "connection",
         select,
     ),
+    row(
+        "TIME",
+        1,
+        Flags::LOADING.with(Flags::STALE).with(Flags::FAST),
+        &["fast"],
+        "Returns the server time.",
+        "2.6.0",
+        "server",
+        time,
+    ),
 ];
+
+/// `TIME`
+///
+/// # Reply
+/// Array of two bulk strings: Unix time in seconds, and the microseconds
+/// already elapsed in the current second.
+/// # Source
+/// `timeCommand`, redis/src/server.c.
+fn time(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(Reply::Array(vec![
+        Reply::bulk(now.as_secs().to_string()),
+        Reply::bulk(now.subsec_micros().to_string()),
+    ])
+    .into())
+}
 
 /// `PING [message]`
 ///
@@ -286,11 +314,7 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Redis settings shardstream does not implement but clients commonly read
 /// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
 /// them; CONFIG SET accepts only their current value.
-const COMPAT_SETTINGS: &[(&str, &str)] = &[
-    ("save", ""),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "noeviction"),
-];
+const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", "")];
 
 /// Settings fixed for the life of the process (threads, sockets and data
 /// layout are built from them at start).
@@ -356,7 +380,8 @@ fn config_get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 /// `CONFIG SET parameter value [parameter value ...]`
 ///
 /// Applies every pair or none. Changes take effect for new work at once:
-/// `requirepass` for new connections, `timeout`, `maxclients`,
+/// `requirepass` and `tcp-keepalive` for new connections, `timeout`,
+/// `maxclients`, `maxmemory`, `client-output-buffer-limit`,
 /// `proto-max-bulk-len`, `client-query-buffer-limit` on the next read,
 /// `stream-node-max-*` for new stream nodes.
 ///
@@ -415,6 +440,13 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     }
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    if cfg.maxmemory_bytes > 0 {
+        // Sample now, so a pipelined write right after this is judged fairly.
+        cx.shared
+            .stats
+            .used_memory_cached_bytes
+            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
     Ok(Reply::Ok.into())
 }
 
@@ -434,6 +466,8 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
         &st.total_net_input_bytes,
         &st.total_net_output_bytes,
         &st.total_error_replies,
+        &st.client_query_buffer_limit_disconnections,
+        &st.client_output_buffer_limit_disconnections,
     ] {
         c.store(0, Ordering::Relaxed);
     }

@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 
 use crate::cmd::{Merge, ShardReq};
+use crate::config::OutputBufferLimit;
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
@@ -192,6 +193,12 @@ pub struct Conn {
     pub want_write: bool,
     /// Set while a blocking read is parked on shards.
     pub blocked: Option<Blocked>,
+    /// Since when the output buffer has been at or above the soft
+    /// `client-output-buffer-limit` (None = below it).
+    pub output_soft_since: Option<Instant>,
+    /// The output buffer limit closed this connection, with this many bytes
+    /// pending (for the IO thread to count and log once).
+    pub output_limit_hit: Option<usize>,
 }
 
 impl Conn {
@@ -261,11 +268,27 @@ impl Conn {
 
     /// Encode every ready reply at the front of the queue into `wbuf`.
     /// Returns true if anything was encoded.
-    pub fn encode_ready(&mut self) -> bool {
+    ///
+    /// With `limit`, the output buffer is checked after every reply: a client
+    /// over the limit is marked dead, its queued replies and buffer are
+    /// dropped at once (so memory stays bounded) and nothing more is encoded.
+    pub fn encode_ready(&mut self, limit: Option<&OutputBufferLimit>) -> bool {
         let mut any = false;
         while let Some(Pending::Ready(_)) = self.slots.front() {
+            if self.dead {
+                break;
+            }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
                 crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
+            }
+            if let Some(limit) = limit {
+                if self.over_output_limit(limit, Instant::now()) {
+                    self.dead = true;
+                    self.output_limit_hit = Some(self.wbuf.len());
+                    self.slots.clear();
+                    self.wbuf = BytesMut::new();
+                    break;
+                }
             }
             let seq = self.base_seq;
             self.base_seq += 1;
@@ -279,6 +302,29 @@ impl Conn {
             }
         }
         any
+    }
+
+    /// Whether pending output breaks `limit`: at or above the hard limit, or at
+    /// or above the soft limit continuously for the soft seconds (the first
+    /// time over the soft limit starts that clock, and only more than the
+    /// soft seconds later does it count).
+    ///
+    /// # Source
+    /// `checkClientOutputBufferLimits`, redis/src/networking.c.
+    pub fn over_output_limit(&mut self, limit: &OutputBufferLimit, now: Instant) -> bool {
+        let used = self.wbuf.len() as u64;
+        if limit.hard_bytes > 0 && used >= limit.hard_bytes {
+            return true;
+        }
+        if limit.soft_bytes > 0 && used >= limit.soft_bytes {
+            let Some(since) = self.output_soft_since else {
+                self.output_soft_since = Some(now);
+                return false;
+            };
+            return now.duration_since(since) > std::time::Duration::from_secs(limit.soft_s);
+        }
+        self.output_soft_since = None;
+        false
     }
 
     /// Whether the connection should be closed now (after QUIT's reply was written).

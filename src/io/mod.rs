@@ -44,6 +44,51 @@ const LISTENER: Token = Token(usize::MAX - 1);
 /// Longest the IO thread sleeps, so kills, timeouts and shutdown are noticed.
 const TICK: Duration = Duration::from_millis(100);
 
+/// How often the IO thread's housekeeping runs (idle `timeout`, peak windows).
+const CRON: Duration = Duration::from_secs(1);
+/// Length of one period of INFO's `client_recent_max_*_buffer` windows.
+const PEAK_PERIOD: Duration = Duration::from_secs(4);
+/// Shortest interval between two `used_memory` samples while `maxmemory` is set.
+const MEM_SAMPLE: Duration = Duration::from_millis(1);
+/// Redis's reply to a DENYOOM command while over `maxmemory`.
+pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Client limits from the configuration, re-read once per loop iteration so
+/// CONFIG SET applies at once without a lock per read or write.
+#[derive(Clone, Copy)]
+struct Limits {
+    query_buffer_bytes: usize,
+    max_bulk_bytes: i64,
+    output: crate::config::OutputBufferLimit,
+    timeout_s: u64,
+    tcp_keepalive_s: u64,
+    maxmemory_bytes: u64,
+}
+
+impl Limits {
+    fn read(shared: &Shared) -> Limits {
+        let d = crate::config::Config::default();
+        let c = shared.config.read();
+        let c = c.as_deref().unwrap_or(&d);
+        Limits {
+            query_buffer_bytes: c.client_query_buffer_limit,
+            max_bulk_bytes: c.proto_max_bulk_len,
+            output: c.client_output_buffer_limit[0],
+            timeout_s: c.timeout_s,
+            tcp_keepalive_s: c.tcp_keepalive_s,
+            maxmemory_bytes: c.maxmemory_bytes,
+        }
+    }
+
+    fn decode(&self) -> DecodeLimits {
+        DecodeLimits {
+            max_bulk_bytes: self.max_bulk_bytes,
+            max_multibulk: codec::MULTIBULK_MAX,
+            unauthenticated: false,
+        }
+    }
+}
+
 /// Incremented by CLIENT KILL; IO threads then look for connections marked killed.
 pub static KILL_EPOCH: AtomicU64 = AtomicU64::new(0);
 
@@ -63,6 +108,7 @@ pub fn spawn_io(
         .name(format!("io-{idx}"))
         .spawn(move || {
             let shards = usize::from(shared.shards);
+            let limits = Limits::read(&shared);
             let mut io = IoThread {
                 idx,
                 poll,
@@ -75,6 +121,10 @@ pub fn spawn_io(
                 touched: Vec::new(),
                 kill_epoch: 0,
                 blocked_ids: Default::default(),
+                limits,
+                last_cron: Instant::now(),
+                last_peak_rotate: Instant::now(),
+                last_mem_sample: Instant::now(),
             };
             io.run();
         })
@@ -95,6 +145,10 @@ struct IoThread {
     kill_epoch: u64,
     /// Connections parked in a blocking read (their deadlines are checked every iteration).
     blocked_ids: std::collections::HashSet<u64>,
+    limits: Limits,
+    last_cron: Instant,
+    last_peak_rotate: Instant,
+    last_mem_sample: Instant,
 }
 
 impl IoThread {
@@ -122,6 +176,8 @@ impl IoThread {
                 }
             }
             self.parked.store(false, Ordering::SeqCst);
+            self.limits = Limits::read(&self.shared);
+            self.sample_memory();
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_all(),
@@ -147,6 +203,56 @@ impl IoThread {
                 self.kill_epoch = epoch;
                 self.reap_killed();
             }
+            if self.last_cron.elapsed() >= CRON {
+                self.last_cron = Instant::now();
+                self.cron();
+            }
+        }
+    }
+
+    /// Refresh the shared `used_memory` sample while `maxmemory` is set
+    /// (reading allocator statistics per command would cost too much).
+    fn sample_memory(&mut self) {
+        if self.limits.maxmemory_bytes == 0 || self.last_mem_sample.elapsed() < MEM_SAMPLE {
+            return;
+        }
+        self.last_mem_sample = Instant::now();
+        self.shared
+            .stats
+            .used_memory_cached_bytes
+            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
+
+    /// Once a second: close clients idle longer than `timeout` (never blocked
+    /// ones, as Redis), and turn the INFO peak windows over.
+    ///
+    /// # Source
+    /// `clientsCronHandleTimeout`, redis/src/timeout.c.
+    fn cron(&mut self) {
+        if self.idx == 0 && self.last_peak_rotate.elapsed() >= PEAK_PERIOD {
+            self.last_peak_rotate = Instant::now();
+            self.shared.stats.recent_max_input_bytes.rotate();
+            self.shared.stats.recent_max_output_bytes.rotate();
+        }
+        if self.limits.timeout_s == 0 {
+            return;
+        }
+        let now_ms = self.shared.uptime_ms();
+        let max_idle_ms = self.limits.timeout_s.saturating_mul(1000);
+        let idle: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.blocked.is_none()
+                    && c.slots.is_empty()
+                    && now_ms.saturating_sub(
+                        c.session.shared.last_interaction_ms.load(Ordering::Relaxed),
+                    ) > max_idle_ms
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            self.remove_conn(id);
         }
     }
 
@@ -186,6 +292,9 @@ impl IoThread {
             return;
         }
         let _ = sock.set_nodelay(true);
+        if self.limits.tcp_keepalive_s > 0 {
+            set_keepalive(&sock, self.limits.tcp_keepalive_s);
+        }
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         if self
             .poll
@@ -245,17 +354,14 @@ impl IoThread {
                 dead: false,
                 want_write: false,
                 blocked: None,
+                output_soft_since: None,
+                output_limit_hit: None,
             },
         );
     }
 
     fn read_conn(&mut self, id: u64) {
-        let (qlimit, max_bulk) = self
-            .shared
-            .config
-            .read()
-            .map(|c| (c.client_query_buffer_limit, c.proto_max_bulk_len))
-            .unwrap_or((1 << 30, 512 << 20));
+        let qlimit = self.limits.query_buffer_bytes;
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
@@ -271,8 +377,24 @@ impl IoThread {
                     total += n as u64;
                     conn.rbuf.extend_from_slice(&chunk[..n]);
                     if conn.rbuf.len() > qlimit {
-                        // Redis: "closing client that reached max query buffer length"
+                        // Redis closes without a reply and counts it
+                        // (`client_query_buffer_limit_disconnections`).
+                        eprintln!(
+                            "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
+                            conn.session.id,
+                            conn.session.shared.addr,
+                            String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)]),
+                        );
+                        self.shared
+                            .stats
+                            .client_query_buffer_limit_disconnections
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.shared
+                            .stats
+                            .recent_max_input_bytes
+                            .observe(conn.rbuf.len() as u64);
                         conn.dead = true;
+                        conn.rbuf = BytesMut::new();
                         break;
                     }
                 }
@@ -288,11 +410,11 @@ impl IoThread {
             .stats
             .total_net_input_bytes
             .fetch_add(total, Ordering::Relaxed);
-        let limits = DecodeLimits {
-            max_bulk_bytes: max_bulk,
-            max_multibulk: codec::MULTIBULK_MAX,
-            unauthenticated: false,
-        };
+        self.shared
+            .stats
+            .recent_max_input_bytes
+            .observe(conn.rbuf.len() as u64);
+        let limits = self.limits.decode();
         conn.session
             .shared
             .last_interaction_ms
@@ -399,33 +521,54 @@ impl IoThread {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
-        let max_bulk = self
-            .shared
-            .config
-            .read()
-            .map(|c| c.proto_max_bulk_len)
-            .unwrap_or(512 << 20);
+        let limits = self.limits;
+        let now_ms = self.shared.uptime_ms();
         for id in touched.drain(..) {
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
             let was_held = conn.hold_until.is_some();
-            conn.encode_ready();
+            conn.encode_ready(Some(&limits.output));
             if conn.blocked.as_ref().is_some_and(|b| b.seq < conn.base_seq) {
                 conn.blocked = None;
                 self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
             }
             if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
                 // A blocking command finished: go on with the pipeline.
-                let limits = DecodeLimits {
-                    max_bulk_bytes: max_bulk,
-                    max_multibulk: codec::MULTIBULK_MAX,
-                    unauthenticated: false,
-                };
-                process_input(self.idx, &self.shared, &mut self.batches, conn, limits);
-                conn.encode_ready();
+                process_input(
+                    self.idx,
+                    &self.shared,
+                    &mut self.batches,
+                    conn,
+                    limits.decode(),
+                );
+                conn.encode_ready(Some(&limits.output));
             }
+            if let Some(pending) = conn.output_limit_hit.take() {
+                self.shared
+                    .stats
+                    .recent_max_output_bytes
+                    .observe(pending as u64);
+                self.shared
+                    .stats
+                    .client_output_buffer_limit_disconnections
+                    .fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
+                    conn.session.id, conn.session.shared.addr
+                );
+            }
+            self.shared
+                .stats
+                .recent_max_output_bytes
+                .observe(conn.wbuf.len() as u64);
             let written = write_conn(conn);
+            if written > 0 {
+                conn.session
+                    .shared
+                    .last_interaction_ms
+                    .store(now_ms, Ordering::Relaxed);
+            }
             self.shared
                 .stats
                 .total_net_output_bytes
@@ -479,10 +622,40 @@ impl IoThread {
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
             if let Some(conn) = self.conns.get_mut(&id) {
-                conn.encode_ready();
+                conn.encode_ready(None);
                 write_conn(conn);
             }
             self.remove_conn(id);
+        }
+    }
+}
+
+/// Turn on TCP keepalive: first probe after `idle_s` seconds of silence, then
+/// every `idle_s / 3` seconds, 3 probes before the peer counts as dead.
+///
+/// # Source
+/// `anetKeepAlive`, redis/src/anet.c.
+fn set_keepalive(sock: &TcpStream, idle_s: u64) {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    let idle = i32::try_from(idle_s).unwrap_or(i32::MAX);
+    let opts = [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, (idle / 3).max(1)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
+    ];
+    for (level, name, value) in opts {
+        // SAFETY: `fd` is an open socket owned by `sock` for the duration of
+        // the call; the option value is a valid c_int of the size passed.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            );
         }
     }
 }
@@ -619,6 +792,11 @@ fn dispatch(
             return;
         }
     }
+    if shared.over_maxmemory() && refused_on_oom(spec, &conn.session) {
+        shared.count_call(spec.name, true, true);
+        reject_cmd(shared, conn, spec, CmdError::msg(OOM_ERROR));
+        return;
+    }
     if let Some(queue) = conn.session.multi.as_mut() {
         if !runs_inside_multi(spec.name) {
             if spec.flags.has(crate::cmd::Flags::NO_MULTI) {
@@ -678,6 +856,31 @@ fn dispatch(
             let seq = conn.push_slot(Pending::Waiting);
             start_fan(io, batches, conn, seq, parts, merge, then);
         }
+    }
+}
+
+/// Whether a command is refused while used memory is over `maxmemory`:
+/// DENYOOM commands, EXEC of a transaction holding one, and anything queued
+/// inside MULTI except EXEC, DISCARD, QUIT and RESET (queueing costs memory).
+///
+/// # Source
+/// `processCommand` (the `reject_cmd_on_oom` rule), redis/src/server.c (7.x).
+fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
+    use crate::cmd::Flags;
+    if spec.flags.has(Flags::DENYOOM) {
+        return true;
+    }
+    let Some(queue) = &session.multi else {
+        return false;
+    };
+    match spec.name {
+        "EXEC" => queue.iter().any(|argv| {
+            argv.first()
+                .and_then(|name| table::lookup(name))
+                .is_some_and(|s| s.flags.has(Flags::DENYOOM))
+        }),
+        "DISCARD" | "QUIT" | "RESET" => false,
+        _ => true,
     }
 }
 

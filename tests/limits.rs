@@ -1,0 +1,571 @@
+//! Client and memory limits over real sockets: client-output-buffer-limit,
+//! client-query-buffer-limit, proto-max-bulk-len, multibulk length,
+//! maxclients, idle timeout, tcp-keepalive, maxmemory (noeviction), and the
+//! INFO counters and CLIENT LIST fields that report them. Exact texts are
+//! compared with a real redis-server where it has the same behaviour.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::{assert_same_replies, RedisServer, RespClient, TestServer};
+
+/// Body of a bulk reply's wire text (`$n\r\n<body>`).
+fn body(reply: &str) -> &str {
+    reply.split_once("\r\n").map(|(_, b)| b).unwrap_or("")
+}
+
+/// One `field:value` of INFO `section`.
+fn info_field(c: &mut RespClient, section: &str, field: &str) -> String {
+    let text = c.raw(&["INFO", section]);
+    body(&text)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+        .trim()
+        .to_string()
+}
+
+fn info_num(c: &mut RespClient, section: &str, field: &str) -> u64 {
+    info_field(c, section, field).parse().expect("number")
+}
+
+/// Poll until `f` holds (up to 10 s); false if it never did.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// RESP multibulk encoding of one command.
+fn resp(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Read everything until the peer closes (or 10 s pass); returns (bytes, closed).
+fn drain_until_closed(sock: &mut TcpStream) -> (u64, bool) {
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    while Instant::now() < deadline {
+        match sock.read(&mut buf) {
+            Ok(0) => return (total, true),
+            Ok(n) => total += n as u64,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                continue
+            }
+            Err(_) => return (total, true),
+        }
+    }
+    (total, false)
+}
+
+/// The `field=` value of a CLIENT LIST line for client `id`.
+fn client_list_field(c: &mut RespClient, id: u64, field: &str) -> String {
+    let list = c.raw(&["CLIENT", "LIST", "ID", &id.to_string()]);
+    body(&list)
+        .split(' ')
+        .find_map(|f| f.strip_prefix(&format!("{field}=")))
+        .unwrap_or_else(|| panic!("no {field}= in {list:?}"))
+        .trim()
+        .to_string()
+}
+
+fn client_id(c: &mut RespClient) -> u64 {
+    c.raw(&["CLIENT", "ID"])
+        .trim_start_matches(':')
+        .parse()
+        .expect("id")
+}
+
+#[test]
+fn config_shapes_match_redis() {
+    let srv = TestServer::start(2);
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    assert_same_replies(
+        &mut srv.client(),
+        &mut redis.client(),
+        r#"
+        CONFIG GET client-output-buffer-limit
+        CONFIG SET client-output-buffer-limit "normal 1mb 512kb 10"
+        CONFIG GET client-output-buffer-limit
+        CONFIG SET client-output-buffer-limit "normal 1 2"
+        CONFIG SET client-output-buffer-limit "foo 1 2 3"
+        CONFIG SET client-output-buffer-limit "normal x 2 3"
+        CONFIG SET client-output-buffer-limit "normal -1 0 0"
+        CONFIG SET client-output-buffer-limit "normal 1 2 -3"
+        CONFIG SET client-output-buffer-limit ""
+        CONFIG SET client-output-buffer-limit "NORMAL 0 0 0 pubsub 1 2 3"
+        CONFIG GET client-output-buffer-limit
+        CONFIG GET maxmemory
+        CONFIG SET maxmemory 1x
+        CONFIG SET maxmemory -1
+        CONFIG SET maxmemory 10mb
+        CONFIG GET maxmemory
+        CONFIG SET maxmemory 0
+        CONFIG GET maxmemory-policy
+        CONFIG SET maxmemory-policy foo
+        CONFIG SET maxmemory-policy noeviction
+        CONFIG GET tcp-keepalive
+        CONFIG SET tcp-keepalive -1
+        CONFIG SET tcp-keepalive x
+        CONFIG SET tcp-keepalive 60
+        CONFIG GET tcp-keepalive
+        CONFIG GET timeout
+        CONFIG SET timeout -1
+        CONFIG SET timeout 2147483648
+        CONFIG SET timeout 0
+        CONFIG SET maxclients 0
+        CONFIG SET client-query-buffer-limit 10
+        CONFIG SET proto-max-bulk-len 10
+        CONFIG GET proto-max-bulk-len
+        CONFIG GET client-query-buffer-limit
+        "#,
+    );
+}
+
+#[test]
+fn maxmemory_policy_other_than_noeviction_is_refused() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - only the noeviction policy is supported"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "maxmemory-policy"]),
+        "*2\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction"
+    );
+}
+
+/// A reader that never reads: over the hard limit it is closed without a
+/// reply, the counter moves, and the server's memory goes back down.
+#[test]
+fn output_buffer_hard_limit_closes_a_reader_that_never_reads() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let big = vec![b'x'; 1 << 20];
+    assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
+    for i in 0..50 {
+        c.raw(&[
+            "XADD",
+            "s",
+            "*",
+            "f",
+            &"v".repeat(10_000),
+            "n",
+            &i.to_string(),
+        ]);
+    }
+    let baseline = info_num(&mut c, "memory", "used_memory");
+    assert_eq!(
+        c.raw(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 4mb 0 0"
+        ]),
+        "+OK"
+    );
+
+    let mut victim = TcpStream::connect(srv.addr).unwrap();
+    let mut pipeline = Vec::new();
+    for _ in 0..100 {
+        pipeline.extend(resp(&[b"GET", b"big"]));
+        pipeline.extend(resp(&[b"XRANGE", b"s", b"-", b"+"]));
+    }
+    // About 150 MB of replies asked for; the client never reads them.
+    victim.write_all(&pipeline).unwrap();
+    assert!(
+        eventually(|| info_num(&mut c, "stats", "client_output_buffer_limit_disconnections") == 1),
+        "the stalled client was never disconnected"
+    );
+    assert!(eventually(|| info_num(
+        &mut c,
+        "clients",
+        "connected_clients"
+    ) == 1));
+    let (received, closed) = drain_until_closed(&mut victim);
+    assert!(closed, "connection left open");
+    assert!(
+        received < 100 << 20,
+        "received {received} bytes: most replies should never have been sent"
+    );
+    assert!(info_num(&mut c, "clients", "client_recent_max_output_buffer") >= 4 << 20);
+    // Memory goes back near where it was (allocator noise aside).
+    assert!(
+        eventually(|| info_num(&mut c, "memory", "used_memory") < baseline + (8 << 20)),
+        "used_memory stayed high"
+    );
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+}
+
+/// Without a limit (Redis's default `normal 0 0 0`) the same client is served in full.
+#[test]
+fn output_buffer_without_limit_keeps_a_slow_reader() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let big = vec![b'x'; 1 << 20];
+    assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
+    let mut slow = srv.client();
+    let slow_id = client_id(&mut slow);
+    for _ in 0..20 {
+        slow.send(&["GET", "big"]);
+    }
+    assert!(
+        eventually(|| client_list_field(&mut c, slow_id, "omem")
+            .parse::<u64>()
+            .unwrap()
+            > 0),
+        "CLIENT LIST omem= never showed the pending output"
+    );
+    assert_eq!(client_list_field(&mut c, slow_id, "cmd"), "get");
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..20 {
+        assert_eq!(slow.read_reply().len(), (1 << 20) + "$1048576\r\n".len());
+    }
+    assert_eq!(
+        info_num(&mut c, "stats", "client_output_buffer_limit_disconnections"),
+        0
+    );
+}
+
+/// Over the soft limit for longer than the soft seconds: closed on the next reply.
+#[test]
+fn output_buffer_soft_limit_closes_after_soft_seconds() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let big = vec![b'x'; 1 << 20];
+    assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
+    assert_eq!(
+        c.raw(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 0 2mb 1"
+        ]),
+        "+OK"
+    );
+    let mut victim = TcpStream::connect(srv.addr).unwrap();
+    let mut first = Vec::new();
+    for _ in 0..40 {
+        first.extend(resp(&[b"GET", b"big"]));
+    }
+    victim.write_all(&first).unwrap();
+    // Over the soft limit, but not for long enough yet.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(info_num(&mut c, "clients", "connected_clients"), 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    victim.write_all(&resp(&[b"GET", b"big"])).unwrap();
+    assert!(eventually(|| info_num(
+        &mut c,
+        "stats",
+        "client_output_buffer_limit_disconnections"
+    ) == 1));
+    assert!(drain_until_closed(&mut victim).1);
+}
+
+#[test]
+fn query_buffer_limit_closes_and_counts() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
+        "+OK"
+    );
+    // A client blocked in XREAD keeps buffering what it pipelines behind it.
+    let mut blocked = TcpStream::connect(srv.addr).unwrap();
+    blocked
+        .write_all(&resp(&[b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"]))
+        .unwrap();
+    assert!(eventually(|| info_num(
+        &mut c,
+        "clients",
+        "blocked_clients"
+    ) == 1));
+    let mut pings = Vec::new();
+    while pings.len() < 2 << 20 {
+        pings.extend(resp(&[b"PING"]));
+    }
+    let _ = blocked.write_all(&pings);
+    assert!(drain_until_closed(&mut blocked).1);
+    assert_eq!(
+        info_num(&mut c, "stats", "client_query_buffer_limit_disconnections"),
+        1
+    );
+    assert_eq!(info_num(&mut c, "clients", "blocked_clients"), 0);
+    assert!(info_num(&mut c, "clients", "client_recent_max_input_buffer") > 1 << 20);
+    assert_eq!(info_num(&mut c, "clients", "connected_clients"), 1);
+}
+
+/// Send raw bytes; return everything the server sends before closing.
+fn raw_until_close(addr: SocketAddr, bytes: &[u8]) -> (String, bool) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let _ = s.write_all(bytes);
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                continue
+            }
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), true),
+        }
+    }
+    (String::from_utf8_lossy(&out).into_owned(), false)
+}
+
+/// proto-max-bulk-len and the multibulk length cap: error, then close, as Redis.
+#[test]
+fn protocol_limits_match_redis() {
+    let srv = TestServer::start(1);
+    let redis = RedisServer::start();
+    let mut addrs = vec![srv.addr];
+    if let Some(r) = &redis {
+        addrs.push(r.addr);
+    }
+    let mut seen = Vec::new();
+    for addr in addrs {
+        let mut c = RespClient::connect(addr);
+        assert_eq!(
+            c.raw(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]),
+            "+OK"
+        );
+        let too_big = raw_until_close(addr, b"*2\r\n$4\r\nECHO\r\n$1048577\r\n");
+        let fits = {
+            let mut c = RespClient::connect(addr);
+            let arg = vec![b'a'; 1 << 20];
+            c.raw(&[b"ECHO".as_slice(), &arg]).len()
+        };
+        let mbulk = raw_until_close(addr, b"*2147483648\r\n");
+        let neg = raw_until_close(addr, b"*1\r\n$-2\r\n");
+        seen.push((too_big, fits, mbulk, neg));
+    }
+    let ours = &seen[0];
+    assert_eq!(
+        ours.0,
+        (
+            "-ERR Protocol error: invalid bulk length\r\n".to_string(),
+            true
+        )
+    );
+    assert_eq!(ours.1, (1 << 20) + "$1048576\r\n".len());
+    assert_eq!(
+        ours.2,
+        (
+            "-ERR Protocol error: invalid multibulk length\r\n".to_string(),
+            true
+        )
+    );
+    assert!(ours.3 .1, "negative bulk length must close");
+    if let Some(theirs) = seen.get(1) {
+        assert_eq!(ours, theirs);
+    }
+}
+
+#[test]
+fn maxclients_refuses_with_redis_text_and_counts() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CONFIG", "SET", "maxclients", "3"]), "+OK");
+    let mut b = srv.client();
+    let mut d = srv.client();
+    assert_eq!(b.raw(&["PING"]), "+PONG");
+    assert_eq!(d.raw(&["PING"]), "+PONG");
+    let (text, closed) = raw_until_close(srv.addr, b"PING\r\n");
+    assert_eq!(text, "-ERR max number of clients reached\r\n");
+    assert!(closed);
+    assert_eq!(info_num(&mut c, "stats", "rejected_connections"), 1);
+    drop(d);
+    assert!(eventually(|| info_num(
+        &mut c,
+        "clients",
+        "connected_clients"
+    ) == 2));
+    let mut e = srv.client();
+    assert_eq!(e.raw(&["PING"]), "+PONG");
+}
+
+/// `timeout`: idle clients are closed without a reply; blocked readers and
+/// busy clients are not.
+#[test]
+fn idle_timeout_closes_idle_clients_only() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let mut idle = srv.client();
+    assert_eq!(idle.raw(&["PING"]), "+PONG");
+    let mut blocked = srv.client();
+    blocked.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    assert!(eventually(|| info_num(
+        &mut c,
+        "clients",
+        "blocked_clients"
+    ) == 1));
+    assert_eq!(c.raw(&["CONFIG", "SET", "timeout", "1"]), "+OK");
+    // `c` stays busy; the idle one goes within a couple of cron ticks.
+    let deadline = Instant::now() + Duration::from_millis(3500);
+    while Instant::now() < deadline {
+        assert_eq!(c.raw(&["PING"]), "+PONG");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(idle.is_closed());
+    assert_eq!(info_num(&mut c, "clients", "connected_clients"), 2);
+    assert_eq!(info_num(&mut c, "clients", "blocked_clients"), 1);
+    let id = body(&c.raw(&["XADD", "s", "*", "f", "v"])).to_string();
+    let got = blocked.read_reply();
+    assert!(got.contains(&id), "{got}");
+    assert_eq!(c.raw(&["CONFIG", "SET", "timeout", "0"]), "+OK");
+}
+
+/// The server-side socket's timer column in /proc/net/tcp (`02` = keepalive
+/// armed), for the connection from `client`.
+fn server_side_timer(server: SocketAddr, client: &TcpStream) -> Option<String> {
+    let peer = client.local_addr().ok()?;
+    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let local = format!(":{:04X}", server.port());
+    let remote = format!(":{:04X}", peer.port());
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1)?.ends_with(&local) && f.get(2)?.ends_with(&remote))
+            .then(|| f.get(5).map(|t| t[..2].to_string()))?
+    })
+}
+
+#[test]
+fn tcp_keepalive_is_armed_on_accepted_sockets() {
+    if !std::path::Path::new("/proc/net/tcp").exists() {
+        eprintln!("no /proc/net/tcp: skipping");
+        return;
+    }
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let with = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(c.raw(&["CONFIG", "SET", "tcp-keepalive", "0"]), "+OK");
+    let without = TcpStream::connect(srv.addr).unwrap();
+    assert!(eventually(|| info_num(
+        &mut c,
+        "clients",
+        "connected_clients"
+    ) == 3));
+    assert_eq!(
+        server_side_timer(srv.addr, &with).as_deref(),
+        Some("02"),
+        "keepalive timer not armed with tcp-keepalive 300"
+    );
+    assert_eq!(server_side_timer(srv.addr, &without).as_deref(), Some("00"));
+}
+
+/// maxmemory with noeviction: writes that grow memory get Redis's OOM error,
+/// reads and deletes keep working, transactions are refused; same replies as
+/// redis-server.
+#[test]
+fn maxmemory_noeviction_matches_redis() {
+    let srv = TestServer::start(2);
+    let script = r#"
+        SET k v
+        XADD s 1-1 f v
+        CONFIG SET maxmemory 1
+        SET k2 v
+        XADD s * f v
+        XGROUP CREATE s g $
+        XGROUP CREATE s g2 $ MKSTREAM
+        INCR n
+        APPEND k x
+        GET k
+        XRANGE s - +
+        XLEN s
+        EXISTS k
+        MULTI
+        SET a b
+        GET k
+        EXEC
+        MULTI
+        DEL k
+        EXEC
+        XDEL s 1-1
+        XTRIM s MAXLEN 0
+        PING
+        CONFIG SET maxmemory 0
+        SET k2 v
+        GET k2
+    "#;
+    let mut ours = srv.client();
+    if let Some(redis) = RedisServer::start() {
+        assert_same_replies(&mut ours, &mut redis.client(), script);
+        return;
+    }
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        ours.raw(&common::words(line));
+    }
+}
+
+#[test]
+fn maxmemory_refuses_writes_with_exact_text_and_reports_in_info() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["SET", "k", "v"]), "+OK");
+    assert_eq!(c.raw(&["CONFIG", "SET", "maxmemory", "1"]), "+OK");
+    let oom = "-OOM command not allowed when used memory > 'maxmemory'.";
+    assert_eq!(c.raw(&["SET", "k", "w"]), oom);
+    assert_eq!(c.raw(&["XADD", "s", "*", "f", "v"]), oom);
+    assert_eq!(c.raw(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]), oom);
+    assert_eq!(c.raw(&["GET", "k"]), "$1\r\nv");
+    assert_eq!(c.raw(&["DEL", "k"]), ":1");
+    assert_eq!(info_num(&mut c, "memory", "maxmemory"), 1);
+    assert_eq!(
+        info_field(&mut c, "memory", "maxmemory_policy"),
+        "noeviction"
+    );
+    let stats = c.raw(&["INFO", "commandstats"]);
+    assert!(
+        stats.contains("cmdstat_set:calls=1,") && stats.contains("rejected_calls=1,failed_calls=1"),
+        "{stats}"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "maxmemory", "0"]), "+OK");
+    assert_eq!(c.raw(&["SET", "k", "w"]), "+OK");
+}
+
+#[test]
+fn info_has_redis_client_limit_fields() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    for (section, field) in [
+        ("clients", "client_recent_max_input_buffer"),
+        ("clients", "client_recent_max_output_buffer"),
+        ("clients", "blocked_clients"),
+        ("stats", "evicted_clients"),
+        ("stats", "client_query_buffer_limit_disconnections"),
+        ("stats", "client_output_buffer_limit_disconnections"),
+        ("memory", "maxmemory_human"),
+    ] {
+        info_field(&mut c, section, field);
+    }
+}
