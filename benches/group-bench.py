@@ -36,7 +36,7 @@ def free_port():
 
 
 def wait(r):
-    for _ in range(100):
+    for _ in range(400):
         try:
             r.ping()
             return
