@@ -14,7 +14,8 @@ Extra `name=path` arguments run more shardstream binaries side by side (for
 example a build of an older commit: `before=/tmp/shardstream-before`).
 
 Needs redis-py (`pip install redis`) and redis-server on PATH. Both servers
-listen on free loopback ports; shardstream runs with --shards 2.
+listen on free loopback ports; shardstream runs with --shards 2 and
+--appendonly no.
 """
 import socket
 import subprocess
@@ -106,7 +107,10 @@ def main():
     servers = [("redis", redis.Redis(port=rp, decode_responses=True))]
     for name, path in bins:
         sp = free_port()
-        procs.append(subprocess.Popen([path, "--port", str(sp), "--shards", "2"],
+        # No persistence (as redis-server above): the default would log every
+        # write to ./data, shared by every binary started here.
+        procs.append(subprocess.Popen([path, "--port", str(sp), "--shards", "2",
+                                       "--appendonly", "no"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         servers.append((name, redis.Redis(port=sp, decode_responses=True)))
     try:
