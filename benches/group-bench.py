@@ -8,10 +8,14 @@
    client, read a batch, ack its IDs, repeat until M entries are consumed.
 
     cargo build --release --bin shardstream
-    python3 benches/group-bench.py [N] [M]
+    python3 benches/group-bench.py [N] [M] [name=path ...]
+
+Extra `name=path` arguments run more shardstream binaries side by side (for
+example a build of an older commit: `before=/tmp/shardstream-before`).
 
 Needs redis-py (`pip install redis`) and redis-server on PATH. Both servers
-listen on free loopback ports; shardstream runs with --shards 2.
+listen on free loopback ports; shardstream runs with --shards 2 and
+--appendonly no.
 """
 import socket
 import subprocess
@@ -33,7 +37,7 @@ def free_port():
 
 
 def wait(r):
-    for _ in range(100):
+    for _ in range(400):
         try:
             r.ping()
             return
@@ -93,16 +97,23 @@ def throughput(r, count):
 
 
 def main():
-    rp, sp = free_port(), free_port()
+    bins = [("shardstream", "./target/release/shardstream")]
+    bins += [tuple(a.split("=", 1)) for a in sys.argv[3:]]
+    rp = free_port()
     procs = [
         subprocess.Popen(["redis-server", "--port", str(rp), "--bind", "127.0.0.1",
                           "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL),
-        subprocess.Popen(["./target/release/shardstream", "--port", str(sp), "--shards", "2"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
+    servers = [("redis", redis.Redis(port=rp, decode_responses=True))]
+    for name, path in bins:
+        sp = free_port()
+        # No persistence (as redis-server above): the default would log every
+        # write to ./data, shared by every binary started here.
+        procs.append(subprocess.Popen([path, "--port", str(sp), "--shards", "2",
+                                       "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        servers.append((name, redis.Redis(port=sp, decode_responses=True)))
     try:
-        servers = [("redis", redis.Redis(port=rp, decode_responses=True)),
-                   ("shardstream", redis.Redis(port=sp, decode_responses=True))]
         for _, r in servers:
             wait(r)
         print(f"bytes per pending entry after reading {N} entries without ACK (COUNT 1000):")

@@ -881,3 +881,108 @@ fn redis8_stream_options_survive_restart() {
         }
     }
 }
+
+/// XNACK (Redis 8.8) leaves unowned PEL entries (delivery time 0): they must
+/// come back unowned after replaying the incr files and after loading a
+/// rewritten base, with their counts, and stay out of every consumer's PEL.
+#[test]
+fn xnack_unowned_entries_survive_restart_and_rewrite() {
+    let dir = scratch_dir("xnack");
+    let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
+    let script: &[&[&str]] = &[
+        &["XADD", "nk", "1-1", "f", "a"],
+        &["XADD", "nk", "2-1", "f", "b"],
+        &["XADD", "nk", "3-1", "f", "c"],
+        &["XADD", "nk", "4-1", "f", "d"],
+        &["XADD", "nk", "5-1", "f", "e"],
+        &["XGROUP", "CREATE", "nk", "g", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c1",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "nk",
+            ">",
+        ],
+        &["XNACK", "nk", "g", "FAIL", "IDS", "2", "1-1", "2-1"],
+        &["XNACK", "nk", "g", "FATAL", "IDS", "1", "3-1"],
+        // 5-1 was never delivered: FORCE creates it unowned.
+        &[
+            "XNACK",
+            "nk",
+            "g",
+            "SILENT",
+            "IDS",
+            "1",
+            "5-1",
+            "RETRYCOUNT",
+            "7",
+            "FORCE",
+        ],
+    ];
+    let probe = |c: &mut RespClient| {
+        vec![
+            c.raw(&["XINFO", "STREAM", "nk", "FULL"]),
+            c.raw(&["XPENDING", "nk", "g", "-", "+", "10"]),
+            c.raw(&["XPENDING", "nk", "g"]),
+            c.raw(&["XPENDING", "nk", "g", "-", "+", "10", "c1"]),
+            c.raw(&["XINFO", "CONSUMERS", "nk", "g"]),
+        ]
+    };
+    // XINFO CONSUMERS has idle times; keep its names and pending counts only.
+    let stable = |v: Vec<String>| -> Vec<String> {
+        let mut v = v;
+        if let Some(last) = v.last_mut() {
+            let lines: Vec<&str> = last.split("\r\n").collect();
+            *last = lines
+                .iter()
+                .enumerate()
+                .filter(|(i, l)| !l.starts_with(':') || (*i >= 1 && lines[*i - 1] == "pending"))
+                .map(|(_, l)| *l)
+                .collect::<Vec<_>>()
+                .join("\r\n");
+        }
+        v
+    };
+    let before = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        for args in script {
+            let r = c.raw(args);
+            assert!(!r.starts_with('-'), "{args:?} -> {r}");
+        }
+        stable(probe(&mut c))
+    };
+    assert!(
+        before[1].contains("$0\r\n\r\n:-1\r\n:9223372036854775807"),
+        "{}",
+        before[1]
+    );
+    let after_incr = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        let s = stable(probe(&mut c));
+        assert_eq!(
+            c.raw(&["BGREWRITEAOF"]),
+            "+Background append only file rewriting started"
+        );
+        wait_rewrite_done(&mut c);
+        s
+    };
+    for (i, (a, b)) in before.iter().zip(&after_incr).enumerate() {
+        assert_eq!(a, b, "item {i} differs after replaying the incr files");
+    }
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    let after_base = stable(probe(&mut c));
+    for (i, (a, b)) in before.iter().zip(&after_base).enumerate() {
+        assert_eq!(a, b, "item {i} differs after loading the rewritten base");
+    }
+    // No consumer named "" was invented by the replay.
+    assert!(!after_base[4].contains("$0\r\n\r\n"), "{}", after_base[4]);
+    assert_eq!(after_base[3], "*0");
+    let _ = std::fs::remove_dir_all(&dir);
+}

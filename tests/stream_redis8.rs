@@ -1,7 +1,7 @@
 //! Redis 8.x stream options over real sockets (4 shards), exact replies as
 //! documented on redis.io (the installed redis-server is 7.0 and knows none
 //! of them): KEEPREF / DELREF / ACKED on XADD and XTRIM (8.2), XDELEX and
-//! XACKDEL (8.2), XREADGROUP CLAIM (8.4).
+//! XACKDEL (8.2), XREADGROUP CLAIM (8.4), XNACK (8.8).
 mod common;
 
 use common::{RespClient, TestServer};
@@ -354,5 +354,164 @@ fn blocked_claim_reader_wakes_when_an_entry_gets_idle() {
     assert_eq!(
         run(&mut c, "XPENDING s g"),
         summary(1, "1-1", "1-1", "c2", 1)
+    );
+}
+
+/// One XPENDING extended row.
+fn pending_row(id: &str, consumer: &str, idle: i64, count: i64) -> String {
+    format!(
+        "*4\r\n{}\r\n{}\r\n:{idle}\r\n:{count}",
+        bulk(id),
+        bulk(consumer)
+    )
+}
+
+/// XPENDING rows with every non-negative idle time (the line after the
+/// consumer name) replaced by 0: owned entries' idle times vary by a few ms.
+fn idle_as_zero(r: &str) -> String {
+    let lines: Vec<&str> = r.split("\r\n").collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        // Row layout: *4, $len, id, $len, consumer, :idle, :count.
+        let is_idle = i >= 5 && lines[i - 5] == "*4" && !l.starts_with(":-");
+        out.push(if is_idle { ":0" } else { l });
+    }
+    out.join("\r\n")
+}
+
+fn rows(r: &[String]) -> String {
+    format!("*{}\r\n{}", r.len(), r.join("\r\n"))
+}
+
+#[test]
+fn xnack_argument_errors() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 3, &["g"]);
+    for (line, want) in [
+        (
+            "XNACK s g FAIL IDS 1",
+            "-ERR wrong number of arguments for 'xnack' command",
+        ),
+        ("XNACK s g MAYBE IDS 1 1-1", "-ERR syntax error"),
+        ("XNACK s g FAIL ID 1 1-1", "-ERR syntax error"),
+        (
+            "XNACK s g FAIL IDS 0 1-1",
+            "-ERR Number of IDs must be a positive integer",
+        ),
+        (
+            "XNACK s g FAIL IDS 3 1-1 2-1",
+            "-ERR The `numids` parameter must match the number of arguments",
+        ),
+        (
+            "XNACK s g FAIL IDS 1 x",
+            "-ERR Invalid stream ID specified as stream command argument",
+        ),
+        ("XNACK s g FAIL IDS 1 1-1 2-1", "-ERR syntax error"),
+        (
+            "XNACK s g FAIL IDS 1 1-1 RETRYCOUNT -1",
+            "-ERR Invalid RETRYCOUNT option argument for XNACK",
+        ),
+        (
+            "XNACK s nog FAIL IDS 1 1-1",
+            "-NOGROUP No such key 's' or consumer group 'nog'",
+        ),
+        (
+            "XNACK nokey g FAIL IDS 1 1-1",
+            "-NOGROUP No such key 'nokey' or consumer group 'g'",
+        ),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    // Not pending: ignored, not counted.
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 1 1-1"), ":0");
+}
+
+#[test]
+fn xnack_modes_and_how_other_commands_see_released_entries() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 6, &["g"]);
+    run(&mut c, "XREADGROUP GROUP g c1 COUNT 5 STREAMS s >");
+    // 2-1 delivered twice (history read), 3-1 and 4-1 once.
+    run(&mut c, "XREADGROUP GROUP g c1 COUNT 1 STREAMS s 1-1");
+    // The documented example: FAIL keeps the count; 9-9 is not pending.
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 3 1-1 2-1 9-9"), ":2");
+    assert_eq!(run(&mut c, "XNACK s g SILENT IDS 1 3-1"), ":1");
+    assert_eq!(run(&mut c, "XNACK s g fatal IDS 1 4-1"), ":1");
+    // The released rows, exactly (5-1, still owned, follows).
+    assert_eq!(
+        run(&mut c, "XPENDING s g - 4-1 10"),
+        rows(&[
+            pending_row("1-1", "", -1, 1),
+            pending_row("2-1", "", -1, 2),
+            pending_row("3-1", "", -1, 0),
+            pending_row("4-1", "", -1, i64::MAX),
+        ])
+    );
+    // RETRYCOUNT overrides the mode.
+    assert_eq!(run(&mut c, "XNACK s g FATAL IDS 1 3-1 RETRYCOUNT 5"), ":1");
+    assert_eq!(
+        run(&mut c, "XPENDING s g 3-1 3-1 1"),
+        rows(&[pending_row("3-1", "", -1, 5)])
+    );
+    // Summary: all counted; released entries belong to no consumer.
+    assert_eq!(
+        run(&mut c, "XPENDING s g"),
+        summary(5, "1-1", "5-1", "c1", 1)
+    );
+    // The consumer's history no longer has them; XPENDING's filter neither.
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g c1 STREAMS s 0"),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n5-1\r\n*2\r\n$1\r\nf\r\n$2\r\nv5"
+    );
+    assert_eq!(run(&mut c, "XPENDING s g - 4-1 10 c1"), "*0");
+    // A plain > read does not redeliver them: only the new 6-1.
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g c2 STREAMS s >"),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n6-1\r\n*2\r\n$1\r\nf\r\n$2\r\nv6"
+    );
+    // XCLAIM takes a released entry whatever the min-idle-time (JUSTID:
+    // count unchanged).
+    assert_eq!(
+        run(&mut c, "XCLAIM s g c3 3600000 1-1 JUSTID"),
+        "*1\r\n$3\r\n1-1"
+    );
+    // XAUTOCLAIM too: 2-1 (released) yes, 5-1 and 6-1 (owned, fresh) no.
+    assert_eq!(
+        run(&mut c, "XAUTOCLAIM s g c3 3600000 2-1 COUNT 1 JUSTID"),
+        "*3\r\n$3\r\n3-1\r\n*1\r\n$3\r\n2-1\r\n*0"
+    );
+    // XREADGROUP CLAIM serves released entries first, idle -1, their count.
+    assert_eq!(
+        run(
+            &mut c,
+            "XREADGROUP GROUP g c4 COUNT 1 CLAIM 3600000 STREAMS s >"
+        ),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n3-1\r\n*2\r\n$1\r\nf\r\n$2\r\nv3\r\n:-1\r\n:5"
+    );
+    assert_eq!(
+        idle_as_zero(&run(&mut c, "XPENDING s g - 3-1 10")),
+        rows(&[
+            pending_row("1-1", "c3", 0, 1),
+            pending_row("2-1", "c3", 0, 2),
+            pending_row("3-1", "c4", 0, 6),
+        ])
+    );
+    // XACK removes a released entry like any other.
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 1 1-1"), ":1");
+    assert_eq!(run(&mut c, "XACK s g 1-1"), ":1");
+    // FORCE: creates unowned entries for stream entries not pending (count
+    // 0), skips IDs not in the stream.
+    assert_eq!(run(&mut c, "XACK s g 6-1"), ":1");
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 2 6-1 9-9 FORCE"), ":1");
+    assert_eq!(
+        run(&mut c, "XPENDING s g 6-1 + 10"),
+        rows(&[pending_row("6-1", "", -1, 0)])
+    );
+    run(&mut c, "SET str x");
+    assert_eq!(
+        run(&mut c, "XNACK str g FAIL IDS 1 1-1"),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
     );
 }

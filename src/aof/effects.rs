@@ -13,6 +13,9 @@
 //!   pending entries with their owner, last delivery time and count
 //!   (XREADGROUP deliveries and redeliveries, XCLAIM, XAUTOCLAIM): the
 //!   equivalent of `XCLAIM ... TIME ms RETRYCOUNT n FORCE JUSTID`.
+//! * `SS.NACK key group delivery-count id [id ...]` — pending entries with no
+//!   owner and delivery time 0 (released by XNACK, Redis 8.8), created if
+//!   missing.
 //! * `XACK key group id ...`, `XGROUP DESTROY key group`, `XGROUP
 //!   DELCONSUMER key group consumer` — as the client sent them (they are
 //!   exact already); PEL entries dropped because their stream entry was
@@ -27,7 +30,7 @@ use bytes::Bytes;
 
 use crate::cmd::ExecCtx;
 use crate::shard::db::ShardDb;
-use crate::stream::group::ConsumerGroup;
+use crate::stream::group::{ConsumerGroup, NO_CONSUMER};
 use crate::stream::StreamId;
 
 /// `SS.GROUP`.
@@ -41,6 +44,8 @@ pub const TRIMIDS_RECORD: &[u8] = b"SS.TRIMIDS";
 pub const CONSUMER_RECORD: &[u8] = b"SS.CONSUMER";
 /// `SS.PEL`.
 pub const PEL_RECORD: &[u8] = b"SS.PEL";
+/// `SS.NACK`.
+pub const NACK_RECORD: &[u8] = b"SS.NACK";
 
 /// What one group command changed in one group.
 #[derive(Debug, Default)]
@@ -116,6 +121,17 @@ fn group_records(g: &ConsumerGroup, key: &[u8], group: &[u8], ch: &GroupChange) 
     let mut cur: Option<(u32, u64, u64, Vec<Bytes>)> = None;
     let flush = |cur: &mut Option<(u32, u64, u64, Vec<Bytes>)>, out: &mut Vec<Vec<Bytes>>| {
         if let Some((c, t, n, ids)) = cur.take() {
+            if c == NO_CONSUMER {
+                let mut rec = vec![
+                    Bytes::from_static(NACK_RECORD),
+                    k.clone(),
+                    gn.clone(),
+                    num(n),
+                ];
+                rec.extend(ids);
+                out.push(rec);
+                return;
+            }
             let mut rec = vec![
                 Bytes::from_static(PEL_RECORD),
                 k.clone(),
@@ -321,7 +337,7 @@ pub fn replay(
             Ok(())
         })());
     }
-    let which = [GROUP_RECORD, CONSUMER_RECORD, PEL_RECORD]
+    let which = [GROUP_RECORD, CONSUMER_RECORD, PEL_RECORD, NACK_RECORD]
         .into_iter()
         .position(|r| name.eq_ignore_ascii_case(r))?;
     Some((|| {
@@ -346,6 +362,14 @@ pub fn replay(
         let g = s
             .group_mut(group)
             .ok_or_else(|| "no such group".to_string())?;
+        if which == 3 {
+            let count = parse_u64(argv.get(3))?;
+            for a in argv.get(4..).unwrap_or_default() {
+                let id = parse_sid(Some(a))?;
+                g.nack(id, true, |_| count);
+            }
+            return Ok(());
+        }
         let consumer = argv.get(3).ok_or("missing consumer")?;
         if which == 1 {
             let seen = parse_u64(argv.get(4))?;

@@ -120,6 +120,11 @@ pub const SPECS: &[CommandSpec] = &[
     keyed("XACKDEL", -6, W.with(Flags::FAST), Keys::FIRST, &["write", "stream", "fast"],
         "Acknowledges and conditionally deletes one or multiple entries for a stream consumer group.",
         "8.2.0", parse_xackdel),
+    // Redis 8.8: XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...]
+    //   [RETRYCOUNT count] [FORCE]
+    keyed("XNACK", -7, W.with(Flags::FAST), Keys::FIRST, &["stream"],
+        "Releases pending messages back to the group's PEL without acknowledging them, making them available for re-delivery.",
+        "8.8.0", parse_xnack),
     keyed("XPENDING", -3, R, Keys::FIRST, &["read", "stream", "slow"],
         "Returns the information and entries from a stream consumer group's pending entries list.",
         "5.0.0", parse_xpending),
@@ -486,6 +491,109 @@ fn parse_xackdel(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let (refs, ids) = parse_ids_block(argv, 3)?;
     Ok(on_shard(move |db, cx| {
         apply_xackdel(db, cx, &key, &group, refs, &ids).into()
+    }))
+}
+
+/// XNACK's mode: how the delivery counter changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NackMode {
+    /// Counter minus one (the delivery "did not count").
+    Silent,
+    /// Counter unchanged.
+    Fail,
+    /// Counter set to `LLONG_MAX` (permanently failed).
+    Fatal,
+}
+
+/// A parsed XNACK.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XnackReq {
+    /// The mode.
+    pub mode: NackMode,
+    /// The IDs, in order.
+    pub ids: Vec<StreamId>,
+    /// `RETRYCOUNT count`: the counter to set, overriding the mode.
+    pub retry_count: Option<u64>,
+    /// `FORCE`: create unowned entries for IDs not pending (existing in the
+    /// stream).
+    pub force: bool,
+}
+
+/// `XNACK key group <SILENT | FAIL | FATAL> IDS numids id [id ...]
+/// [RETRYCOUNT count] [FORCE]` (Redis 8.8), from `argv[3]`.
+///
+/// # Errors
+/// `ERR syntax error` (unknown mode or option, no `IDS` after the mode),
+/// the IDS block errors of XACKDEL (`ERR Number of IDs must be a positive
+/// integer`, `` ERR The `numids` parameter must match the number of
+/// arguments ``, invalid ID), `ERR Invalid RETRYCOUNT option argument for
+/// XNACK` (not an integer or negative). The redis.io page gives no error
+/// texts; these follow XACKDEL's IDS block and XCLAIM's RETRYCOUNT.
+pub fn parse_xnack_req(argv: &[Bytes]) -> Result<XnackReq, CmdError> {
+    let is = |a: &Bytes, t: &str| a.eq_ignore_ascii_case(t.as_bytes());
+    let mode = match argv.get(3) {
+        Some(a) if is(a, "SILENT") => NackMode::Silent,
+        Some(a) if is(a, "FAIL") => NackMode::Fail,
+        Some(a) if is(a, "FATAL") => NackMode::Fatal,
+        _ => return Err(CmdError::Syntax),
+    };
+    if !argv.get(4).is_some_and(|a| is(a, "IDS")) {
+        return Err(CmdError::Syntax);
+    }
+    let n = argv
+        .get(5)
+        .and_then(|b| crate::cmd::args::parse_i64(b))
+        .filter(|n| *n > 0)
+        .ok_or(CmdError::msg(
+            "ERR Number of IDs must be a positive integer",
+        ))?;
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let ids_at = 6;
+    if argv.len().saturating_sub(ids_at) < n {
+        return Err(CmdError::msg(
+            "ERR The `numids` parameter must match the number of arguments",
+        ));
+    }
+    let ids = argv
+        .get(ids_at..ids_at + n)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| parse_id(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut req = XnackReq {
+        mode,
+        ids,
+        retry_count: None,
+        force: false,
+    };
+    let mut j = ids_at + n;
+    while let Some(a) = argv.get(j) {
+        if is(a, "RETRYCOUNT") {
+            let v = argv
+                .get(j + 1)
+                .and_then(|b| crate::cmd::args::parse_i64(b))
+                .and_then(|v| u64::try_from(v).ok())
+                .ok_or(CmdError::msg(
+                    "ERR Invalid RETRYCOUNT option argument for XNACK",
+                ))?;
+            req.retry_count = Some(v);
+            j += 2;
+        } else if is(a, "FORCE") {
+            req.force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(req)
+}
+
+fn parse_xnack(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let key = argv[1].clone();
+    let group = argv[2].clone();
+    let req = parse_xnack_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        apply_xnack(db, cx, &key, &group, &req).into()
     }))
 }
 
@@ -974,11 +1082,9 @@ fn xreadgroup_has_data(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> b
                 let Some(g) = s.group(&req.group) else {
                     return false;
                 };
-                let idle = req.claim_min_idle_ms.is_some_and(|min| {
-                    g.pel()
-                        .values()
-                        .any(|p| cx.now_ms.saturating_sub(p.delivery_time_ms) >= min)
-                });
+                let idle = req
+                    .claim_min_idle_ms
+                    .is_some_and(|min| g.pel().values().any(|p| p.idle_ms(cx.now_ms) >= min));
                 idle || g
                     .last_id
                     .next()
@@ -1170,25 +1276,31 @@ fn read_claiming_into(
     let now = cx.now_ms;
     let counters = s.counters();
     let g = s.group(&req.group)?;
-    let mut idle: Vec<(u64, StreamId, u64)> = g
+    let mut idle: Vec<(u64, StreamId, u64, bool)> = g
         .pel()
         .iter()
-        .filter(|(_, p)| now.saturating_sub(p.delivery_time_ms) >= min)
-        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count))
+        .filter(|(_, p)| p.idle_ms(now) >= min)
+        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count, p.is_nacked()))
         .collect();
-    idle.sort_unstable_by_key(|(t, id, _)| (*t, *id));
+    // XNACKed entries (delivery time 0) come first.
+    idle.sort_unstable_by_key(|(t, id, _, _)| (*t, *id));
     let last = g.last_id;
     let mut out = Vec::new();
     let mut claimed = Vec::new();
     let mut dangling = Vec::new();
-    for (t, id, count) in idle {
+    for (t, id, count, nacked) in idle {
         if claimed.len() >= take {
             break;
         }
         match s.get(id) {
             Some(e) => {
                 claimed.push((id, count));
-                out.push(claimed_entry_reply(e, now.saturating_sub(t), count));
+                let idle_ms = if nacked {
+                    -1
+                } else {
+                    i64::try_from(now.saturating_sub(t)).unwrap_or(i64::MAX)
+                };
+                out.push(claimed_entry_reply(e, idle_ms, count));
             }
             None => dangling.push(id),
         }
@@ -1229,12 +1341,13 @@ fn read_claiming_into(
     Some(Reply::Array(out))
 }
 
-/// One entry of a CLAIM read: `[id, [field, value, ...], idle-ms, delivery-count]`.
-fn claimed_entry_reply(e: crate::stream::Entry, idle_ms: u64, count: u64) -> Reply {
+/// One entry of a CLAIM read: `[id, [field, value, ...], idle-ms, delivery-count]`
+/// (idle `-1` for an entry released by XNACK, as XPENDING shows it).
+fn claimed_entry_reply(e: crate::stream::Entry, idle_ms: i64, count: u64) -> Reply {
     let Reply::Array(mut items) = entry_reply(e) else {
         return Reply::NullArray;
     };
-    items.push(Reply::Int(i64::try_from(idle_ms).unwrap_or(i64::MAX)));
+    items.push(Reply::Int(idle_ms));
     items.push(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)));
     Reply::Array(items)
 }
@@ -1421,6 +1534,75 @@ pub fn apply_xackdel(
     Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
 }
 
+/// `XNACK` (Redis 8.8): releases pending entries of `group` back to the
+/// group without acknowledging them: each loses its owner (XPENDING shows
+/// consumer `""`, idle `-1`), gets delivery time 0 (claimable at once by
+/// XCLAIM, XAUTOCLAIM and XREADGROUP CLAIM whatever their min-idle-time;
+/// XREADGROUP CLAIM serves them first) and a delivery count per the mode:
+/// SILENT minus one (not below 0), FAIL unchanged, FATAL `LLONG_MAX`;
+/// `RETRYCOUNT` sets it instead. A plain `>` read does not redeliver them.
+/// IDs not pending are skipped, unless `FORCE` and the entry exists in the
+/// stream: then an unowned entry is created with count 0 (RETRYCOUNT, or
+/// `LLONG_MAX` for FATAL).
+///
+/// # Reply
+/// Integer: how many entries were released (created ones included).
+/// # Errors
+/// `WrongType`; `NOGROUP No such key '<k>' or consumer group '<g>'` (a
+/// choice: the page documents no error; XCLAIM's and XACKDEL's behaviour).
+/// # Source
+/// redis.io XNACK (8.8), "Behavior" and "Notes".
+pub fn apply_xnack(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: &[u8],
+    group: &[u8],
+    req: &XnackReq,
+) -> Result<Reply, CmdError> {
+    let s = db
+        .get_stream_mut(cx.db, key, cx.now_ms)?
+        .filter(|s| s.group(group).is_some())
+        .ok_or_else(|| nogroup_key_or_group(key, group))?;
+    let exists: Vec<bool> = if req.force {
+        req.ids.iter().map(|id| s.contains(*id)).collect()
+    } else {
+        vec![false; req.ids.len()]
+    };
+    let Some(g) = s.group_mut(group) else {
+        return Err(nogroup_key_or_group(key, group));
+    };
+    const LLONG_MAX: u64 = i64::MAX as u64;
+    let mut released = Vec::new();
+    for (&id, &present) in req.ids.iter().zip(&exists) {
+        let count = |old: u64| match (req.retry_count, req.mode) {
+            (Some(n), _) => n,
+            (None, NackMode::Fatal) => LLONG_MAX,
+            (None, NackMode::Silent) => old.saturating_sub(1),
+            (None, NackMode::Fail) => old,
+        };
+        let created_count = |_: u64| match (req.retry_count, req.mode) {
+            (Some(n), _) => n,
+            (None, NackMode::Fatal) => LLONG_MAX,
+            (None, _) => 0,
+        };
+        let done = if g.pending(id).is_some() {
+            g.nack(id, false, count)
+        } else {
+            present && g.nack(id, true, created_count)
+        };
+        if done {
+            released.push(id);
+        }
+    }
+    let n = released.len();
+    let change = GroupChange {
+        pel: released,
+        ..Default::default()
+    };
+    log_group_change(db, cx, key, group, &change);
+    Ok(Reply::Int(n as i64))
+}
+
 /// `XPENDING key group` (summary) or the extended form.
 ///
 /// # Reply
@@ -1473,7 +1655,9 @@ pub fn apply_xpending(
     let take = usize::try_from(r.count).unwrap_or(usize::MAX);
     let ids: Box<dyn Iterator<Item = StreamId>> = match &r.consumer {
         Some(name) => match g.consumer_by_name(name) {
-            Some(c) if r.start <= r.end => Box::new(c.pel.range(r.start..=r.end).copied()),
+            Some(c) if r.start <= r.end => {
+                Box::new(c.pel.range(r.start..=r.end).map(|(id, _)| *id))
+            }
             _ => Box::new(std::iter::empty()),
         },
         None if r.start <= r.end => Box::new(pel.range(r.start..=r.end).map(|(id, _)| *id)),
@@ -1485,14 +1669,20 @@ pub fn apply_xpending(
             break;
         }
         let Some(p) = g.pending(id) else { continue };
-        let idle = cx.now_ms.saturating_sub(p.delivery_time_ms);
+        let idle = p.idle_ms(cx.now_ms);
         if r.min_idle_ms > 0 && idle < r.min_idle_ms {
             continue;
         }
+        // An XNACKed entry: no owner (""), idle -1.
+        let idle = if p.is_nacked() {
+            -1
+        } else {
+            i64::try_from(idle).unwrap_or(i64::MAX)
+        };
         out.push(Reply::Array(vec![
             Reply::Bulk(id.to_bytes()),
             Reply::Bulk(g.consumer_name(p.consumer)),
-            Reply::Int(i64::try_from(idle).unwrap_or(i64::MAX)),
+            Reply::Int(idle),
             Reply::Int(i64::try_from(p.delivery_count).unwrap_or(i64::MAX)),
         ]));
     }
@@ -1568,7 +1758,9 @@ pub fn apply_xclaim(
             None if o.force => (1, false),
             None => continue,
         };
-        if check_idle && o.min_idle_ms > 0 {
+        // An XNACKed entry is claimable whatever the min-idle-time.
+        let nacked = pending.is_some_and(|p| p.is_nacked());
+        if check_idle && o.min_idle_ms > 0 && !nacked {
             let delivered = pending.map_or(now, |p| p.delivery_time_ms);
             if (now_i - i64::try_from(delivered).unwrap_or(0)) < o.min_idle_ms as i64 {
                 continue;
@@ -1665,7 +1857,7 @@ pub fn apply_xautoclaim(
             count -= 1;
             continue;
         }
-        if req.min_idle_ms > 0 && now.saturating_sub(p.delivery_time_ms) < req.min_idle_ms {
+        if req.min_idle_ms > 0 && p.idle_ms(now) < req.min_idle_ms {
             continue;
         }
         let c = match cid {
@@ -1867,7 +2059,7 @@ fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
                 .map(|c| {
                     let pel = c
                         .pel
-                        .iter()
+                        .keys()
                         .take(take)
                         .filter_map(|id| {
                             let p = g.pending(*id)?;

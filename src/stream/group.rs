@@ -7,10 +7,15 @@
 //! views are kept consistent by every method here (no caller can reach one
 //! without the other).
 //!
-//! Memory: a pending entry is one `(StreamId, PendingEntry)` slot in the group
-//! PEL (16 + 24 bytes) plus one `StreamId` in its consumer's set (16 bytes).
-//! The owning consumer is a `u32` index into the group's consumer slab, not a
-//! copy of its name.
+//! Memory: a pending entry is one `StreamId` key plus one packed 20-byte
+//! [`PendingEntry`] in the group PEL, plus one `StreamId` in its consumer's
+//! set; both are chunked [`IdMap`]s, so the per-entry overhead beyond those
+//! 52 bytes is a fraction of a chunk header. The owning consumer is a `u32`
+//! index into the group's consumer slab, not a copy of its name.
+//!
+//! An entry released with XNACK (Redis 8.8) has no owner
+//! ([`PendingEntry::owner`] is `None`) and delivery time 0: it is in no
+//! consumer's set.
 //!
 //! Lag and `entries_read` follow Redis 7's rules, computed from a
 //! [`StreamCounters`] snapshot of the stream's metadata.
@@ -21,25 +26,57 @@
 //! group bookkeeping, `streamRangeHasTombstones`,
 //! `streamEstimateDistanceFromFirstEverEntry`, `streamReplyWithCGLag`), 7.x.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use super::idmap::IdMap;
 use super::{Stream, StreamId};
 
 /// Index of a consumer in its group's slab. Valid until that consumer is
 /// deleted; the group never keeps a PEL entry pointing at a deleted consumer.
 pub type ConsumerId = u32;
 
+/// [`PendingEntry::consumer`] of an entry no consumer owns (released by XNACK).
+pub const NO_CONSUMER: ConsumerId = ConsumerId::MAX;
+
 /// One entry of a group's PEL (Redis `streamNACK`): delivered, not yet acked.
+///
+/// Packed to 20 bytes (alignment 4): fields are read by value, never borrowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub struct PendingEntry {
-    /// Last delivery time, ms since the Unix epoch.
+    /// Last delivery time, ms since the Unix epoch; 0 for an entry released
+    /// by XNACK (claimable at once, whatever the min-idle-time).
     pub delivery_time_ms: u64,
     /// Times delivered; 1 on first delivery.
     pub delivery_count: u64,
-    /// Owning consumer (index into the group's consumer slab).
+    /// Owning consumer (index into the group's consumer slab), or
+    /// [`NO_CONSUMER`].
     pub consumer: ConsumerId,
+}
+
+impl PendingEntry {
+    /// The owning consumer; `None` for an entry released by XNACK.
+    pub fn owner(&self) -> Option<ConsumerId> {
+        let c = self.consumer;
+        (c != NO_CONSUMER).then_some(c)
+    }
+
+    /// Whether the entry was released by XNACK (no owner).
+    pub fn is_nacked(&self) -> bool {
+        self.owner().is_none()
+    }
+
+    /// Idle time at `now_ms`, as min-idle-time filters compare it: an
+    /// unowned (XNACKed) entry passes every filter.
+    pub fn idle_ms(&self, now_ms: u64) -> u64 {
+        if self.is_nacked() {
+            u64::MAX
+        } else {
+            now_ms.saturating_sub(self.delivery_time_ms)
+        }
+    }
 }
 
 /// A consumer of a group (Redis `streamConsumer`).
@@ -48,7 +85,7 @@ pub struct Consumer {
     /// The consumer's name.
     pub name: Bytes,
     /// IDs of the group PEL entries this consumer owns, ascending.
-    pub pel: BTreeSet<StreamId>,
+    pub pel: IdMap<()>,
     /// Last attempted interaction (XREADGROUP, XCLAIM, XAUTOCLAIM), ms since
     /// the Unix epoch; `idle` of XINFO CONSUMERS is measured from it.
     pub seen_time_ms: u64,
@@ -65,7 +102,7 @@ pub struct ConsumerGroup {
     /// Logical read counter: how many stream entries the group has read,
     /// counting from the first ever; `None` when unknown (Redis's -1).
     pub entries_read: Option<u64>,
-    pel: BTreeMap<StreamId, PendingEntry>,
+    pel: IdMap<PendingEntry>,
     /// Consumer slab; `None` slots are free (listed in `free`).
     slab: Vec<Option<Consumer>>,
     free: Vec<ConsumerId>,
@@ -83,13 +120,13 @@ impl ConsumerGroup {
     }
 
     /// The group PEL, ordered by ID.
-    pub fn pel(&self) -> &BTreeMap<StreamId, PendingEntry> {
+    pub fn pel(&self) -> &IdMap<PendingEntry> {
         &self.pel
     }
 
     /// The pending entry `id`, if any.
     pub fn pending(&self, id: StreamId) -> Option<&PendingEntry> {
-        self.pel.get(&id)
+        self.pel.get(id)
     }
 
     /// Number of consumers.
@@ -136,7 +173,7 @@ impl ConsumerGroup {
         }
         let consumer = Consumer {
             name: name.clone(),
-            pel: BTreeSet::new(),
+            pel: IdMap::new(),
             seen_time_ms: now_ms,
             active_time_ms: None,
         };
@@ -185,8 +222,8 @@ impl ConsumerGroup {
     pub fn delete_consumer(&mut self, name: &[u8]) -> Option<u64> {
         let id = self.by_name.remove(name)?;
         let consumer = self.slab.get_mut(id as usize)?.take()?;
-        for pid in &consumer.pel {
-            self.pel.remove(pid);
+        for pid in consumer.pel.keys() {
+            self.pel.remove(*pid);
         }
         self.free.push(id);
         Some(consumer.pel.len() as u64)
@@ -206,18 +243,18 @@ impl ConsumerGroup {
         };
         if let Some(old) = self.pel.insert(id, new) {
             if let Some(c) = self.consumer_mut(old.consumer) {
-                c.pel.remove(&id);
+                c.pel.remove(id);
             }
         }
         if let Some(c) = self.consumer_mut(consumer) {
-            c.pel.insert(id);
+            c.pel.insert(id, ());
         }
     }
 
     /// Redelivery from a consumer's own history (XREADGROUP with an explicit
     /// ID): time becomes `now_ms`, count goes up by one.
     pub fn redeliver(&mut self, id: StreamId, now_ms: u64) {
-        if let Some(p) = self.pel.get_mut(&id) {
+        if let Some(p) = self.pel.get_mut(id) {
             p.delivery_time_ms = now_ms;
             p.delivery_count = p.delivery_count.saturating_add(1);
         }
@@ -226,11 +263,11 @@ impl ConsumerGroup {
     /// `XACK`: removes `id` from the group PEL and its consumer's PEL.
     /// Returns whether it was pending.
     pub fn ack(&mut self, id: StreamId) -> bool {
-        let Some(p) = self.pel.remove(&id) else {
+        let Some(p) = self.pel.remove(id) else {
             return false;
         };
         if let Some(c) = self.consumer_mut(p.consumer) {
-            c.pel.remove(&id);
+            c.pel.remove(id);
         }
         true
     }
@@ -256,13 +293,41 @@ impl ConsumerGroup {
         if let Some(old) = self.pel.insert(id, new) {
             if old.consumer != consumer {
                 if let Some(c) = self.consumer_mut(old.consumer) {
-                    c.pel.remove(&id);
+                    c.pel.remove(id);
                 }
             }
         }
         if let Some(c) = self.consumer_mut(consumer) {
-            c.pel.insert(id);
+            c.pel.insert(id, ());
         }
+    }
+
+    /// `XNACK` (Redis 8.8): releases the pending entry `id` back to the
+    /// group: no owner (it leaves its consumer's set), delivery time 0 (so
+    /// it is claimable at once), delivery count set by `count` from the
+    /// current one. With `force`, an entry that is not pending is created
+    /// unowned with `count(0)`. Returns whether the entry was released.
+    ///
+    /// # Source
+    /// redis.io XNACK "Behavior" (8.8).
+    pub fn nack(&mut self, id: StreamId, force: bool, count: impl FnOnce(u64) -> u64) -> bool {
+        let (old_owner, old_count) = match self.pel.get(id) {
+            Some(p) => (p.owner(), p.delivery_count),
+            None if force => (None, 0),
+            None => return false,
+        };
+        if let Some(c) = old_owner.and_then(|o| self.consumer_mut(o)) {
+            c.pel.remove(id);
+        }
+        self.pel.insert(
+            id,
+            PendingEntry {
+                delivery_time_ms: 0,
+                delivery_count: count(old_count),
+                consumer: NO_CONSUMER,
+            },
+        );
+        true
     }
 
     /// Pending IDs of `consumer` from `start` (inclusive), ascending.
@@ -273,7 +338,7 @@ impl ConsumerGroup {
     ) -> impl Iterator<Item = StreamId> + '_ {
         self.consumer(consumer)
             .into_iter()
-            .flat_map(move |c| c.pel.range(start..).copied())
+            .flat_map(move |c| c.pel.range(start..).map(|(id, _)| *id))
     }
 
     /// Sets the last-delivered ID and read counter (XGROUP SETID, and CREATE).
@@ -325,24 +390,25 @@ impl ConsumerGroup {
     }
 
     /// Checks the group's bookkeeping and returns the first broken invariant:
-    /// every PEL entry names a live consumer whose own PEL holds that ID; the
-    /// consumer PELs are disjoint and together equal the group PEL (they
-    /// partition it); every consumer PEL ID is in the group PEL; the name
-    /// index and the slab agree (same names, no free slot in use, no slot
-    /// both free and occupied); every delivery count is at least 1 unless
-    /// set by XCLAIM RETRYCOUNT (so not checked).
+    /// every owned PEL entry names a live consumer whose own PEL holds that
+    /// ID, unowned (XNACK-released) entries are in no consumer's PEL; the
+    /// consumer PELs are disjoint and, with the unowned entries, equal the
+    /// group PEL (they partition it); the name index and the slab agree (same
+    /// names, no free slot in use).
     ///
     /// # Errors
     /// A description of the first violated invariant.
     pub fn check_invariants(&self) -> Result<(), String> {
-        for (id, p) in &self.pel {
-            let Some(c) = self.consumer(p.consumer) else {
-                return Err(format!(
-                    "PEL entry {id} owned by missing consumer {}",
-                    p.consumer
-                ));
+        let mut unowned = 0usize;
+        for (id, p) in self.pel.iter() {
+            let Some(owner) = p.owner() else {
+                unowned += 1;
+                continue;
             };
-            if !c.pel.contains(id) {
+            let Some(c) = self.consumer(owner) else {
+                return Err(format!("PEL entry {id} owned by missing consumer {owner}"));
+            };
+            if !c.pel.contains(*id) {
                 return Err(format!(
                     "PEL entry {id} missing from consumer {}'s PEL",
                     String::from_utf8_lossy(&c.name)
@@ -359,23 +425,23 @@ impl ConsumerGroup {
                     String::from_utf8_lossy(&c.name)
                 ));
             }
-            for id in &c.pel {
-                match self.pel.get(id) {
-                    Some(p) if p.consumer == cid => {}
+            for id in c.pel.keys() {
+                match self.pel.get(*id) {
+                    Some(p) if p.owner() == Some(cid) => {}
                     Some(p) => {
+                        let owner = p.consumer;
                         return Err(format!(
-                            "{id} in consumer {slot}'s PEL but owned by {}",
-                            p.consumer
-                        ))
+                            "{id} in consumer {slot}'s PEL but owned by {owner}"
+                        ));
                     }
                     None => return Err(format!("{id} in consumer {slot}'s PEL, not the group's")),
                 }
             }
             total += c.pel.len();
         }
-        if total != self.pel.len() {
+        if total + unowned != self.pel.len() {
             return Err(format!(
-                "consumer PELs hold {total} IDs, group PEL {}",
+                "consumer PELs hold {total} IDs and {unowned} are unowned, group PEL {}",
                 self.pel.len()
             ));
         }
@@ -390,17 +456,13 @@ impl ConsumerGroup {
         Ok(())
     }
 
-    /// Estimated bytes for this group (PEL slots, consumer sets, names).
+    /// Estimated bytes for this group (PEL chunks, consumer sets, names).
     pub fn memory_usage_bytes(&self) -> usize {
-        let pel_slot = std::mem::size_of::<StreamId>() + std::mem::size_of::<PendingEntry>();
-        let set_slot = std::mem::size_of::<StreamId>();
-        // B-tree leaves are about 2/3 full; 11 slots of kv per node.
-        let pel = self.pel.len() * pel_slot * 3 / 2;
         let sets: usize = self
             .consumers()
-            .map(|c| c.pel.len() * set_slot * 3 / 2 + 2 * c.name.len() + 96)
+            .map(|c| c.pel.heap_bytes() + 2 * c.name.len() + 96)
             .sum();
-        std::mem::size_of::<Self>() + pel + sets
+        std::mem::size_of::<Self>() + self.pel.heap_bytes() + sets
     }
 }
 
@@ -672,7 +734,7 @@ mod tests {
         );
         // Re-delivery with `>` after SETID back: moves to b, count reset.
         g.deliver(id(1, 0), b, 11);
-        assert_eq!(g.pending(id(1, 0)).unwrap().delivery_count, 1);
+        assert_eq!({ g.pending(id(1, 0)).unwrap().delivery_count }, 1);
         assert_eq!(g.consumer(a).unwrap().pel.len(), 1);
         assert_eq!(g.consumer(b).unwrap().pel.len(), 1);
         g.claim(id(2, 0), b, 20, 7);
@@ -694,7 +756,34 @@ mod tests {
     }
 
     #[test]
+    fn nack_unowns_and_force_creates() {
+        let mut g = ConsumerGroup::new(StreamId::MIN, Some(0));
+        let (a, _) = g.get_or_create_consumer(&Bytes::from_static(b"a"), 1);
+        g.deliver(id(1, 0), a, 5);
+        g.redeliver(id(1, 0), 6);
+        assert!(g.nack(id(1, 0), false, |n| n - 1));
+        let p = *g.pending(id(1, 0)).unwrap();
+        assert_eq!(p.owner(), None);
+        assert_eq!({ p.delivery_time_ms }, 0);
+        assert_eq!({ p.delivery_count }, 1);
+        assert_eq!(p.idle_ms(1_000), u64::MAX);
+        assert!(g.consumer(a).unwrap().pel.is_empty());
+        assert_eq!(g.consumer_name(p.consumer), Bytes::new());
+        // Not pending: skipped unless forced.
+        assert!(!g.nack(id(2, 0), false, |_| 9));
+        assert!(g.pending(id(2, 0)).is_none());
+        assert!(g.nack(id(2, 0), true, |_| 9));
+        assert_eq!({ g.pending(id(2, 0)).unwrap().delivery_count }, 9);
+        // Claiming gives it an owner again; deleting that consumer drops it.
+        g.claim(id(2, 0), a, 7, 10);
+        assert_eq!(g.consumer_pel_from(a, StreamId::MIN).count(), 1);
+        assert_eq!(g.delete_consumer(b"a"), Some(1));
+        assert_eq!(g.pel().len(), 1);
+        assert!(g.ack(id(1, 0)));
+    }
+
+    #[test]
     fn pending_entry_is_compact() {
-        assert!(std::mem::size_of::<PendingEntry>() <= 24);
+        assert!(std::mem::size_of::<PendingEntry>() <= 20);
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod group;
 pub mod id;
+pub mod idmap;
 mod node;
 
 use std::collections::BTreeMap;
