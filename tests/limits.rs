@@ -33,28 +33,6 @@ fn info_num(c: &mut RespClient, section: &str, field: &str) -> u64 {
 }
 
 /// Poll until `f` holds (up to 10 s); false if it never did.
-fn eventually(mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-/// RESP multibulk encoding of one command.
-fn resp(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 /// Read everything until the peer closes (or 10 s pass); returns (bytes, closed).
 fn drain_until_closed(sock: &mut TcpStream) -> (u64, bool) {
     sock.set_read_timeout(Some(Duration::from_millis(200)))
@@ -94,6 +72,11 @@ fn client_id(c: &mut RespClient) -> u64 {
         .trim_start_matches(':')
         .parse()
         .expect("id")
+}
+
+/// RESP encoding of one command (byte-string literals of any length).
+fn resp(args: &[&[u8]]) -> Vec<u8> {
+    common::resp_command(args)
 }
 
 #[test]
@@ -197,10 +180,14 @@ fn output_buffer_hard_limit_closes_a_reader_that_never_reads() {
     // About 150 MB of replies asked for; the client never reads them.
     victim.write_all(&pipeline).unwrap();
     assert!(
-        eventually(|| info_num(&mut c, "stats", "client_output_buffer_limit_disconnections") == 1),
+        common::eventually(10, || info_num(
+            &mut c,
+            "stats",
+            "client_output_buffer_limit_disconnections"
+        ) == 1),
         "the stalled client was never disconnected"
     );
-    assert!(eventually(|| info_num(
+    assert!(common::eventually(10, || info_num(
         &mut c,
         "clients",
         "connected_clients"
@@ -214,7 +201,8 @@ fn output_buffer_hard_limit_closes_a_reader_that_never_reads() {
     assert!(info_num(&mut c, "clients", "client_recent_max_output_buffer") >= 4 << 20);
     // Memory goes back near where it was (allocator noise aside).
     assert!(
-        eventually(|| info_num(&mut c, "memory", "used_memory") < baseline + (8 << 20)),
+        common::eventually(10, || info_num(&mut c, "memory", "used_memory")
+            < baseline + (8 << 20)),
         "used_memory stayed high"
     );
     assert_eq!(c.raw(&["PING"]), "+PONG");
@@ -233,7 +221,7 @@ fn output_buffer_without_limit_keeps_a_slow_reader() {
         slow.send(&["GET", "big"]);
     }
     assert!(
-        eventually(|| client_list_field(&mut c, slow_id, "omem")
+        common::eventually(10, || client_list_field(&mut c, slow_id, "omem")
             .parse::<u64>()
             .unwrap()
             > 0),
@@ -277,7 +265,7 @@ fn output_buffer_soft_limit_closes_after_soft_seconds() {
     assert_eq!(info_num(&mut c, "clients", "connected_clients"), 2);
     std::thread::sleep(Duration::from_millis(1500));
     victim.write_all(&resp(&[b"GET", b"big"])).unwrap();
-    assert!(eventually(|| info_num(
+    assert!(common::eventually(10, || info_num(
         &mut c,
         "stats",
         "client_output_buffer_limit_disconnections"
@@ -298,7 +286,7 @@ fn query_buffer_limit_closes_and_counts() {
     blocked
         .write_all(&resp(&[b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"]))
         .unwrap();
-    assert!(eventually(|| info_num(
+    assert!(common::eventually(10, || info_num(
         &mut c,
         "clients",
         "blocked_clients"
@@ -405,7 +393,7 @@ fn maxclients_refuses_with_redis_text_and_counts() {
     assert!(closed);
     assert_eq!(info_num(&mut c, "stats", "rejected_connections"), 1);
     drop(d);
-    assert!(eventually(|| info_num(
+    assert!(common::eventually(10, || info_num(
         &mut c,
         "clients",
         "connected_clients"
@@ -424,7 +412,7 @@ fn idle_timeout_closes_idle_clients_only() {
     assert_eq!(idle.raw(&["PING"]), "+PONG");
     let mut blocked = srv.client();
     blocked.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-    assert!(eventually(|| info_num(
+    assert!(common::eventually(10, || info_num(
         &mut c,
         "clients",
         "blocked_clients"
@@ -470,7 +458,7 @@ fn tcp_keepalive_is_armed_on_accepted_sockets() {
     let with = TcpStream::connect(srv.addr).unwrap();
     assert_eq!(c.raw(&["CONFIG", "SET", "tcp-keepalive", "0"]), "+OK");
     let without = TcpStream::connect(srv.addr).unwrap();
-    assert!(eventually(|| info_num(
+    assert!(common::eventually(10, || info_num(
         &mut c,
         "clients",
         "connected_clients"

@@ -66,27 +66,6 @@ fn info_num(c: &mut RespClient, section: &str, field: &str) -> u64 {
         .expect("number")
 }
 
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
-fn resp(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 /// Length of the first complete RESP2 reply in `buf`, if it is complete.
 fn reply_len(buf: &[u8]) -> Option<usize> {
     let nl = buf.iter().position(|&b| b == b'\n')?;
@@ -198,7 +177,7 @@ impl ChildServer {
             .expect("spawn shardstream");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         assert!(
-            eventually(10, || TcpStream::connect(addr).is_ok()),
+            common::eventually(10, || TcpStream::connect(addr).is_ok()),
             "shardstream did not start"
         );
         ChildServer { addr, child }
@@ -215,6 +194,11 @@ impl Drop for ChildServer {
 /// 10,000 connections (2,000 in the short CI run) open at once; each XADDs one entry, then each reads one
 /// entry through XREADGROUP: every entry is delivered exactly once, and all
 /// connections go away cleanly.
+/// RESP encoding of one command (byte-string literals of any length).
+fn resp(args: &[&[u8]]) -> Vec<u8> {
+    common::resp_command(args)
+}
+
 #[test]
 fn ten_thousand_connections_xadd_then_xreadgroup() {
     // Connection setup is slow in some sandboxes (several ms per connect), so
@@ -303,7 +287,7 @@ fn ten_thousand_connections_xadd_then_xreadgroup() {
     assert_eq!(delivered.len(), n);
     assert_eq!(delivered, added);
     drop(conns);
-    assert!(eventually(20, || info_num(
+    assert!(common::eventually(20, || info_num(
         &mut admin,
         "clients",
         "connected_clients"
@@ -347,7 +331,7 @@ fn thousand_blocked_group_readers_all_served() {
         })
         .collect();
     assert!(
-        eventually(20, || info_num(&mut admin, "clients", "blocked_clients")
+        common::eventually(20, || info_num(&mut admin, "clients", "blocked_clients")
             == N as u64),
         "not every reader blocked"
     );
@@ -426,7 +410,7 @@ fn dropped_connections_leave_no_leaks() {
         }
     };
     round(20); // warm allocator caches and the stream to its MAXLEN
-    assert!(eventually(10, || info_num(
+    assert!(common::eventually(10, || info_num(
         &mut admin,
         "clients",
         "connected_clients"
@@ -435,18 +419,18 @@ fn dropped_connections_leave_no_leaks() {
     let baseline = info_num(&mut admin, "memory", "used_memory");
     round(200);
     assert!(
-        eventually(10, || info_num(&mut admin, "clients", "connected_clients")
+        common::eventually(10, || info_num(&mut admin, "clients", "connected_clients")
             == 1),
         "connections left behind"
     );
     assert!(
-        eventually(10, || info_num(&mut admin, "clients", "blocked_clients")
+        common::eventually(10, || info_num(&mut admin, "clients", "blocked_clients")
             == 0),
         "blocked clients left behind"
     );
     let mut last = 0;
     assert!(
-        eventually(10, || {
+        common::eventually(10, || {
             last = info_num(&mut admin, "memory", "used_memory");
             last < baseline + (4 << 20)
         }),
@@ -648,12 +632,12 @@ fn soak_mixed_load_with_random_kills() {
     // Bounded: the output limit kept greedy readers from piling up replies
     // (40 x 512 KB each, a new one every 100 ms).
     assert!(peak < 512 << 20, "used_memory peaked at {peak}");
-    assert!(eventually(10, || info_num(
+    assert!(common::eventually(10, || info_num(
         &mut admin,
         "clients",
         "connected_clients"
     ) <= baseline_clients));
-    assert!(eventually(10, || info_num(
+    assert!(common::eventually(10, || info_num(
         &mut admin,
         "clients",
         "blocked_clients"

@@ -102,15 +102,7 @@ impl RespClient {
 
     /// Send one command (RESP multibulk) without reading the reply.
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
-        let mut out = Vec::new();
-        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            let a = a.as_ref();
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.send_raw(&out);
+        self.send_raw(&resp_command(args));
     }
 
     /// Send a command and return its reply's wire text without the final CRLF,
@@ -190,6 +182,49 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// RESP multibulk encoding of one command.
+pub fn resp_command<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Poll `f` every 20 ms for up to `secs` seconds; whether it became true.
+pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Whether `redis-server` can be run here. With `SHARDSTREAM_REQUIRE_REDIS`
+/// set (CI sets it) a missing redis-server is a test failure, not a skip.
+fn redis_server_installed() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var("SHARDSTREAM_REQUIRE_REDIS").is_err(),
+            "redis-server is required (SHARDSTREAM_REQUIRE_REDIS is set) but not installed"
+        );
+        eprintln!("redis-server not installed: skipping differential comparison");
+    }
+    found
+}
+
 /// A real `redis-server` child process for differential tests; killed on drop.
 pub struct RedisServer {
     pub addr: SocketAddr,
@@ -200,18 +235,7 @@ impl RedisServer {
     /// Start `redis-server` on a free loopback port, or `None` when it is not installed.
     /// Set `SHARDSTREAM_REQUIRE_REDIS=1` (CI does) to make a missing redis-server a failure.
     pub fn start() -> Option<Self> {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            assert!(
-                std::env::var("SHARDSTREAM_REQUIRE_REDIS").is_err(),
-                "redis-server is required (SHARDSTREAM_REQUIRE_REDIS is set) but not installed"
-            );
-            eprintln!("redis-server not installed: skipping differential comparison");
+        if !redis_server_installed() {
             return None;
         }
         for _ in 0..5 {
@@ -274,18 +298,7 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Start one, or `None` (skip) when redis-server is not installed and not required.
     pub fn start() -> Option<Self> {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            assert!(
-                std::env::var("SHARDSTREAM_REQUIRE_REDIS").is_err(),
-                "redis-server is required (SHARDSTREAM_REQUIRE_REDIS is set) but not installed"
-            );
-            eprintln!("redis-server not installed: skipping differential comparison");
+        if !redis_server_installed() {
             return None;
         }
         for _ in 0..5 {
