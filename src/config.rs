@@ -88,8 +88,9 @@ pub struct Cli {
     /// [default: number of CPU cores].
     #[arg(long)]
     pub shards: Option<u16>,
-    /// Number of IO threads (accept, decode RESP, route, write replies) [default: 1].
-    #[arg(long)]
+    /// Deprecated and ignored: each shard thread reads, runs and writes for
+    /// its own connections (there are no separate IO threads); use --shards.
+    #[arg(long, hide = true)]
     pub io_threads: Option<u16>,
     /// Do not pin shard threads to CPU cores (they are pinned only when the
     /// machine has a core for every shard and IO thread).
@@ -577,6 +578,12 @@ impl Config {
         }
         if cfg.io_threads == 0 || cfg.io_threads > 64 {
             return Err("io-threads must be between 1 and 64".into());
+        }
+        if cfg.io_threads != 1 {
+            warnings.push(format!(
+                "io-threads {} is deprecated and ignored: every shard thread serves its own connections (set shards instead)",
+                cfg.io_threads
+            ));
         }
         if cfg.databases == 0 || cfg.databases > 1024 {
             return Err("databases must be between 1 and 1024".into());

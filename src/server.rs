@@ -1,27 +1,25 @@
-//! Starting and stopping a server: spawn pinned shard threads and IO threads,
-//! and the state they share (configuration, client registry, counters).
+//! Starting and stopping a server: spawn the shard threads (each with its own
+//! event loop) and the acceptor, and the state they share (configuration,
+//! client registry, counters).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::Sender;
-
 use crate::config::Config;
 use crate::io::conn::ClientShared;
 use crate::route::slot::{slot_of, ShardId};
-use crate::shard::msg::{IoOutbox, ShardMsg};
+use crate::shard::msg::Outbox;
 
 /// Server-wide counters (INFO stats).
 #[derive(Default)]
 pub struct ServerStats {
     pub total_connections_received: AtomicU64,
-    pub total_commands_processed: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub total_net_input_bytes: AtomicU64,
     pub total_net_output_bytes: AtomicU64,
@@ -36,7 +34,10 @@ pub struct ServerStats {
     /// Largest output buffer seen in the last 4 to 8 seconds, bytes
     /// (INFO `client_recent_max_output_buffer`).
     pub recent_max_output_bytes: PeakWindow,
-    /// `used_memory` as last sampled by an IO thread (refreshed at most every
+    /// Connections moved to the shard thread their commands kept going to
+    /// (INFO shardstream `handovers`).
+    pub conn_handovers: AtomicU64,
+    /// `used_memory` as last sampled by a shard thread (refreshed at most every
     /// millisecond while `maxmemory` is set), bytes.
     pub used_memory_cached_bytes: AtomicU64,
 }
@@ -73,18 +74,41 @@ impl PeakWindow {
 
 /// Per-command counters for INFO commandstats: one row of atomics per command
 /// table row (subcommands included), found by the row's static name, so
-/// counting a call takes no lock and allocates nothing.
+/// counting a call takes no lock and allocates nothing. Each shard thread
+/// counts into its own block (threads never write one cache line, which would
+/// cost a cache-line transfer per command); readers sum the blocks.
 pub struct CmdStats {
     /// Lowercase names (`get`, `client|list`), by row index.
     names: Vec<String>,
     index: HashMap<&'static str, usize, BuildHasherDefault<crate::cmd::table::NameHasher>>,
+    /// One block per shard thread, then one for every other thread.
+    blocks: Vec<CounterBlock>,
+}
+
+/// One thread's counters (see [`CmdStats`]); aligned so that two blocks never
+/// share a cache line.
+#[repr(align(128))]
+struct CounterBlock {
+    /// Commands processed (INFO `total_commands_processed`).
+    processed: AtomicU64,
     calls: Vec<AtomicU64>,
     failed: Vec<AtomicU64>,
     rejected: Vec<AtomicU64>,
 }
 
+thread_local! {
+    /// Which [`CounterBlock`] this thread counts into; shard threads set it
+    /// with [`count_on_block`], every other thread uses the last block.
+    static COUNTER_BLOCK: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Make the calling thread count commands into block `i` (shard thread `i`).
+pub fn count_on_block(i: usize) {
+    COUNTER_BLOCK.with(|b| b.set(i));
+}
+
 impl CmdStats {
-    fn new() -> CmdStats {
+    fn new(threads: usize) -> CmdStats {
         let mut rows: Vec<&'static str> = Vec::new();
         for spec in crate::cmd::table::all_specs() {
             rows.push(spec.name);
@@ -94,10 +118,22 @@ impl CmdStats {
         CmdStats {
             names: rows.iter().map(|n| n.to_ascii_lowercase()).collect(),
             index: rows.iter().enumerate().map(|(i, n)| (*n, i)).collect(),
-            calls: zeros(),
-            failed: zeros(),
-            rejected: zeros(),
+            blocks: (0..=threads)
+                .map(|_| CounterBlock {
+                    processed: AtomicU64::new(0),
+                    calls: zeros(),
+                    failed: zeros(),
+                    rejected: zeros(),
+                })
+                .collect(),
         }
+    }
+
+    /// The calling thread's block.
+    fn block(&self) -> &CounterBlock {
+        let i = COUNTER_BLOCK.with(|b| b.get());
+        let last = self.blocks.len() - 1;
+        &self.blocks[i.min(last)]
     }
 
     /// Row index of a table row's name (`"GET"`, `"CLIENT|LIST"`).
@@ -110,15 +146,28 @@ impl CmdStats {
         self.names.get(i).map(String::as_str).unwrap_or("NULL")
     }
 
+    /// Sum of one counter over every thread's block.
+    fn sum(&self, f: impl Fn(&CounterBlock) -> &AtomicU64) -> u64 {
+        self.blocks
+            .iter()
+            .map(|b| f(b).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Commands processed since start or CONFIG RESETSTAT (INFO `total_commands_processed`).
+    pub fn total_processed(&self) -> u64 {
+        self.sum(|b| &b.processed)
+    }
+
     /// `(name, calls, failed_calls, rejected_calls)` of every command used so far, by name.
     pub fn snapshot(&self) -> Vec<(String, u64, u64, u64)> {
         let mut out: Vec<_> = (0..self.names.len())
             .map(|i| {
                 (
                     self.names[i].clone(),
-                    self.calls[i].load(Ordering::Relaxed),
-                    self.failed[i].load(Ordering::Relaxed),
-                    self.rejected[i].load(Ordering::Relaxed),
+                    self.sum(|b| &b.calls[i]),
+                    self.sum(|b| &b.failed[i]),
+                    self.sum(|b| &b.rejected[i]),
                 )
             })
             .filter(|(_, c, f, r)| c + f + r > 0)
@@ -129,15 +178,26 @@ impl CmdStats {
 
     /// Zero every counter (CONFIG RESETSTAT).
     pub fn reset(&self) {
-        for v in [&self.calls, &self.failed, &self.rejected] {
-            for c in v {
-                c.store(0, Ordering::Relaxed);
+        for b in &self.blocks {
+            b.processed.store(0, Ordering::Relaxed);
+            for v in [&b.calls, &b.failed, &b.rejected] {
+                for c in v {
+                    c.store(0, Ordering::Relaxed);
+                }
             }
         }
     }
 }
 
-/// State shared by every IO thread (never by shards' data).
+/// Per shard thread: single-shard commands its connections ran on their own
+/// thread (no hop) and on another shard (INFO shardstream).
+#[derive(Default)]
+pub struct ThreadStats {
+    pub local_commands: AtomicU64,
+    pub remote_commands: AtomicU64,
+}
+
+/// State shared by every thread (never shards' data).
 pub struct Shared {
     /// Effective configuration; `CONFIG SET` changes it.
     pub config: RwLock<Config>,
@@ -147,10 +207,14 @@ pub struct Shared {
     pub slot_map: Arc<crate::route::slot::SlotMap>,
     /// Number of databases (fixed for the server's life).
     pub databases: usize,
-    /// Shard inboxes, indexed by shard id.
-    pub shard_tx: Vec<Sender<ShardMsg>>,
-    /// IO threads' reply channels and wakers, indexed by IO thread.
-    pub io: Vec<IoOutbox>,
+    /// Shard threads' inboxes and wakers, indexed by shard id.
+    pub threads: Vec<Outbox>,
+    /// Connections each shard thread serves (the acceptor picks the least loaded).
+    pub thread_conns: Vec<AtomicUsize>,
+    /// Local/remote command counts per shard thread.
+    pub thread_stats: Vec<ThreadStats>,
+    /// Wakes the acceptor (shutdown).
+    pub acceptor_waker: Arc<mio::Waker>,
     /// Connected clients by id.
     pub clients: Mutex<HashMap<u64, Arc<ClientShared>>>,
     pub next_client_id: AtomicU64,
@@ -190,9 +254,10 @@ impl Shared {
     /// Ask every thread to stop.
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
-        for io in &self.io {
-            let _ = io.waker.wake();
+        for t in &self.threads {
+            t.wake();
         }
+        let _ = self.acceptor_waker.wake();
     }
 
     /// Whether `maxmemory` is set and the last sampled `used_memory` exceeds it
@@ -206,11 +271,9 @@ impl Shared {
     /// unknown names only count as processed), and whether it failed or was
     /// rejected before running.
     pub fn count_call(&self, name: &str, failed: bool, rejected: bool) {
-        self.stats
-            .total_commands_processed
-            .fetch_add(1, Ordering::Relaxed);
+        let st = self.cmdstats.block();
+        st.processed.fetch_add(1, Ordering::Relaxed);
         if let Some(i) = self.cmdstats.index_of(name) {
-            let st = &self.cmdstats;
             if !rejected {
                 st.calls[i].fetch_add(1, Ordering::Relaxed);
             }
@@ -227,7 +290,7 @@ impl Shared {
 /// A running server. Dropping it does not stop it: call [`ServerHandle::shutdown`].
 pub struct ServerHandle {
     pub shared: Arc<Shared>,
-    io_threads: Vec<JoinHandle<()>>,
+    acceptor: Option<JoinHandle<()>>,
     shard_threads: Vec<JoinHandle<()>>,
 }
 
@@ -248,13 +311,11 @@ impl ServerHandle {
         self.join_all();
     }
 
-    /// IO threads stop first (they own the clients); then shards drain and exit.
+    /// The acceptor stops first (no new clients); each shard thread then
+    /// closes its connections, writes its AOF and exits.
     fn join_all(&mut self) {
-        for t in self.io_threads.drain(..) {
+        if let Some(t) = self.acceptor.take() {
             let _ = t.join();
-        }
-        for tx in &self.shared.shard_tx {
-            let _ = tx.send(ShardMsg::Shutdown);
         }
         for t in self.shard_threads.drain(..) {
             let _ = t.join();
@@ -279,17 +340,17 @@ fn random_hex40() -> String {
     out
 }
 
-/// Exit status of a process whose shard or IO thread panicked (EX_SOFTWARE).
+/// Exit status of a process whose shard thread or acceptor panicked (EX_SOFTWARE).
 pub const PANIC_EXIT_CODE: i32 = 70;
 
-/// Whether a thread name is one of the server's own (`shard-N`, `io-N`).
+/// Whether a thread name is one of the server's own (`shard-N`, `acceptor`).
 fn is_server_thread(name: Option<&str>) -> bool {
-    name.is_some_and(|n| n.starts_with("shard-") || n.starts_with("io-"))
+    name.is_some_and(|n| n.starts_with("shard-") || n == "acceptor")
 }
 
 /// Install (once per process) a panic hook that, after the previous hook has
 /// printed the panic, exits the process with [`PANIC_EXIT_CODE`] when the
-/// panicking thread is a shard or IO thread. A shard that died would leave
+/// panicking thread is a shard thread or the acceptor. A shard that died would leave
 /// its clients waiting forever for replies and the rest of the server
 /// running half-dead; exiting closes every socket, so clients see EOF and
 /// supervisors see a failure.
@@ -312,7 +373,7 @@ pub fn exit_on_server_thread_panic() {
     });
 }
 
-/// Bind, spawn shard and IO threads, and return once the server accepts connections.
+/// Bind, spawn the shard threads and the acceptor, and return once the server accepts connections.
 ///
 /// With `appendonly yes`, every shard first loads its append-only files (in
 /// parallel, each on its own thread); connections are served only after all
@@ -372,17 +433,16 @@ fn start_with(
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let shards = config.shards.max(1);
-    let io_threads = config.io_threads.max(1);
     let databases = config.databases.max(1);
 
-    // Pin shard threads only when every server thread can have a core of its
-    // own: on an oversubscribed machine a pinned shard cannot move off a core
-    // that other threads keep busy, which costs far more than pinning saves
+    // Pin shard threads only when every one can have a core of its own: on
+    // an oversubscribed machine a pinned thread cannot move off a core that
+    // other threads keep busy, which costs far more than pinning saves
     // (measured: XADD→XREADGROUP p99 at 50k/s on 2 cores, 21 ms pinned vs
-    // 11 ms unpinned).
+    // 11 ms unpinned, with a separate IO thread).
     let cores = if config.pin {
         let cores = core_affinity::get_core_ids().unwrap_or_default();
-        if cores.len() >= usize::from(shards) + usize::from(io_threads) {
+        if cores.len() >= usize::from(shards) {
             cores
         } else {
             Vec::new()
@@ -391,27 +451,25 @@ fn start_with(
         Vec::new()
     };
 
-    let mut shard_tx = Vec::new();
-    let mut shard_rx = Vec::new();
+    let mut parts = Vec::new();
+    let mut threads = Vec::new();
     for _ in 0..shards {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        shard_tx.push(tx);
-        shard_rx.push(rx);
-    }
-    let mut io_parts = Vec::new();
-    let mut outboxes = Vec::new();
-    for _ in 0..io_threads {
         let poll = mio::Poll::new()?;
-        let waker = Arc::new(mio::Waker::new(poll.registry(), crate::io::WAKER)?);
+        let waker = Arc::new(mio::Waker::new(poll.registry(), crate::shard::WAKER)?);
         let (tx, rx) = crossbeam_channel::unbounded();
         let parked = Arc::new(AtomicBool::new(false));
-        outboxes.push(IoOutbox {
+        threads.push(Outbox {
             tx,
             waker,
             parked: parked.clone(),
         });
-        io_parts.push((poll, rx, parked));
+        parts.push((poll, rx, parked));
     }
+    let acceptor_poll = mio::Poll::new()?;
+    let acceptor_waker = Arc::new(mio::Waker::new(
+        acceptor_poll.registry(),
+        crate::io::acceptor::WAKER,
+    )?);
 
     let tunables = Arc::new(crate::config::Tunables::from_config(&config));
     let slot_map = Arc::new(match &cluster {
@@ -429,12 +487,14 @@ fn start_with(
         }),
         shards,
         databases,
-        shard_tx,
-        io: outboxes.clone(),
+        threads,
+        thread_conns: (0..shards).map(|_| AtomicUsize::new(0)).collect(),
+        thread_stats: (0..shards).map(|_| ThreadStats::default()).collect(),
+        acceptor_waker,
         clients: Mutex::new(HashMap::new()),
         next_client_id: AtomicU64::new(1),
         stats: ServerStats::default(),
-        cmdstats: CmdStats::new(),
+        cmdstats: CmdStats::new(usize::from(shards)),
         started: Instant::now(),
         addr,
         run_id: random_hex40(),
@@ -450,16 +510,16 @@ fn start_with(
         .read()
         .map(|c| c.dir.clone())
         .unwrap_or_default();
-    for (i, rx) in shard_rx.into_iter().enumerate() {
+    for (i, (poll, rx, parked)) in parts.into_iter().enumerate() {
         let seed = crate::shard::ShardSeed {
             id: ShardId(i as u16),
             shards,
             databases,
             core: (!cores.is_empty()).then(|| cores[i % cores.len()]),
+            poll,
             inbox: rx,
-            outboxes: outboxes.clone(),
-            tunables: tunables.clone(),
-            slot_map: slot_map.clone(),
+            parked,
+            shared: shared.clone(),
             dir: dir.clone(),
             ready: ready_tx.clone(),
         };
@@ -484,9 +544,7 @@ fn start_with(
         }
     }
     if let Some(e) = load_error {
-        for tx in &shared.shard_tx {
-            let _ = tx.send(ShardMsg::Shutdown);
-        }
+        shared.request_shutdown();
         for t in shard_threads {
             let _ = t.join();
         }
@@ -500,21 +558,10 @@ fn start_with(
             loading.elapsed().as_secs_f64()
         );
     }
-    let mut io_threads = Vec::new();
-    for (i, (poll, rx, parked)) in io_parts.into_iter().enumerate() {
-        let l = listener.try_clone()?;
-        io_threads.push(crate::io::spawn_io(
-            i as u16,
-            poll,
-            l,
-            rx,
-            parked,
-            shared.clone(),
-        )?);
-    }
+    let acceptor = crate::io::acceptor::spawn_acceptor(acceptor_poll, listener, shared.clone())?;
     Ok(ServerHandle {
         shared,
-        io_threads,
+        acceptor: Some(acceptor),
         shard_threads,
     })
 }

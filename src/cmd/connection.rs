@@ -529,12 +529,13 @@ fn client_info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError
     Ok(client_lines(cx.shared, std::slice::from_ref(&cx.conn.shared)).into())
 }
 
-/// Mark a client killed and wake its IO thread, which closes the connection.
+/// Mark a client killed and wake its shard thread, which closes the connection.
 fn kill_client(shared: &Shared, c: &ClientShared) {
     c.killed.store(true, Ordering::SeqCst);
     crate::io::KILL_EPOCH.fetch_add(1, Ordering::SeqCst);
-    if let Some(io) = shared.io.get(usize::from(c.io)) {
-        let _ = io.waker.wake();
+    let thread = c.thread.load(Ordering::SeqCst);
+    if let Some(t) = shared.threads.get(usize::from(thread)) {
+        t.wake();
     }
 }
 

@@ -185,8 +185,10 @@ struct Snapshot {
     now_usec: u128,
     connected_clients: usize,
     maxclients: usize,
-    io_threads: usize,
     inbox_depth: Vec<usize>,
+    /// Per shard thread: connections served, local and remote single-shard commands.
+    threads: Vec<(usize, u64, u64)>,
+    handovers: u64,
     connections: u64,
     commands: u64,
     rejected: u64,
@@ -257,10 +259,20 @@ impl Snapshot {
                 .unwrap_or(0),
             connected_clients: shared.clients.lock().map(|c| c.len()).unwrap_or(0),
             maxclients,
-            io_threads: shared.io.len(),
-            inbox_depth: shared.shard_tx.iter().map(|tx| tx.len()).collect(),
+            inbox_depth: shared.threads.iter().map(|t| t.tx.len()).collect(),
+            threads: (0..shared.threads.len())
+                .map(|i| {
+                    let st = &shared.thread_stats[i];
+                    (
+                        shared.thread_conns[i].load(Ordering::Relaxed),
+                        st.local_commands.load(Ordering::Relaxed),
+                        st.remote_commands.load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            handovers: st.conn_handovers.load(Ordering::Relaxed),
             connections: st.total_connections_received.load(Ordering::Relaxed),
-            commands: st.total_commands_processed.load(Ordering::Relaxed),
+            commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
@@ -569,13 +581,31 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         "shardstream" => {
             line!("# Shardstream");
             line!("shards:{}", s.inbox_depth.len());
-            line!("io_threads:{}", s.io_threads);
+            let local: u64 = s.threads.iter().map(|t| t.1).sum();
+            let remote: u64 = s.threads.iter().map(|t| t.2).sum();
+            line!("local_commands:{local}");
+            line!("remote_commands:{remote}");
+            line!("local_hit_rate:{:.4}", hit_rate(local, remote));
+            line!("handovers:{}", s.handovers);
             for (n, depth) in s.inbox_depth.iter().enumerate() {
                 let (ops, keys) = shards.get(n).map_or((0, 0), |i| (i.ops, i.keys()));
-                line!("shard{n}:ops={ops},keys={keys},inbox_depth={depth}");
+                let (conns, l, r) = s.threads.get(n).copied().unwrap_or_default();
+                line!(
+                    "shard{n}:ops={ops},keys={keys},inbox_depth={depth},connections={conns},local_commands={l},remote_commands={r}"
+                );
             }
         }
         _ => {}
+    }
+}
+
+/// Share of single-shard commands that ran on the connection's own shard
+/// thread, with no hop (1.0 when there were none).
+fn hit_rate(local: u64, remote: u64) -> f64 {
+    if local + remote == 0 {
+        1.0
+    } else {
+        local as f64 / (local + remote) as f64
     }
 }
 

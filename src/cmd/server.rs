@@ -461,7 +461,6 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
     let st = &cx.shared.stats;
     for c in [
         &st.total_connections_received,
-        &st.total_commands_processed,
         &st.rejected_connections,
         &st.total_net_input_bytes,
         &st.total_net_output_bytes,

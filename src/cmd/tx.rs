@@ -22,8 +22,8 @@ use crate::cmd::table::{self, Handler};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::io::conn::Session;
-use crate::io::{route, route_keyed, Routed};
 use crate::reply::Reply;
+use crate::route::router::{route, route_keyed, Routed};
 use crate::route::slot::ShardId;
 
 /// EXEC's error when the queued commands need more than one shard.

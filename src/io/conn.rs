@@ -1,21 +1,22 @@
-//! One client connection on an IO thread: socket, buffers, the in-order reply
+//! One client connection on its shard thread: socket, buffers, the in-order reply
 //! queue, and the session state commands see (`Session`).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 
-use crate::cmd::{Merge, ShardReq};
 use crate::config::OutputBufferLimit;
 use crate::error::CmdError;
 use crate::reply::Reply;
+use crate::route::router::Merge;
 use crate::route::slot::ShardId;
 use crate::shard::blocking::Ticket;
+use crate::shard::msg::ShardReq;
 
 /// A blocking read to park on shards if the first, non-blocking pass over
 /// several shards found nothing.
@@ -66,8 +67,8 @@ pub struct ClientShared {
     pub id: u64,
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
-    /// IO thread owning the connection.
-    pub io: u16,
+    /// Shard thread owning the connection (changes when it is handed over).
+    pub thread: AtomicU16,
     pub created: Instant,
     pub name: Mutex<Option<String>>,
     pub lib_name: Mutex<Option<String>>,
@@ -83,7 +84,7 @@ pub struct ClientShared {
     pub qbuf_bytes: AtomicUsize,
     /// Bytes waiting in the output buffer (`omem=`).
     pub omem_bytes: AtomicUsize,
-    /// Set by CLIENT KILL; the owning IO thread closes the connection.
+    /// Set by CLIENT KILL; the owning shard thread closes the connection.
     pub killed: AtomicBool,
     /// Commands in MULTI queue, -1 when not in MULTI (`multi=`).
     pub multi: AtomicU64,
@@ -177,7 +178,7 @@ pub enum Pending {
     },
 }
 
-/// A connection owned by an IO thread.
+/// A connection owned by a shard thread.
 pub struct Conn {
     pub sock: TcpStream,
     pub session: Session,
@@ -207,9 +208,40 @@ pub struct Conn {
     /// The output buffer limit closed this connection, with this many bytes
     /// pending (for the IO thread to count and log once).
     pub output_limit_hit: Option<usize>,
+    /// The shard the latest single-shard commands went to, and how many in a
+    /// row ([`Conn::note_shard`]); drives connection handover.
+    pub streak_shard: ShardId,
+    pub streak: u32,
 }
 
 impl Conn {
+    /// Count a single-shard command for `shard` on a connection owned by
+    /// shard thread `me`: consecutive commands for one other shard build a
+    /// streak; anything else resets it.
+    pub fn note_shard(&mut self, shard: ShardId, me: ShardId) {
+        if shard == me {
+            self.streak = 0;
+        } else if shard == self.streak_shard {
+            self.streak = self.streak.saturating_add(1);
+        } else {
+            self.streak_shard = shard;
+            self.streak = 1;
+        }
+    }
+
+    /// Whether the connection can move to another shard thread now: nothing
+    /// in flight (no reply slot, no parked read), nothing left to write, not
+    /// closing. Its session, MULTI queue and unread input move with it.
+    pub fn can_hand_over(&self) -> bool {
+        self.slots.is_empty()
+            && self.blocked.is_none()
+            && self.hold_until.is_none()
+            && self.wbuf.is_empty()
+            && !self.dead
+            && self.close_after.is_none()
+            && !self.want_write
+    }
+
     /// Next sequence number to assign.
     pub fn next_seq(&self) -> u64 {
         self.base_seq + self.slots.len() as u64
@@ -281,6 +313,8 @@ impl Conn {
     /// over the limit is marked dead, its queued replies and buffer are
     /// dropped at once (so memory stays bounded) and nothing more is encoded.
     pub fn encode_ready(&mut self, limit: Option<&OutputBufferLimit>) -> bool {
+        // "normal 0 0 0" (the default) checks nothing.
+        let limit = limit.filter(|l| l.hard_bytes > 0 || l.soft_bytes > 0);
         let mut any = false;
         while let Some(Pending::Ready(_)) = self.slots.front() {
             if self.dead {
@@ -290,7 +324,7 @@ impl Conn {
                 crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
             }
             if let Some(limit) = limit {
-                if self.over_output_limit(limit, Instant::now()) {
+                if self.over_output_limit(limit, Instant::now) {
                     self.dead = true;
                     self.output_limit_hit = Some(self.wbuf.len());
                     self.slots.clear();
@@ -319,12 +353,19 @@ impl Conn {
     ///
     /// # Source
     /// `checkClientOutputBufferLimits`, redis/src/networking.c.
-    pub fn over_output_limit(&mut self, limit: &OutputBufferLimit, now: Instant) -> bool {
+    /// `now` is asked only when the soft limit matters (reading the clock per
+    /// reply costs more than encoding a small one).
+    pub fn over_output_limit(
+        &mut self,
+        limit: &OutputBufferLimit,
+        now: impl FnOnce() -> Instant,
+    ) -> bool {
         let used = self.wbuf.len() as u64;
         if limit.hard_bytes > 0 && used >= limit.hard_bytes {
             return true;
         }
         if limit.soft_bytes > 0 && used >= limit.soft_bytes {
+            let now = now();
             let Some(since) = self.output_soft_since else {
                 self.output_soft_since = Some(now);
                 return false;

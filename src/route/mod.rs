@@ -1,2 +1,4 @@
-//! Routing: hash slots, shards, and the IO → shard fan-out/fan-in plumbing.
+//! Routing: hash slots and shards ([`slot`]), and where each command runs and
+//! how split replies merge ([`router`]).
+pub mod router;
 pub mod slot;

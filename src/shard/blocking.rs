@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::cmd::ExecCtx;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
+use crate::shard::msg::ExecCtx;
 use crate::shard::msg::ReplyTo;
 
 /// Shared by the IO thread and every shard a blocked client waits on: whoever

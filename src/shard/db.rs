@@ -159,7 +159,7 @@ impl ShardDb {
     /// Record an effect for the append-only file: `args` is a command that,
     /// replayed on database `cx.db` at time `cx.now_ms`, redoes exactly what
     /// the command being applied just did. A no-op when AOF is off.
-    pub fn log_effect(&mut self, cx: &crate::cmd::ExecCtx, args: &[&[u8]]) {
+    pub fn log_effect(&mut self, cx: &crate::shard::msg::ExecCtx, args: &[&[u8]]) {
         self.aof.record(cx.db, cx.now_ms, args);
     }
 
@@ -167,7 +167,7 @@ impl ShardDb {
     /// `SET key value [PXAT deadline]`, or `DEL key` when it is gone. Used by
     /// string commands whose effect is simplest stated as the result (INCR,
     /// APPEND, INCRBYFLOAT, SET with relative TTLs...).
-    pub fn log_string_state(&mut self, cx: &crate::cmd::ExecCtx, key: &[u8]) {
+    pub fn log_string_state(&mut self, cx: &crate::shard::msg::ExecCtx, key: &[u8]) {
         if !self.aof.is_enabled() {
             return;
         }
@@ -193,7 +193,7 @@ impl ShardDb {
 
     /// Record the TTL state of `key` as an effect: `PEXPIREAT key deadline`,
     /// `PERSIST key`, or `DEL key` when it is gone.
-    pub fn log_ttl_state(&mut self, cx: &crate::cmd::ExecCtx, key: &[u8]) {
+    pub fn log_ttl_state(&mut self, cx: &crate::shard::msg::ExecCtx, key: &[u8]) {
         if !self.aof.is_enabled() {
             return;
         }

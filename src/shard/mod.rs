@@ -1,25 +1,49 @@
-//! Shard threads: each owns one [`ShardDb`](db::ShardDb) and serves its inbox.
+//! Shard threads: one per core, each running its own event loop over the
+//! connections handed to it and owning one [`ShardDb`](db::ShardDb) — Redis's
+//! event loop, once per core.
 //!
-//! A shard thread is pinned to a CPU (core_affinity), creates its `ShardDb` on
-//! that thread (the type is `!Send`), and loops: take a batch from the inbox,
-//! snapshot the clock once, apply every request in order, and send the
-//! replies back to each IO thread as one message. The inbox is a crossbeam
-//! channel: a send only costs a futex wake when the shard is actually parked
-//! in `recv`, so a busy shard is never woken by syscalls.
+//! One iteration of the loop ([`ShardThread::turn`]):
+//! 1. `poll` for socket readiness (parked only when there is nothing to do);
+//!    read every readable socket, decode RESP, admit and parse its commands
+//!    ([`crate::io::process_input`]) into this iteration's batch per shard;
+//! 2. take the inbox: requests other shard threads sent for keys owned here,
+//!    replies to this thread's remote requests, new and handed-over connections;
+//! 3. run this shard's own batch **inline** — with `--shards 1` no command
+//!    ever crosses a thread — and serve readers parked on keys that became ready;
+//! 4. send one batch message per other shard (waking it only if it is parked);
+//! 5. AOF group commit: this iteration's effects are written, and under
+//!    `appendfsync always` fdatasynced, once, before any of its replies leave;
+//! 6. release replies: to other threads' connections as one message each,
+//!    to this thread's connections into their in-order reply queues;
+//! 7. write every touched socket once; hand over connections whose commands
+//!    keep landing on one other shard.
+//!
+//! The thread parks in `poll` only after setting its `parked` flag and
+//! re-checking its inbox; senders wake it (an eventfd write through
+//! `mio::Waker`) only when that flag is set, so a busy thread is never woken
+//! by a syscall and an idle one never spins.
 
 pub mod blocking;
 pub mod db;
 pub mod msg;
 
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::Receiver;
+use mio::{Events, Interest, Poll, Token};
 
-use crate::cmd::ExecCtx;
+use crate::io::conn::{Conn, Then};
+use crate::io::{self, Limits, Outgoing, HANDOVER_STREAK, KILL_EPOCH};
+use crate::reply::Reply;
+use crate::route::router::{start_block, start_fan};
 use crate::route::slot::ShardId;
+use crate::server::Shared;
 use db::ShardDb;
-use msg::{IoMsg, IoOutbox, Job, ShardMsg};
+use msg::{Job, ReplyTo, ShardMsg};
 
 /// Wall clock in ms since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -29,10 +53,21 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// How often the shard runs active expiry when idle, ms (Redis: `hz` 10).
+/// Token of a shard thread's waker.
+pub const WAKER: Token = Token(usize::MAX);
+/// How often the shard runs active expiry, serves polling waiters and ticks
+/// the AOF, ms (Redis: `hz` 10).
 const EXPIRE_PERIOD_MS: u64 = 100;
-/// Most keys one active-expiry pass removes before returning to the inbox.
+/// Most keys one active-expiry pass removes before returning to the loop.
 const EXPIRE_BUDGET: usize = 1000;
+/// Longest the thread sleeps in `poll`, so kills and shutdown are noticed.
+const TICK: Duration = Duration::from_millis(100);
+/// How often the connection housekeeping runs (idle `timeout`, peak windows).
+const CRON: Duration = Duration::from_secs(1);
+/// Length of one period of INFO's `client_recent_max_*_buffer` windows.
+const PEAK_PERIOD: Duration = Duration::from_secs(4);
+/// Shortest interval between two `used_memory` samples while `maxmemory` is set.
+const MEM_SAMPLE: Duration = Duration::from_millis(1);
 
 /// The `Send` seed of a shard: everything needed to start it on its own thread.
 pub struct ShardSeed {
@@ -40,17 +75,20 @@ pub struct ShardSeed {
     pub shards: u16,
     pub databases: usize,
     pub core: Option<core_affinity::CoreId>,
+    /// The thread's event loop; its waker is registered as [`WAKER`].
+    pub poll: Poll,
     pub inbox: Receiver<ShardMsg>,
-    pub outboxes: Vec<IoOutbox>,
-    pub tunables: std::sync::Arc<crate::config::Tunables>,
-    pub slot_map: std::sync::Arc<crate::route::slot::SlotMap>,
+    /// Set while the thread sleeps in `poll` (see [`msg::Outbox`]).
+    pub parked: Arc<AtomicBool>,
+    pub shared: Arc<Shared>,
     /// Data directory (append-only files).
     pub dir: std::path::PathBuf,
     /// Told once the shard has loaded its AOF and serves, or why it cannot.
     pub ready: crossbeam_channel::Sender<Result<crate::aof::load::LoadStats, String>>,
 }
 
-/// Start a shard thread; it runs until [`ShardMsg::Shutdown`] or until every sender is gone.
+/// Start a shard thread; it loads its AOF, reports on `seed.ready`, then runs
+/// its event loop until the server shuts down.
 pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
     thread::Builder::new()
         .name(format!("shard-{}", seed.id.0))
@@ -58,10 +96,11 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
             if let Some(core) = seed.core {
                 core_affinity::set_for_current(core);
             }
+            crate::server::count_on_block(usize::from(seed.id.0));
             let mut db = ShardDb::new(seed.id, seed.shards, seed.databases);
-            db.tunables = seed.tunables.clone();
-            db.slot_map = seed.slot_map.clone();
-            let mut aof = match load_aof(&mut db, &seed) {
+            db.tunables = seed.shared.tunables.clone();
+            db.slot_map = seed.shared.slot_map.clone();
+            let aof = match load_aof(&mut db, &seed) {
                 Ok((aof, stats)) => {
                     let _ = seed.ready.send(Ok(stats));
                     aof
@@ -71,8 +110,33 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                     return;
                 }
             };
-            run_shard(&mut db, &mut aof, &seed.inbox, &seed.outboxes);
-            aof.shutdown(&mut db);
+            let shards = usize::from(seed.shards);
+            let limits = Limits::read(&seed.shared, None);
+            let mut t = ShardThread {
+                me: seed.id.0,
+                poll: seed.poll,
+                conns: HashMap::new(),
+                inbox: seed.inbox,
+                parked: seed.parked,
+                shared: seed.shared,
+                out: Outgoing::new(seed.id.0, shards),
+                replies: (0..shards).map(|_| Vec::new()).collect(),
+                logged: Vec::new(),
+                touched: Vec::new(),
+                kill_epoch: 0,
+                blocked_ids: HashSet::new(),
+                limits,
+                last_cron: Instant::now(),
+                last_peak_rotate: Instant::now(),
+                last_mem_sample: Instant::now(),
+                db,
+                aof,
+                next_expire_ms: now_ms() + EXPIRE_PERIOD_MS,
+                panic_after: debug_panic_after_ops(),
+                stopping: false,
+            };
+            t.run();
+            t.aof.shutdown(&mut t.db);
         })
 }
 
@@ -103,11 +167,11 @@ fn load_aof(
         seed.id.0,
         seed.shards,
         seed.dir.clone(),
-        seed.tunables.clone(),
+        seed.shared.tunables.clone(),
         manifest.clone(),
     );
     let mut stats = load::LoadStats::default();
-    if seed.tunables.aof.is_enabled() {
+    if seed.shared.tunables.aof.is_enabled() {
         if let Some(m) = &manifest {
             stats = load::load_shard(db, &seed.dir, m)?;
             db.stats = Default::default();
@@ -122,144 +186,564 @@ fn load_aof(
     Ok((aof, stats))
 }
 
-/// The shard loop.
-///
-/// Group commit: the effects of every batch run in one round are written
-/// (and under `appendfsync always` fdatasynced) once, before the round's
-/// replies are released; if that fails, the replies of the commands that
-/// wrote are replaced by `-MISCONF` errors.
-fn run_shard(
-    db: &mut ShardDb,
-    aof: &mut crate::aof::writer::ShardAof,
-    inbox: &Receiver<ShardMsg>,
-    outboxes: &[IoOutbox],
-) {
-    let mut out: Vec<Vec<_>> = outboxes.iter().map(|_| Vec::new()).collect();
-    // Replies (io thread, index in `out`) whose commands recorded AOF effects this round.
-    let mut logged: Vec<(usize, usize)> = Vec::new();
-    let mut next_expire_ms = now_ms() + EXPIRE_PERIOD_MS;
-    let panic_after = debug_panic_after_ops();
-    loop {
-        let msg = match inbox.try_recv() {
-            Ok(m) => Some(m),
-            Err(_) => {
-                let now = now_ms();
-                let wait = next_expire_ms.saturating_sub(now);
-                match inbox.recv_timeout(Duration::from_millis(wait.max(1))) {
-                    Ok(m) => Some(m),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
+/// One shard thread's state: its event loop, its connections, its data.
+struct ShardThread {
+    me: u16,
+    poll: Poll,
+    conns: HashMap<u64, Conn>,
+    inbox: Receiver<ShardMsg>,
+    parked: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    /// Requests collected this iteration, per destination shard.
+    out: Outgoing,
+    /// Replies produced this iteration, per shard thread owning the connection.
+    replies: Vec<Vec<(ReplyTo, Reply)>>,
+    /// Replies `(thread, index in replies)` whose commands recorded AOF effects this iteration.
+    logged: Vec<(usize, usize)>,
+    /// Connections with something to write or to close.
+    touched: Vec<u64>,
+    kill_epoch: u64,
+    /// Connections parked in a blocking read (their deadlines are checked every iteration).
+    blocked_ids: HashSet<u64>,
+    limits: Limits,
+    last_cron: Instant,
+    last_peak_rotate: Instant,
+    last_mem_sample: Instant,
+    db: ShardDb,
+    aof: crate::aof::writer::ShardAof,
+    next_expire_ms: u64,
+    panic_after: Option<u64>,
+    /// A [`ShardMsg::Shutdown`] arrived.
+    stopping: bool,
+}
+
+impl ShardThread {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            if self.stopping || self.shared.shutdown.load(Ordering::SeqCst) {
+                self.close_all();
+                return;
             }
-        };
-        match msg {
-            Some(ShardMsg::Batch(jobs)) => {
-                run_batch(db, jobs, &mut out, &mut logged, panic_after);
-                // Take whatever else is already queued before replying, so one
-                // reply message covers as much work as possible.
-                let mut stop = false;
-                for _ in 0..16 {
-                    match inbox.try_recv() {
-                        Ok(ShardMsg::Batch(jobs)) => {
-                            run_batch(db, jobs, &mut out, &mut logged, panic_after)
-                        }
-                        Ok(ShardMsg::Shutdown) => {
-                            stop = true;
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                commit_round(db, aof, &mut out, &mut logged);
-                if db.aof.rewrite_requested {
-                    // BGREWRITEAOF: started (files switched, data copied)
-                    // before its reply, so INFO shows it in progress.
-                    aof.tick(db, now_ms());
-                }
-                flush(&mut out, outboxes);
-                if stop {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    eprintln!("shard-{}: poll failed: {e}", self.me);
                     return;
                 }
             }
-            Some(ShardMsg::Shutdown) => return,
-            None => {}
+            self.parked.store(false, Ordering::SeqCst);
+            self.limits = Limits::read(&self.shared, Some(self.limits));
+            self.sample_memory();
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => {}
+                    Token(t) => {
+                        let id = t as u64;
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read(id);
+                        }
+                        if ev.is_writable() {
+                            self.touched.push(id);
+                        }
+                    }
+                }
+            }
+            self.turn();
         }
+    }
+
+    /// How long `poll` may sleep: not at all with work queued; otherwise until
+    /// the next BLOCK deadline or timer, at most [`TICK`]. Sets `parked` first
+    /// and re-checks the inbox, so a sender either sees the flag and wakes us
+    /// or its message is seen here.
+    fn poll_timeout(&self) -> Duration {
+        let me = usize::from(self.me);
+        if !self.inbox.is_empty()
+            || !self.out.batches[me].is_empty()
+            || self.db.blocking.has_ready()
+        {
+            return Duration::ZERO;
+        }
+        self.parked.store(true, Ordering::SeqCst);
+        if !self.inbox.is_empty() {
+            return Duration::ZERO;
+        }
+        let timer = Duration::from_millis(self.next_expire_ms.saturating_sub(now_ms()));
+        self.next_deadline().unwrap_or(TICK).min(TICK).min(timer)
+    }
+
+    /// Everything after the sockets were read (see the module doc).
+    fn turn(&mut self) {
         let now = now_ms();
-        if now >= next_expire_ms {
-            db.active_expire(now, EXPIRE_BUDGET);
-            db.blocking.sweep();
+        self.drain_inbox(now);
+        let me = usize::from(self.me);
+        let local = std::mem::take(&mut self.out.batches[me]);
+        if !local.is_empty() {
+            self.run_jobs(local, now);
+        }
+        let timer = now >= self.next_expire_ms;
+        if timer {
+            self.db.active_expire(now, EXPIRE_BUDGET);
+            self.db.blocking.sweep();
             // Expired streams and CLAIM readers waiting for entries to idle
             // are served on the timer too.
-            db.blocking.mark_polling_ready();
-            if db.blocking.has_ready() {
-                serve_and_queue(db, now, &mut out, &mut logged);
-            }
-            commit_round(db, aof, &mut out, &mut logged);
-            flush(&mut out, outboxes);
-            aof.tick(db, now);
-            next_expire_ms = now + EXPIRE_PERIOD_MS;
+            self.db.blocking.mark_polling_ready();
+            self.next_expire_ms = now + EXPIRE_PERIOD_MS;
+        }
+        if self.db.blocking.has_ready() {
+            self.serve_waiters(now);
+        }
+        self.send_batches();
+        commit_round(
+            &mut self.db,
+            &mut self.aof,
+            &mut self.replies,
+            &mut self.logged,
+        );
+        if timer || self.db.aof.rewrite_requested {
+            // BGREWRITEAOF starts (files switched, data copied) before its
+            // reply leaves, so INFO shows it in progress.
+            self.aof.tick(&mut self.db, now);
+        }
+        self.release_replies();
+        self.expire_blocked();
+        self.flush_touched();
+        self.send_batches();
+        self.publish_stats();
+        let epoch = KILL_EPOCH.load(Ordering::SeqCst);
+        if epoch != self.kill_epoch {
+            self.kill_epoch = epoch;
+            self.reap_killed();
+        }
+        if self.last_cron.elapsed() >= CRON {
+            self.last_cron = Instant::now();
+            self.cron();
         }
     }
-}
 
-fn run_batch(
-    db: &mut ShardDb,
-    jobs: Vec<Job>,
-    out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
-    logged: &mut Vec<(usize, usize)>,
-    panic_after: Option<u64>,
-) {
-    let now = now_ms();
-    for job in jobs {
-        let cx = ExecCtx {
-            db: usize::from(job.db),
-            now_ms: now,
-            reply_to: job.reply_to,
+    /// Read a readable connection and route what it sent.
+    fn read(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
         };
-        let before = db.aof.len();
-        let reply = job.req.apply(db, &cx);
-        db.stats.ops += 1;
-        if panic_after.is_some_and(|n| db.stats.ops >= n) {
-            panic!(
-                "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
-                db.id.0
-            );
+        let total = io::read_conn(&self.shared, conn, self.limits.query_buffer_bytes);
+        let stats = &self.shared.stats;
+        stats
+            .total_net_input_bytes
+            .fetch_add(total, Ordering::Relaxed);
+        stats.recent_max_input_bytes.observe(conn.rbuf.len() as u64);
+        conn.session
+            .shared
+            .last_interaction_ms
+            .store(self.shared.uptime_ms(), Ordering::Relaxed);
+        io::process_input(&self.shared, &mut self.out, conn, self.limits.decode());
+        if conn.blocked.is_some() {
+            self.blocked_ids.insert(id);
         }
-        if matches!(reply, crate::reply::Reply::NoReply) {
-            continue;
-        }
-        let io = usize::from(job.reply_to.io);
-        if let Some(o) = out.get_mut(io) {
-            if db.aof.len() != before {
-                logged.push((io, o.len()));
-            }
-            o.push((job.reply_to, reply));
-        }
+        self.touched.push(id);
     }
-    if db.blocking.has_ready() {
-        serve_and_queue(db, now, out, logged);
-    }
-}
 
-/// Serve the waiters of ready keys and queue their replies per IO thread,
-/// noting which of them recorded AOF effects.
-fn serve_and_queue(
-    db: &mut ShardDb,
-    now: u64,
-    out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
-    logged: &mut Vec<(usize, usize)>,
-) {
-    let mut served = Vec::new();
-    let before = db.aof.len();
-    blocking::serve_ready(db, now, &mut served);
-    let wrote = db.aof.len() != before;
-    for (to, reply) in served {
-        let io = usize::from(to.io);
-        if let Some(o) = out.get_mut(io) {
-            if wrote {
-                logged.push((io, o.len()));
+    /// Take every message waiting in the inbox.
+    fn drain_inbox(&mut self, now: u64) {
+        while let Ok(msg) = self.inbox.try_recv() {
+            match msg {
+                ShardMsg::Batch(jobs) => self.run_jobs(jobs, now),
+                ShardMsg::Replies(replies) => {
+                    for (to, reply) in replies {
+                        self.deliver(to, reply);
+                    }
+                }
+                ShardMsg::Accept(sock, addr) => self.accept(sock, addr),
+                ShardMsg::Adopt(conn) => self.adopt(*conn),
+                ShardMsg::Shutdown => self.stopping = true,
+            }
+        }
+    }
+
+    /// Run requests on this shard's data, in order, queueing each reply for
+    /// the thread that owns its connection; then serve readers parked on keys
+    /// the requests made ready.
+    fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
+        for job in jobs {
+            let cx = msg::ExecCtx {
+                db: usize::from(job.db),
+                now_ms: now,
+                reply_to: job.reply_to,
+            };
+            let before = self.db.aof.len();
+            let reply = job.req.apply(&mut self.db, &cx);
+            self.db.stats.ops += 1;
+            if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
+                panic!(
+                    "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
+                    self.db.id.0
+                );
+            }
+            if matches!(reply, Reply::NoReply) {
+                continue;
+            }
+            let logged = self.db.aof.len() != before;
+            self.queue_reply(job.reply_to, reply, logged);
+        }
+        if self.db.blocking.has_ready() {
+            self.serve_waiters(now);
+        }
+    }
+
+    /// Queue a reply for the thread that owns its connection; `logged` when
+    /// the command recorded AOF effects (its reply waits for the group commit
+    /// and becomes `-MISCONF` if that fails).
+    fn queue_reply(&mut self, to: ReplyTo, reply: Reply, logged: bool) {
+        let t = usize::from(to.io);
+        if let Some(o) = self.replies.get_mut(t) {
+            if logged {
+                self.logged.push((t, o.len()));
             }
             o.push((to, reply));
+        }
+    }
+
+    /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
+    fn serve_waiters(&mut self, now: u64) {
+        let mut served = Vec::new();
+        let before = self.db.aof.len();
+        blocking::serve_ready(&mut self.db, now, &mut served);
+        let wrote = self.db.aof.len() != before;
+        for (to, reply) in served {
+            self.queue_reply(to, reply, wrote);
+        }
+    }
+
+    /// Send this iteration's requests for other shards, one message each.
+    fn send_batches(&mut self) {
+        let me = usize::from(self.me);
+        for (i, batch) in self.out.batches.iter_mut().enumerate() {
+            if i != me && !batch.is_empty() {
+                self.shared.threads[i].send(ShardMsg::Batch(std::mem::take(batch)));
+            }
+        }
+    }
+
+    /// After the group commit: replies for other threads' connections go out
+    /// as one message per thread; this thread's own are delivered in place.
+    fn release_replies(&mut self) {
+        let me = usize::from(self.me);
+        for i in 0..self.replies.len() {
+            if i != me && !self.replies[i].is_empty() {
+                let batch = std::mem::take(&mut self.replies[i]);
+                self.shared.threads[i].send(ShardMsg::Replies(batch));
+            }
+        }
+        let mine = std::mem::take(&mut self.replies[me]);
+        for (to, reply) in mine {
+            self.deliver(to, reply);
+        }
+    }
+
+    /// Put a reply (or one part of a fan-out's reply) into its connection's
+    /// queue; a finished fan-out may start its next step (park the read, or
+    /// run the second pass).
+    fn deliver(&mut self, to: ReplyTo, reply: Reply) {
+        let Some(conn) = self.conns.get_mut(&to.conn) else {
+            return;
+        };
+        match conn.fill(to.seq, to.part, reply) {
+            Some(Then::Block(plan)) => {
+                start_block(
+                    self.me,
+                    &self.shared,
+                    &mut self.out.batches,
+                    conn,
+                    to.seq,
+                    plan,
+                );
+                if conn.blocked.is_some() {
+                    self.blocked_ids.insert(to.conn);
+                }
+            }
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block,
+            }) => start_fan(
+                self.me,
+                &mut self.out.batches,
+                conn,
+                to.seq,
+                parts,
+                merge,
+                then_block.map(Then::Block),
+            ),
+            None => {}
+        }
+        self.touched.push(to.conn);
+    }
+
+    /// Serve a connection from the acceptor (or refuse it: `maxclients`).
+    fn accept(&mut self, sock: mio::net::TcpStream, addr: std::net::SocketAddr) {
+        match io::new_conn(&self.shared, sock, addr, self.me) {
+            Some(conn) => self.adopt(conn),
+            None => {
+                self.shared.thread_conns[usize::from(self.me)].fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Register a connection's socket with this thread's `poll` and serve it
+    /// (a new one, or one handed over with unread input).
+    fn adopt(&mut self, mut conn: Conn) {
+        let id = conn.session.id;
+        conn.session.shared.thread.store(self.me, Ordering::SeqCst);
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut conn.sock,
+                Token(id as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            if let Ok(mut c) = self.shared.clients.lock() {
+                c.remove(&id);
+            }
+            self.shared.thread_conns[usize::from(self.me)].fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        self.conns.insert(id, conn);
+        // Input may have arrived while the socket was between threads.
+        self.read(id);
+    }
+
+    /// Move a connection to shard thread `to`: its commands keep landing
+    /// there, so they will run inline instead of hopping (Dragonfly calls
+    /// this connection migration). Only called when [`Conn::can_hand_over`].
+    fn hand_over(&mut self, id: u64, to: ShardId) {
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.sock);
+        conn.streak = 0;
+        self.blocked_ids.remove(&id);
+        let me = usize::from(self.me);
+        let t = usize::from(to.0);
+        self.shared.thread_conns[me].fetch_sub(1, Ordering::Relaxed);
+        self.shared.thread_conns[t].fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .stats
+            .conn_handovers
+            .fetch_add(1, Ordering::Relaxed);
+        self.shared.threads[t].send(ShardMsg::Adopt(Box::new(conn)));
+    }
+
+    /// Refresh the shared `used_memory` sample while `maxmemory` is set
+    /// (reading allocator statistics per command would cost too much).
+    fn sample_memory(&mut self) {
+        if self.limits.maxmemory_bytes == 0 || self.last_mem_sample.elapsed() < MEM_SAMPLE {
+            return;
+        }
+        self.last_mem_sample = Instant::now();
+        self.shared
+            .stats
+            .used_memory_cached_bytes
+            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
+
+    /// Publish this iteration's local/remote command counts for INFO.
+    fn publish_stats(&mut self) {
+        let st = &self.shared.thread_stats[usize::from(self.me)];
+        let local = std::mem::take(&mut self.out.local_commands);
+        let remote = std::mem::take(&mut self.out.remote_commands);
+        if local > 0 {
+            st.local_commands.fetch_add(local, Ordering::Relaxed);
+        }
+        if remote > 0 {
+            st.remote_commands.fetch_add(remote, Ordering::Relaxed);
+        }
+    }
+
+    /// Once a second: close clients idle longer than `timeout` (never blocked
+    /// ones, as Redis), and turn the INFO peak windows over.
+    ///
+    /// # Source
+    /// `clientsCronHandleTimeout`, redis/src/timeout.c.
+    fn cron(&mut self) {
+        if self.me == 0 && self.last_peak_rotate.elapsed() >= PEAK_PERIOD {
+            self.last_peak_rotate = Instant::now();
+            self.shared.stats.recent_max_input_bytes.rotate();
+            self.shared.stats.recent_max_output_bytes.rotate();
+        }
+        if self.limits.timeout_s == 0 {
+            return;
+        }
+        let now_ms = self.shared.uptime_ms();
+        let max_idle_ms = self.limits.timeout_s.saturating_mul(1000);
+        let idle: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.blocked.is_none()
+                    && c.slots.is_empty()
+                    && now_ms.saturating_sub(
+                        c.session.shared.last_interaction_ms.load(Ordering::Relaxed),
+                    ) > max_idle_ms
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            self.remove_conn(id);
+        }
+    }
+
+    /// Time until the earliest BLOCK deadline, if any connection is blocked.
+    fn next_deadline(&self) -> Option<Duration> {
+        let now = Instant::now();
+        self.blocked_ids
+            .iter()
+            .filter_map(|id| self.conns.get(id)?.blocked.as_ref()?.deadline)
+            .min()
+            .map(|d| d.saturating_duration_since(now))
+    }
+
+    /// Answer blocked reads whose BLOCK timeout passed with a null array,
+    /// unless a shard claimed the ticket first (its reply is on the way).
+    fn expire_blocked(&mut self) {
+        if self.blocked_ids.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut done = Vec::new();
+        for id in &self.blocked_ids {
+            let Some(conn) = self.conns.get_mut(id) else {
+                done.push(*id);
+                continue;
+            };
+            let Some(b) = &conn.blocked else {
+                done.push(*id);
+                continue;
+            };
+            if b.deadline.is_some_and(|d| d <= now) {
+                let seq = b.seq;
+                if b.ticket.claim() {
+                    conn.fill(seq, 0, Reply::NullArray);
+                }
+                self.touched.push(*id);
+            }
+        }
+        for id in done {
+            self.blocked_ids.remove(&id);
+        }
+    }
+
+    fn flush_touched(&mut self) {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        let limits = self.limits;
+        let now_ms = self.shared.uptime_ms();
+        for id in touched.drain(..) {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            let was_held = conn.hold_until.is_some();
+            conn.encode_ready(Some(&limits.output));
+            if conn.blocked.as_ref().is_some_and(|b| b.seq < conn.base_seq) {
+                conn.blocked = None;
+                conn.session.shared.blocked.store(false, Ordering::Relaxed);
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
+            if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
+                // A blocking command finished: go on with the pipeline.
+                io::process_input(&self.shared, &mut self.out, conn, limits.decode());
+                conn.encode_ready(Some(&limits.output));
+            }
+            if let Some(pending) = conn.output_limit_hit.take() {
+                self.shared
+                    .stats
+                    .recent_max_output_bytes
+                    .observe(pending as u64);
+                self.shared
+                    .stats
+                    .client_output_buffer_limit_disconnections
+                    .fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
+                    conn.session.id, conn.session.shared.addr
+                );
+            }
+            self.shared
+                .stats
+                .recent_max_output_bytes
+                .observe(conn.wbuf.len() as u64);
+            let written = io::write_conn(conn);
+            if written > 0 {
+                conn.session
+                    .shared
+                    .last_interaction_ms
+                    .store(now_ms, Ordering::Relaxed);
+            }
+            self.shared
+                .stats
+                .total_net_output_bytes
+                .fetch_add(written, Ordering::Relaxed);
+            conn.session
+                .shared
+                .omem_bytes
+                .store(conn.wbuf.len(), Ordering::Relaxed);
+            conn.session
+                .shared
+                .qbuf_bytes
+                .store(conn.rbuf.len(), Ordering::Relaxed);
+            if conn.blocked.is_some() {
+                self.blocked_ids.insert(id);
+            }
+            if conn.finished() {
+                self.remove_conn(id);
+            } else if conn.streak >= HANDOVER_STREAK && conn.can_hand_over() {
+                let to = conn.streak_shard;
+                self.hand_over(id, to);
+            }
+        }
+        self.touched = touched;
+    }
+
+    fn remove_conn(&mut self, id: u64) {
+        if let Some(mut conn) = self.conns.remove(&id) {
+            let _ = self.poll.registry().deregister(&mut conn.sock);
+            if let Some(b) = conn.blocked.take() {
+                // Claiming makes every shard drop its waiter for this client.
+                b.ticket.claim();
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
+            self.blocked_ids.remove(&id);
+            if let Ok(mut c) = self.shared.clients.lock() {
+                c.remove(&id);
+            }
+            self.shared.thread_conns[usize::from(self.me)].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn reap_killed(&mut self) {
+        let killed: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.session.shared.killed.load(Ordering::SeqCst))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in killed {
+            self.remove_conn(id);
+        }
+    }
+
+    fn close_all(&mut self) {
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            if let Some(conn) = self.conns.get_mut(&id) {
+                conn.encode_ready(None);
+                io::write_conn(conn);
+            }
+            self.remove_conn(id);
         }
     }
 }
@@ -269,24 +753,16 @@ fn serve_and_queue(
 fn commit_round(
     db: &mut ShardDb,
     aof: &mut crate::aof::writer::ShardAof,
-    out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
+    out: &mut [Vec<(ReplyTo, Reply)>],
     logged: &mut Vec<(usize, usize)>,
 ) {
     if let Err(why) = aof.commit(&mut db.aof) {
         let err = crate::aof::misconf(&why);
         for &(io, i) in logged.iter() {
             if let Some(slot) = out.get_mut(io).and_then(|o| o.get_mut(i)) {
-                slot.1 = crate::reply::Reply::Error(err.clone());
+                slot.1 = Reply::Error(err.clone());
             }
         }
     }
     logged.clear();
-}
-
-fn flush(out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>], outboxes: &[IoOutbox]) {
-    for (i, replies) in out.iter_mut().enumerate() {
-        if !replies.is_empty() {
-            outboxes[i].send(IoMsg::Replies(std::mem::take(replies)));
-        }
-    }
 }

@@ -1,20 +1,24 @@
-//! Everything that crosses into or out of a shard thread.
+//! Everything that crosses into a shard thread: the requests it runs for
+//! other shards' connections ([`Job`], [`ShardCommand`]), the replies it gets
+//! back for its own connections, connections handed to it, and the context a
+//! command runs with ([`ExecCtx`]).
 //!
 //! Messages carry owned data only (never references into shard data) and say
-//! where their reply goes.
+//! where their reply goes. This module depends on no command family: `cmd`
+//! builds these types, the shard thread consumes them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use crate::cmd::ShardReq;
 use crate::reply::Reply;
+use crate::shard::db::ShardDb;
 
-/// Which IO thread owns the connection, and the request's place in its pipeline.
+/// Which shard thread owns the connection, and the request's place in its pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReplyTo {
-    /// Index of the owning IO thread.
+    /// Index of the shard thread that owns the connection (and writes its replies).
     pub io: u16,
     /// Connection id (`CLIENT ID`).
     pub conn: u64,
@@ -22,6 +26,66 @@ pub struct ReplyTo {
     pub seq: u64,
     /// Part index when the request was fanned out over several shards.
     pub part: u16,
+}
+
+/// Per-request context a shard passes to `apply`: the selected database and
+/// the shard's clock snapshot for this loop iteration.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecCtx {
+    /// Selected database index (`SELECT`), `0..databases`.
+    pub db: usize,
+    /// Wall clock in ms since the Unix epoch, one snapshot per loop iteration.
+    pub now_ms: u64,
+    /// Where the reply goes (blocking commands park a waiter with it).
+    pub reply_to: ReplyTo,
+}
+
+impl ExecCtx {
+    /// A context for unit tests and internal calls: database `db`, time `now_ms`.
+    pub fn at(db: usize, now_ms: u64) -> ExecCtx {
+        ExecCtx {
+            db,
+            now_ms,
+            reply_to: ReplyTo {
+                io: 0,
+                conn: 0,
+                seq: 0,
+                part: 0,
+            },
+        }
+    }
+}
+
+/// A parsed command that runs on one shard. Built by the connection's thread
+/// (owned, typed data only; never references into shard data) and consumed by
+/// the shard that owns its keys — the same thread when it owns them.
+pub trait ShardCommand: Send {
+    /// Execute on the owning shard and produce the reply.
+    fn apply(self: Box<Self>, db: &mut ShardDb, cx: &ExecCtx) -> Reply;
+}
+
+/// A boxed shard command, as it travels to its shard.
+pub type ShardReq = Box<dyn ShardCommand>;
+
+/// Adapter that makes a closure a [`ShardCommand`].
+struct ShardFn<F>(F);
+
+impl<F> ShardCommand for ShardFn<F>
+where
+    F: FnOnce(&mut ShardDb, &ExecCtx) -> Reply + Send,
+{
+    fn apply(self: Box<Self>, db: &mut ShardDb, cx: &ExecCtx) -> Reply {
+        (self.0)(db, cx)
+    }
+}
+
+/// Wrap a closure over the shard's data as a request. Family parsers use it as
+/// `Ok(on_shard(move |db, cx| apply_get(db, cx, key)))`.
+pub fn on_shard<F>(f: F) -> ShardReq
+where
+    F: FnOnce(&mut ShardDb, &ExecCtx) -> Reply + Send + 'static,
+{
+    Box::new(ShardFn(f))
 }
 
 /// One request for a shard.
@@ -32,38 +96,46 @@ pub struct Job {
     pub reply_to: ReplyTo,
 }
 
-/// A message to a shard's inbox.
+/// A message to a shard thread's inbox.
 pub enum ShardMsg {
-    /// Requests collected by one IO thread in one poll iteration, in order.
-    /// Never dropped: each connection waits on its `reply_to.seq`.
+    /// Requests for keys this shard owns, collected by another shard thread
+    /// from its connections in one loop iteration, in order. Never dropped:
+    /// each connection waits on its `reply_to.seq`.
     Batch(Vec<Job>),
-    /// Drain nothing more; exit the shard loop.
+    /// Replies to requests this thread's connections sent to another shard,
+    /// produced in one loop iteration there. Dropped only with the connection.
+    Replies(Vec<(ReplyTo, Reply)>),
+    /// A new connection from the acceptor: serve it from now on.
+    Accept(mio::net::TcpStream, std::net::SocketAddr),
+    /// A connection handed over by another shard thread because its requests
+    /// keep landing here (its socket, buffers and session; no reply is in flight).
+    Adopt(Box<crate::io::conn::Conn>),
+    /// Exit the loop (the server is shutting down).
     Shutdown,
 }
 
-/// A message to an IO thread.
-pub enum IoMsg {
-    /// Replies produced by one shard batch. Never dropped while the connection lives.
-    Replies(Vec<(ReplyTo, Reply)>),
-}
-
-/// The sending side of an IO thread's reply channel, with its wake-up path.
+/// The sending side of a shard thread's inbox, with its wake-up path.
 ///
-/// The IO thread sets `parked` just before it sleeps in `poll`; a sender wakes
-/// it (an eventfd write) only when that flag was set, so busy IO threads never
-/// pay for wake-up syscalls.
+/// The thread sets `parked` just before it sleeps in `poll`; a sender wakes
+/// it (an eventfd write through `mio::Waker`) only when that flag was set, so
+/// busy threads never pay for wake-up syscalls.
 #[derive(Clone)]
-pub struct IoOutbox {
-    pub tx: Sender<IoMsg>,
+pub struct Outbox {
+    pub tx: Sender<ShardMsg>,
     pub waker: Arc<mio::Waker>,
     pub parked: Arc<AtomicBool>,
 }
 
-impl IoOutbox {
-    /// Send and wake the IO thread if it is parked.
-    pub fn send(&self, msg: IoMsg) {
+impl Outbox {
+    /// Send and wake the thread if it is parked.
+    pub fn send(&self, msg: ShardMsg) {
         if self.tx.send(msg).is_ok() && self.parked.swap(false, Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
+    }
+
+    /// Wake the thread whatever its state (shutdown, CLIENT KILL).
+    pub fn wake(&self) {
+        let _ = self.waker.wake();
     }
 }

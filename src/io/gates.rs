@@ -1,0 +1,247 @@
+//! The checks a command passes before it runs, in the order Redis's
+//! `processCommand` makes them: known command → arity → subcommand → NOAUTH →
+//! cluster redirection → AOF write errors (MISCONF) → OOM → MULTI queueing.
+//! Each `gate_*` answers `Err` with the reply that refuses the command;
+//! [`admit`] runs them in order, counts the refusal as Redis does
+//! (`rejected_calls`) and answers it, so the caller only routes admitted
+//! commands.
+//!
+//! # Source
+//! `processCommand`, redis/src/server.c (7.x).
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use crate::cmd::table::{self, CommandSpec};
+use crate::cmd::{self, Flags};
+use crate::error::CmdError;
+use crate::io::conn::{Conn, Pending, Session};
+use crate::reply::Reply;
+use crate::route::slot::{slot_of, Slot};
+use crate::server::Shared;
+
+/// Redis's reply to a DENYOOM command while over `maxmemory`.
+pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Run every gate for `argv`. Returns the table row that decides the
+/// command (a container's subcommand row) when it may run; `None` when it
+/// was refused (the refusal is already queued as its reply) or queued inside
+/// MULTI (`+QUEUED` is queued).
+pub fn admit(
+    shared: &Shared,
+    conn: &mut Conn,
+    argv: &mut Option<Vec<Bytes>>,
+) -> Option<&'static CommandSpec> {
+    let args = argv.as_deref()?;
+    let Some(spec) = table::lookup(&args[0]) else {
+        let err = table::unknown_command(args);
+        shared.count_call("unknown", true, true);
+        reject(shared, conn, err);
+        return None;
+    };
+    if !spec.arity_ok(args.len()) {
+        shared.count_call(spec.name, true, true);
+        reject_cmd(shared, conn, spec, CmdError::arity(spec.name));
+        return None;
+    }
+    let spec = match gate_subcommand(spec, args) {
+        Ok(sub) => sub,
+        Err(e) => {
+            shared.count_call(spec.name, true, true);
+            reject(shared, conn, e);
+            return None;
+        }
+    };
+    if let Some(i) = shared.cmdstats.index_of(spec.name) {
+        conn.session.shared.last_cmd.store(i, Ordering::Relaxed);
+    }
+    if let Err(e) = gate_auth(spec, &conn.session) {
+        shared.count_call(spec.name, true, true);
+        reject_cmd(shared, conn, spec, e);
+        return None;
+    }
+    // Cluster redirection comes before queueing, as in Redis's processCommand:
+    // a redirected command inside MULTI dooms the transaction; a refused EXEC
+    // discards it and answers the redirection itself.
+    if let Err(e) = gate_cluster(shared, spec, args, &conn.session) {
+        shared.count_call(spec.name, false, true);
+        if spec.name == "EXEC" {
+            cmd::tx::reset_multi(&mut conn.session);
+        }
+        reject(shared, conn, e);
+        return None;
+    }
+    if let Err(e) = gate_aof(shared, spec).and_then(|()| gate_oom(shared, spec, &conn.session)) {
+        shared.count_call(spec.name, true, true);
+        reject_cmd(shared, conn, spec, e);
+        return None;
+    }
+    if conn.session.multi.is_some() && !runs_inside_multi(spec.name) {
+        if spec.flags.has(Flags::NO_MULTI) {
+            let err = CmdError::msg("ERR Command not allowed inside a transaction");
+            reject(shared, conn, err);
+            return None;
+        }
+        if let (Some(queue), Some(args)) = (conn.session.multi.as_mut(), argv.take()) {
+            queue.push(args);
+            let n = queue.len() as u64;
+            conn.session.shared.multi.store(n, Ordering::Relaxed);
+        }
+        conn.push_slot(Pending::Ready(Reply::simple("QUEUED")));
+        return None;
+    }
+    Some(spec)
+}
+
+/// Container commands (CLIENT, CONFIG, COMMAND, CLUSTER): the subcommand row
+/// decides arity, flags and statistics, checked before NOAUTH and before
+/// queueing in MULTI, as Redis's processCommand does.
+fn gate_subcommand(
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+) -> Result<&'static CommandSpec, CmdError> {
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Ok(spec);
+    }
+    cmd::connection::resolve_subcommand(spec, argv)
+}
+
+/// `requirepass` is set and the connection has not authenticated: only
+/// NO_AUTH commands (AUTH, HELLO, QUIT...) run.
+fn gate_auth(spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
+    if !session.authenticated && !spec.flags.has(Flags::NO_AUTH) {
+        return Err(CmdError::NoAuth);
+    }
+    Ok(())
+}
+
+/// A shard that cannot write its AOF refuses writes (and PING), as Redis
+/// does after a failed AOF write or fsync (`-MISCONF`).
+fn gate_aof(shared: &Shared, spec: &CommandSpec) -> Result<(), CmdError> {
+    if spec.flags.has(Flags::WRITE) || spec.name == "PING" {
+        if let Some(err) = shared.tunables.aof.write_refusal() {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// Over `maxmemory`: refuse what [`refused_on_oom`] says (`-OOM`).
+fn gate_oom(shared: &Shared, spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
+    if shared.over_maxmemory() && refused_on_oom(spec, session) {
+        return Err(CmdError::msg(OOM_ERROR));
+    }
+    Ok(())
+}
+
+/// Commands that run even inside MULTI instead of being queued.
+fn runs_inside_multi(name: &str) -> bool {
+    matches!(
+        name,
+        "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "UNWATCH" | "QUIT" | "RESET"
+    )
+}
+
+/// Whether a command is refused while used memory is over `maxmemory`:
+/// DENYOOM commands, EXEC of a transaction holding one, and anything queued
+/// inside MULTI except EXEC, DISCARD, QUIT and RESET (queueing costs memory).
+///
+/// # Source
+/// `processCommand` (the `reject_cmd_on_oom` rule), redis/src/server.c (7.x).
+fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
+    if spec.flags.has(Flags::DENYOOM) {
+        return true;
+    }
+    let Some(queue) = &session.multi else {
+        return false;
+    };
+    match spec.name {
+        "EXEC" => queue.iter().any(|argv| {
+            argv.first()
+                .and_then(|name| table::lookup(name))
+                .is_some_and(|s| s.flags.has(Flags::DENYOOM))
+        }),
+        "DISCARD" | "QUIT" | "RESET" => false,
+        _ => true,
+    }
+}
+
+/// The table row that decides a command's keys (a container's subcommand row).
+fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+    let spec = table::lookup(argv.first()?)?;
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Some(spec);
+    }
+    cmd::connection::resolve_subcommand(spec, argv).ok()
+}
+
+/// Redis Cluster's redirection check (`getNodeByQuery`): with a multi-node
+/// topology, a command's keys must share one slot (else `CROSSSLOT`, unless
+/// `cluster-allow-local-multislot` and this node serves every slot) served by
+/// this node (else `MOVED <slot> <host>:<port>`). EXEC checks the keys of
+/// every queued command together. Keyless commands and one-node servers pass.
+///
+/// # Errors
+/// [`CmdError::CrossSlot`], [`CmdError::Moved`].
+fn gate_cluster(
+    shared: &Shared,
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    session: &Session,
+) -> Result<(), CmdError> {
+    let Some(topo) = &shared.cluster else {
+        return Ok(());
+    };
+    let allow = shared
+        .tunables
+        .cluster_allow_local_multislot
+        .load(Ordering::Relaxed);
+    let slots_of = |spec: &CommandSpec, argv: &[Bytes]| -> Vec<Slot> {
+        spec.key_indexes(argv)
+            .into_iter()
+            .filter_map(|i| argv.get(i).map(|k| slot_of(k)))
+            .collect()
+    };
+    if spec.name == "EXEC" {
+        let Some(queue) = &session.multi else {
+            return Ok(());
+        };
+        let slots = queue
+            .iter()
+            .filter_map(|a| row_of(a).map(|s| slots_of(s, a)))
+            .flatten();
+        return topo.check(slots, allow);
+    }
+    topo.check(slots_of(spec, argv), allow)
+}
+
+/// Answer a command that was refused before running; inside MULTI this also
+/// dooms the transaction (EXECABORT), as Redis does.
+pub fn reject(shared: &Shared, conn: &mut Conn, err: CmdError) {
+    shared
+        .stats
+        .total_error_replies
+        .fetch_add(1, Ordering::Relaxed);
+    if conn.session.multi.is_some() {
+        conn.session.multi_failed = true;
+    }
+    conn.push_slot(Pending::Ready(Reply::Error(err)));
+}
+
+/// [`reject`], except that a refused EXEC inside MULTI discards the
+/// transaction with `EXECABORT Transaction discarded because of: <reason>`,
+/// as Redis's `execCommandAbort` does.
+fn reject_cmd(shared: &Shared, conn: &mut Conn, spec: &CommandSpec, err: CmdError) {
+    if spec.name == "EXEC" && conn.session.multi.is_some() {
+        crate::cmd::tx::reset_multi(&mut conn.session);
+        let text = err.to_string();
+        let reason = text.strip_prefix("ERR ").unwrap_or(&text);
+        let err = CmdError::msg(format!(
+            "EXECABORT Transaction discarded because of: {reason}"
+        ));
+        conn.push_slot(Pending::Ready(Reply::Error(err)));
+        return;
+    }
+    reject(shared, conn, err);
+}

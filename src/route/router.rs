@@ -1,0 +1,461 @@
+//! Routing: where a parsed command runs, and how the replies of a command
+//! split over several shards are merged back into one.
+//!
+//! A command whose keys one shard owns goes to that shard whole ([`Routed::One`]):
+//! run inline when the connection's own thread owns them, sent over the
+//! owner's inbox otherwise. A command over keys of several shards is split
+//! into one typed request per shard ([`split_by_shard`]) and its replies merged
+//! in the caller's key order ([`Routed::Fan`]). Blocking reads park on every
+//! involved shard under one ticket ([`start_block`]).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::cmd::table::{self, CommandSpec, FanMerge, Handler};
+use crate::cmd::{Action, ConnCtx, Keys};
+use crate::error::CmdError;
+use crate::io::conn::{BlockPlan, Blocked, Conn, Pending, Session, Then};
+use crate::reply::Reply;
+use crate::route::slot::ShardId;
+use crate::server::Shared;
+use crate::shard::blocking::Ticket;
+use crate::shard::msg::{Job, ReplyTo, ShardReq};
+
+/// Combines the replies of a fan-out (in part order) into the client's reply.
+pub type Merge = Box<dyn FnOnce(Vec<Reply>) -> Reply + Send>;
+
+/// Where a command goes once parsed.
+pub enum Routed {
+    Reply(Reply),
+    Close(Reply),
+    /// Close the connection at once, without a reply (SHUTDOWN).
+    Drop,
+    One(ShardId, ShardReq),
+    /// Parts run on their shards, replies merged; then, optionally, park the
+    /// read or run a second step (see [`Then`]).
+    Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
+    /// A blocking read whose keys live on one shard: park it there directly.
+    Block(BlockPlan),
+}
+
+/// Parse `argv` with its table row and decide where it runs.
+pub fn route(
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+    session: &mut Session,
+    shared: &Shared,
+) -> Routed {
+    match spec.handler {
+        Handler::Keyed { parse, merge } => route_keyed(spec, parse, merge, None, argv, shared),
+        Handler::Blocking {
+            parse,
+            merge,
+            block_ms,
+            park,
+            validate,
+        } => match block_ms(argv) {
+            None => route_keyed(spec, parse, merge, validate, argv, shared),
+            Some(timeout_ms) => {
+                route_blocking(spec, parse, merge, validate, park, timeout_ms, argv, shared)
+            }
+        },
+        Handler::Conn(f) => {
+            let mut cx = ConnCtx {
+                conn: session,
+                shared,
+            };
+            match f(&mut cx, argv) {
+                Ok(Action::Reply(r)) => Routed::Reply(r),
+                Ok(Action::Close(r)) => Routed::Close(r),
+                Ok(Action::Drop) => Routed::Drop,
+                Ok(Action::FanOut { parts, merge }) => Routed::Fan(parts, merge, None),
+                Err(e) => Routed::Reply(Reply::Error(e)),
+            }
+        }
+    }
+}
+
+/// Route a keyed command: to the one shard owning its keys, or split by shard and merged.
+///
+/// With `validate` (XREADGROUP) a split command runs in two steps: every
+/// shard first checks its keys without side effects, and only when all pass
+/// do the reads run, so one shard's `NOGROUP`/`WRONGTYPE`/ID error is never
+/// answered after another shard already delivered (and added to its PEL).
+/// The error is the one of the first failing key in the caller's order, as
+/// Redis checks keys in order. Another client may still change a key between
+/// the steps; the second step re-checks and answers that error.
+pub fn route_keyed(
+    spec: &'static CommandSpec,
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+    merge: FanMerge,
+    validate: Option<table::ParseFn>,
+    argv: &[Bytes],
+    shared: &Shared,
+) -> Routed {
+    let keys = spec.key_indexes(argv);
+    let first_shard = keys
+        .first()
+        .map(|&i| shared.shard_of(&argv[i]))
+        .unwrap_or(ShardId(0));
+    let single = keys
+        .iter()
+        .skip(1)
+        .all(|&i| shared.shard_of(&argv[i]) == first_shard);
+    if single {
+        return match parse(argv) {
+            Ok(req) => Routed::One(first_shard, req),
+            Err(e) => Routed::Reply(Reply::Error(e)),
+        };
+    }
+    // Validate the whole command once, so syntax and arity errors read as
+    // Redis's before any cross-shard refusal.
+    if let Err(e) = parse(argv) {
+        return Routed::Reply(Reply::Error(e));
+    }
+    if merge == FanMerge::Refuse {
+        return Routed::Reply(Reply::Error(CmdError::CrossSlot));
+    }
+    let nkeys = keys.len();
+    let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
+    let mut parts = Vec::with_capacity(split.len());
+    let mut checks = Vec::new();
+    let mut positions = Vec::with_capacity(split.len());
+    for (shard, part_argv, pos) in split {
+        match parse(&part_argv) {
+            Ok(req) => parts.push((shard, req)),
+            Err(e) => return Routed::Reply(Reply::Error(e)),
+        }
+        if let Some(validate) = validate {
+            match validate(&part_argv) {
+                Ok(req) => checks.push((shard, req)),
+                Err(e) => return Routed::Reply(Reply::Error(e)),
+            }
+        }
+        positions.push(pos);
+    }
+    let check_positions = positions.clone();
+    let merge: Merge = match merge {
+        FanMerge::SumInt => Box::new(merge_sum),
+        FanMerge::AllOk => Box::new(merge_ok),
+        FanMerge::KeyOrder => Box::new(move |replies: Vec<Reply>| {
+            if let Some(e) = first_error(&replies) {
+                return e;
+            }
+            let mut out: Vec<Reply> = (0..nkeys).map(|_| Reply::NullBulk).collect();
+            for (reply, pos) in replies.into_iter().zip(positions) {
+                if let Reply::Array(items) = reply {
+                    for (item, n) in items.into_iter().zip(pos) {
+                        out[n] = item;
+                    }
+                }
+            }
+            Reply::Array(out)
+        }),
+        FanMerge::Streams => {
+            let key_pos: Vec<Vec<(Bytes, usize)>> = positions
+                .iter()
+                .map(|pos| pos.iter().map(|&n| (argv[keys[n]].clone(), n)).collect())
+                .collect();
+            Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
+        }
+        FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+    };
+    if validate.is_none() {
+        return Routed::Fan(parts, merge, None);
+    }
+    let check_merge: Merge =
+        Box::new(move |replies: Vec<Reply>| merge_checks(replies, &check_positions));
+    Routed::Fan(
+        checks,
+        check_merge,
+        Some(Then::Fan {
+            parts,
+            merge,
+            then_block: None,
+        }),
+    )
+}
+
+/// Merge a validation step: each part answers `+OK` or `[local key index,
+/// error]`; the answer is the error of the first failing key in the caller's
+/// key order, else `+OK`.
+fn merge_checks(replies: Vec<Reply>, positions: &[Vec<usize>]) -> Reply {
+    let mut first: Option<(usize, Reply)> = None;
+    for (reply, pos) in replies.into_iter().zip(positions) {
+        let (n, err) = match reply {
+            Reply::Array(mut v) if v.len() == 2 => {
+                let err = v.pop().unwrap_or(Reply::Ok);
+                let local = match v.pop() {
+                    Some(Reply::Int(i)) => usize::try_from(i).unwrap_or(0),
+                    _ => 0,
+                };
+                (pos.get(local).copied().unwrap_or(usize::MAX), err)
+            }
+            e @ Reply::Error(_) => (usize::MAX, e),
+            _ => continue,
+        };
+        if first.as_ref().is_none_or(|(m, _)| n < *m) {
+            first = Some((n, err));
+        }
+    }
+    first.map_or(Reply::Ok, |(_, e)| e)
+}
+
+/// Route a read that asks to block: park it directly when its keys live on
+/// one shard; otherwise first run the non-blocking form over every shard and
+/// park only if that found nothing (DESIGN.md "Blocking reads", step 1 and 2).
+#[allow(clippy::too_many_arguments)]
+fn route_blocking(
+    spec: &'static CommandSpec,
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+    merge: FanMerge,
+    validate: Option<table::ParseFn>,
+    park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
+    timeout_ms: u64,
+    argv: &[Bytes],
+    shared: &Shared,
+) -> Routed {
+    if let Err(e) = parse(argv) {
+        return Routed::Reply(Reply::Error(e));
+    }
+    let keys = spec.key_indexes(argv);
+    let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
+    let plan_parts: Vec<(ShardId, Vec<Bytes>)> =
+        split.iter().map(|(s, a, _)| (*s, a.clone())).collect();
+    let plan = BlockPlan {
+        parts: plan_parts,
+        park,
+        timeout_ms,
+    };
+    if split.len() <= 1 {
+        return Routed::Block(plan);
+    }
+    match route_keyed(spec, parse, merge, validate, argv, shared) {
+        Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: None,
+            }),
+        ) => Routed::Fan(
+            checks,
+            check_merge,
+            Some(Then::Fan {
+                parts,
+                merge,
+                then_block: Some(plan),
+            }),
+        ),
+        other => other,
+    }
+}
+
+/// Send the parts of a fan-out to their shards, collecting their replies in
+/// slot `seq` (a new slot, or one whose validation step just passed).
+pub fn start_fan(
+    io: u16,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    parts: Vec<(ShardId, ShardReq)>,
+    merge: Merge,
+    then: Option<Then>,
+) {
+    let holds = then.as_ref().is_some_and(Then::holds);
+    let n = parts.len();
+    let Some(slot) = conn.slot_mut(seq) else {
+        return;
+    };
+    *slot = Pending::Fan {
+        parts: (0..n).map(|_| None).collect(),
+        left: n,
+        merge,
+        then,
+    };
+    if holds {
+        conn.hold_until = Some(seq);
+    }
+    for (part, (shard, req)) in parts.into_iter().enumerate() {
+        batches[usize::from(shard.0)].push(Job {
+            req,
+            db: conn.session.db as u16,
+            reply_to: ReplyTo {
+                io,
+                conn: conn.session.id,
+                seq,
+                part: part as u16,
+            },
+        });
+    }
+}
+
+/// Park a blocking read on its shards under one ticket; the slot `seq` is filled
+/// by whichever shard serves it, or by the IO thread on timeout.
+pub fn start_block(
+    io: u16,
+    shared: &Shared,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    plan: BlockPlan,
+) {
+    let ticket = Ticket::new();
+    for (shard, part_argv) in &plan.parts {
+        match (plan.park)(part_argv, ticket.clone()) {
+            Ok(req) => batches[usize::from(shard.0)].push(Job {
+                req,
+                db: conn.session.db as u16,
+                reply_to: ReplyTo {
+                    io,
+                    conn: conn.session.id,
+                    seq,
+                    part: 0,
+                },
+            }),
+            Err(e) => {
+                if ticket.claim() {
+                    conn.fill(seq, 0, Reply::Error(e));
+                }
+                return;
+            }
+        }
+    }
+    let deadline =
+        (plan.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(plan.timeout_ms));
+    conn.blocked = Some(Blocked {
+        seq,
+        ticket,
+        deadline,
+    });
+    conn.hold_until = Some(seq);
+    conn.session.shared.blocked.store(true, Ordering::Relaxed);
+    shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the
+/// caller's key order; a null reply when no shard returned anything.
+fn merge_streams(replies: Vec<Reply>, key_pos: Vec<Vec<(Bytes, usize)>>) -> Reply {
+    if let Some(e) = first_error(&replies) {
+        return e;
+    }
+    let mut items: Vec<(usize, (Reply, Reply))> = Vec::new();
+    for (reply, keys) in replies.into_iter().zip(key_pos) {
+        let pairs = match reply {
+            Reply::PairMap(p) => p,
+            _ => continue,
+        };
+        for (k, v) in pairs {
+            let n = match &k {
+                Reply::Bulk(b) => keys.iter().find(|(kb, _)| kb == b).map(|(_, n)| *n),
+                _ => None,
+            }
+            .unwrap_or(usize::MAX);
+            items.push((n, (k, v)));
+        }
+    }
+    if items.is_empty() {
+        return Reply::NullArray;
+    }
+    items.sort_by_key(|(n, _)| *n);
+    Reply::PairMap(items.into_iter().map(|(_, p)| p).collect())
+}
+
+/// Merge helper: the first error among `parts`, if any.
+pub fn first_error(parts: &[Reply]) -> Option<Reply> {
+    parts.iter().find(|r| r.is_error()).cloned()
+}
+
+/// Fan-out merge: sum of integer replies (DBSIZE, DEL across shards).
+pub fn merge_sum(parts: Vec<Reply>) -> Reply {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    Reply::Int(
+        parts
+            .iter()
+            .map(|r| if let Reply::Int(n) = r { *n } else { 0 })
+            .sum(),
+    )
+}
+
+/// Fan-out merge: `+OK` if every part answered OK, else the first error.
+pub fn merge_ok(parts: Vec<Reply>) -> Reply {
+    first_error(&parts).unwrap_or(Reply::Ok)
+}
+
+/// Fan-out merge: concatenate array replies (KEYS).
+pub fn merge_concat(parts: Vec<Reply>) -> Reply {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    let mut out = Vec::new();
+    for p in parts {
+        if let Reply::Array(items) = p {
+            out.extend(items);
+        }
+    }
+    Reply::Array(out)
+}
+
+/// Split argv of a multi-key command into one argv per shard, keeping each key's
+/// associated arguments (MSET's value, XREAD's ID). Returns `(shard, argv,
+/// original key positions)` per part, in first-appearance order of shards.
+pub fn split_by_shard(
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    key_idx: &[usize],
+    shard_of: impl Fn(&[u8]) -> ShardId,
+) -> Vec<(ShardId, Vec<Bytes>, Vec<usize>)> {
+    let mut parts: Vec<(ShardId, Vec<Bytes>, Vec<usize>)> = Vec::new();
+    let (Some(&first), Some(&last)) = (key_idx.first(), key_idx.last()) else {
+        return parts;
+    };
+    let prefix = &argv[..first];
+    let (step, tail_start, paired) = match spec.keys {
+        Keys::Range { step, .. } => (
+            usize::from(step.max(1)),
+            last + usize::from(step.max(1)),
+            None,
+        ),
+        Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
+        Keys::None => (1, argv.len(), None),
+    };
+    let suffix = argv.get(tail_start.min(argv.len())..).unwrap_or(&[]);
+    let mut keyed: Vec<(ShardId, Vec<Bytes>, Vec<usize>)> = Vec::new();
+    for (n, &ki) in key_idx.iter().enumerate() {
+        let shard = shard_of(&argv[ki]);
+        let slot = match keyed.iter().position(|(s, _, _)| *s == shard) {
+            Some(p) => p,
+            None => {
+                keyed.push((shard, Vec::new(), Vec::new()));
+                keyed.len() - 1
+            }
+        };
+        let (_, args, positions) = &mut keyed[slot];
+        positions.push(n);
+        match paired {
+            // XREAD: keys first, IDs collected separately below
+            Some(_) => args.push(argv[ki].clone()),
+            None => args.extend(argv[ki..(ki + step).min(argv.len())].iter().cloned()),
+        }
+    }
+    for (shard, args, positions) in keyed {
+        let mut full: Vec<Bytes> = prefix.to_vec();
+        full.extend(args);
+        if let Some(nkeys) = paired {
+            for &n in &positions {
+                full.push(argv[first + nkeys + n].clone());
+            }
+        } else {
+            full.extend(suffix.iter().cloned());
+        }
+        parts.push((shard, full, positions));
+    }
+    parts
+}

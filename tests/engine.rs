@@ -1,0 +1,174 @@
+//! The thread-per-core engine over real sockets: commands on keys another
+//! shard owns hop once and come back in request order; a connection whose
+//! commands keep landing on one other shard is handed over to that shard's
+//! thread with its session intact; with one shard nothing ever hops.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{eventually, RespClient, TestServer};
+
+/// A key whose slot a 2-shard server gives to `shard` (slots 0..8191 →
+/// shard 0, 8192..16383 → shard 1), with `prefix` in its name.
+fn key_on(c: &mut RespClient, shard: u16, prefix: &str) -> String {
+    for i in 0.. {
+        let key = format!("{prefix}:{i}");
+        let slot: u16 = c.raw(&["CLUSTER", "KEYSLOT", &key])[1..].parse().unwrap();
+        if slot / 8192 == shard {
+            return key;
+        }
+    }
+    unreachable!()
+}
+
+/// An INFO shardstream field as an integer.
+fn shard_info(c: &mut RespClient, field: &str) -> u64 {
+    let text = c.raw(&["INFO", "shardstream"]);
+    text.split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO shardstream lacks {field}: {text}"))
+        .parse()
+        .unwrap()
+}
+
+/// The shard thread serving the connection that sends this: the one whose
+/// `local_commands` a local command raises.
+fn own_thread(c: &mut RespClient, keys: [&str; 2]) -> u16 {
+    let text = c.raw(&["INFO", "shardstream"]);
+    let before: Vec<u64> = (0..2)
+        .map(|n| per_shard(&text, n, "local_commands"))
+        .collect();
+    for k in keys {
+        c.raw(&["EXISTS", k]);
+    }
+    let text = c.raw(&["INFO", "shardstream"]);
+    (0..2)
+        .find(|&n| per_shard(&text, n, "local_commands") > before[usize::from(n)])
+        .expect("one of the EXISTS ran locally")
+}
+
+fn per_shard(text: &str, n: u16, field: &str) -> u64 {
+    let line = text
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("shard{n}:")))
+        .unwrap();
+    line.split(',')
+        .find_map(|f| f.strip_prefix(&format!("{field}=")))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn one_shard_never_hops() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    for i in 0..50 {
+        assert_eq!(c.raw(&["SET", &format!("k{i}"), "v"]), "+OK");
+    }
+    assert_eq!(shard_info(&mut c, "remote_commands"), 0);
+    assert!(shard_info(&mut c, "local_commands") >= 50);
+    assert_eq!(shard_info(&mut c, "handovers"), 0);
+}
+
+#[test]
+fn pipelined_replies_keep_request_order_across_shards() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let a = key_on(&mut c, 0, "a");
+    let b = key_on(&mut c, 1, "b");
+    // One write carrying 600 commands alternating between the shards.
+    let mut wire = Vec::new();
+    for i in 0..300 {
+        wire.extend(common::resp_command(&["INCR", &a]));
+        wire.extend(common::resp_command(&[
+            "XADD",
+            &b,
+            &format!("{}-1", i + 1),
+            "n",
+            &i.to_string(),
+        ]));
+    }
+    c.send_raw(&wire);
+    for i in 0..300 {
+        assert_eq!(c.read_reply(), format!(":{}", i + 1));
+        let id = format!("{}-1", i + 1);
+        assert_eq!(c.read_reply(), format!("${}\r\n{id}", id.len()));
+    }
+    assert_eq!(c.raw(&["XLEN", &b]), ":300");
+}
+
+#[test]
+fn connection_moves_to_the_shard_its_commands_go_to() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let k0 = key_on(&mut c, 0, "k");
+    let k1 = key_on(&mut c, 1, "k");
+    let home = own_thread(&mut c, [&k0, &k1]);
+    let other = 1 - home;
+    let key = if other == 0 { k0.clone() } else { k1.clone() };
+    let id = c.raw(&["CLIENT", "ID"]);
+    assert_eq!(c.raw(&["SELECT", "3"]), "+OK");
+    assert_eq!(c.raw(&["CLIENT", "SETNAME", "mover"]), "+OK");
+    let moved_before = shard_info(&mut c, "handovers");
+    for i in 0..100 {
+        assert_eq!(c.raw(&["INCR", &key]), format!(":{}", i + 1));
+    }
+    assert!(shard_info(&mut c, "handovers") > moved_before);
+    // The session moved with the socket: same client, database and name.
+    assert_eq!(c.raw(&["CLIENT", "ID"]), id);
+    assert_eq!(c.raw(&["CLIENT", "GETNAME"]), "$5\r\nmover");
+    assert_eq!(c.raw(&["GET", &key]), "$3\r\n100");
+    assert_eq!(c.raw(&["SELECT", "0"]), "+OK");
+    assert_eq!(c.raw(&["GET", &key]), "$-1");
+    // Its commands on that key now run where the connection lives.
+    assert_eq!(own_thread(&mut c, [&k0, &k1]), other);
+}
+
+#[test]
+fn handed_over_connection_blocks_and_can_be_killed() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let k0 = key_on(&mut c, 0, "s");
+    let k1 = key_on(&mut c, 1, "s");
+    let home = own_thread(&mut c, [&k0, &k1]);
+    let key = if home == 0 { k1.clone() } else { k0.clone() };
+    for _ in 0..64 {
+        c.raw(&["XLEN", &key]);
+    }
+    assert!(shard_info(&mut c, "handovers") >= 1);
+    // A blocking read parked on its new thread is served by an XADD from another client.
+    c.send(&["XREAD", "BLOCK", "5000", "STREAMS", &key, "$"]);
+    let mut w = srv.client();
+    assert!(eventually(5, || w
+        .raw(&["INFO", "clients"])
+        .contains("blocked_clients:1")));
+    assert_eq!(w.raw(&["XADD", &key, "1-1", "f", "v"]), "$3\r\n1-1");
+    let reply = c.read_reply();
+    assert!(reply.contains("1-1"), "{reply}");
+    // CLIENT KILL finds it on its new thread.
+    let id = c.raw(&["CLIENT", "ID"])[1..].to_string();
+    assert_eq!(w.raw(&["CLIENT", "KILL", "ID", &id]), ":1");
+    assert!(c.is_closed());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(w.raw(&["CLIENT", "LIST"]).lines().count() >= 1);
+}
+
+#[test]
+fn connections_spread_over_shard_threads() {
+    let srv = TestServer::start(2);
+    let clients: Vec<RespClient> = (0..10).map(|_| srv.client()).collect();
+    let mut c = srv.client();
+    assert!(eventually(5, || {
+        let text = c.raw(&["INFO", "shardstream"]);
+        per_shard(&text, 0, "connections") + per_shard(&text, 1, "connections") == 11
+    }));
+    let text = c.raw(&["INFO", "shardstream"]);
+    let (a, b) = (
+        per_shard(&text, 0, "connections"),
+        per_shard(&text, 1, "connections"),
+    );
+    assert!(a.abs_diff(b) <= 1, "unbalanced: {a} vs {b}");
+    drop(clients);
+}
