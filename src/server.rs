@@ -230,7 +230,7 @@ pub struct Shared {
     /// Settings shards read at run time; CONFIG SET updates them.
     pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
-    pub blocked_clients: AtomicU64,
+    pub blocked_clients: Arc<AtomicU64>,
     /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
     /// cluster serving every slot, with no redirections.
     pub cluster: Option<crate::cluster::Topology>,
@@ -499,7 +499,7 @@ fn start_with(
         addr,
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
-        blocked_clients: AtomicU64::new(0),
+        blocked_clients: Arc::new(AtomicU64::new(0)),
         cluster,
     });
 

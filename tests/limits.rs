@@ -456,6 +456,12 @@ fn tcp_keepalive_is_armed_on_accepted_sockets() {
     let srv = TestServer::start(1);
     let mut c = srv.client();
     let with = TcpStream::connect(srv.addr).unwrap();
+    // Keepalive is set when the server accepts: wait until it has.
+    assert!(common::eventually(10, || info_num(
+        &mut c,
+        "clients",
+        "connected_clients"
+    ) == 2));
     assert_eq!(c.raw(&["CONFIG", "SET", "tcp-keepalive", "0"]), "+OK");
     let without = TcpStream::connect(srv.addr).unwrap();
     assert!(common::eventually(10, || info_num(

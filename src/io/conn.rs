@@ -88,8 +88,9 @@ pub struct ClientShared {
     pub killed: AtomicBool,
     /// Commands in MULTI queue, -1 when not in MULTI (`multi=`).
     pub multi: AtomicU64,
-    /// Parked in a blocking read (`flags=b`).
-    pub blocked: AtomicBool,
+    /// Parked in a blocking read (`flags=b`); set by the shard that parks it
+    /// (see [`crate::shard::blocking::Ticket`]).
+    pub blocked: Arc<AtomicBool>,
 }
 
 impl ClientShared {

@@ -152,7 +152,7 @@ pub fn new_conn(
         omem_bytes: AtomicUsize::new(0),
         killed: AtomicBool::new(false),
         multi: AtomicU64::new(u64::MAX),
-        blocked: AtomicBool::new(false),
+        blocked: Arc::new(AtomicBool::new(false)),
     });
     if let Ok(mut c) = shared.clients.lock() {
         c.insert(id, client.clone());

@@ -8,7 +8,6 @@
 //! in the caller's key order ([`Routed::Fan`]). Blocking reads park on every
 //! involved shard under one ticket ([`start_block`]).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ use crate::io::conn::{BlockPlan, Blocked, Conn, Pending, Session, Then};
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::server::Shared;
-use crate::shard::blocking::Ticket;
+use crate::shard::blocking::{BlockedWatch, Ticket};
 use crate::shard::msg::{Job, ReplyTo, ShardReq};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
@@ -305,7 +304,10 @@ pub fn start_block(
     seq: u64,
     plan: BlockPlan,
 ) {
-    let ticket = Ticket::new();
+    let ticket = Ticket::watched(BlockedWatch {
+        flag: conn.session.shared.blocked.clone(),
+        count: shared.blocked_clients.clone(),
+    });
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
             Ok(req) => batches[usize::from(shard.0)].push(Job {
@@ -334,8 +336,6 @@ pub fn start_block(
         deadline,
     });
     conn.hold_until = Some(seq);
-    conn.session.shared.blocked.store(true, Ordering::Relaxed);
-    shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the

@@ -15,7 +15,7 @@
 //! `signalKeyAsReady` / `handleClientsBlockedOnKeys`, redis/src/blocked.c.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,17 +25,43 @@ use crate::shard::db::ShardDb;
 use crate::shard::msg::ExecCtx;
 use crate::shard::msg::ReplyTo;
 
-/// Shared by the IO thread and every shard a blocked client waits on: whoever
-/// flips `fired` first answers the client.
+/// Shared by the connection's thread and every shard a blocked client waits
+/// on: whoever flips `fired` first answers the client.
+///
+/// A ticket also keeps the client's "blocked" state honest: the client counts
+/// as blocked (INFO `blocked_clients`, CLIENT LIST `flags=b`) from the moment
+/// a shard really parks it — not when the command is sent — until
+/// [`Ticket::finish`], as in Redis, where a client shows as blocked only once
+/// it is (test suites wait on that before writing to the key).
 #[derive(Debug, Default)]
 pub struct Ticket {
     fired: AtomicBool,
+    /// 0: not parked yet; 1: parked and counted; 2: finished.
+    state: AtomicU8,
+    watch: Option<BlockedWatch>,
+}
+
+/// Where a ticket reports its client's blocked state.
+#[derive(Debug)]
+pub struct BlockedWatch {
+    /// The client's `flags=b`.
+    pub flag: Arc<AtomicBool>,
+    /// The server's `blocked_clients`.
+    pub count: Arc<AtomicU64>,
 }
 
 impl Ticket {
-    /// A fresh, unclaimed ticket.
+    /// A fresh, unclaimed ticket that reports no blocked state.
     pub fn new() -> Arc<Ticket> {
         Arc::new(Ticket::default())
+    }
+
+    /// A fresh, unclaimed ticket that reports its client's blocked state to `watch`.
+    pub fn watched(watch: BlockedWatch) -> Arc<Ticket> {
+        Arc::new(Ticket {
+            watch: Some(watch),
+            ..Ticket::default()
+        })
     }
 
     /// Claim the right to answer. True for exactly one caller.
@@ -46,6 +72,32 @@ impl Ticket {
     /// Whether someone already answered.
     pub fn is_fired(&self) -> bool {
         self.fired.load(Ordering::SeqCst)
+    }
+
+    /// A shard parked a waiter under this ticket: the client counts as
+    /// blocked (once, however many shards park it; never after [`finish`](Self::finish)).
+    pub fn mark_parked(&self) {
+        if self
+            .state
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            if let Some(w) = &self.watch {
+                w.flag.store(true, Ordering::SeqCst);
+                w.count.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The blocking command is over (answered, timed out, client gone): the
+    /// client no longer counts as blocked.
+    pub fn finish(&self) {
+        if self.state.swap(2, Ordering::SeqCst) == 1 {
+            if let Some(w) = &self.watch {
+                w.flag.store(false, Ordering::SeqCst);
+                w.count.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
     }
 }
 
@@ -100,8 +152,9 @@ impl Waiters {
         self.waiters.is_empty()
     }
 
-    /// Park a waiter on its keys.
+    /// Park a waiter on its keys; its client now counts as blocked.
     pub fn park(&mut self, w: Waiter) {
+        w.ticket.mark_parked();
         let id = self.next_id;
         self.next_id += 1;
         for k in &w.keys {

@@ -649,9 +649,9 @@ impl ShardThread {
             let was_held = conn.hold_until.is_some();
             conn.encode_ready(Some(&limits.output));
             if conn.blocked.as_ref().is_some_and(|b| b.seq < conn.base_seq) {
-                conn.blocked = None;
-                conn.session.shared.blocked.store(false, Ordering::Relaxed);
-                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                if let Some(b) = conn.blocked.take() {
+                    b.ticket.finish();
+                }
             }
             if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
                 // A blocking command finished: go on with the pipeline.
@@ -714,7 +714,7 @@ impl ShardThread {
             if let Some(b) = conn.blocked.take() {
                 // Claiming makes every shard drop its waiter for this client.
                 b.ticket.claim();
-                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                b.ticket.finish();
             }
             self.blocked_ids.remove(&id);
             if let Ok(mut c) = self.shared.clients.lock() {
