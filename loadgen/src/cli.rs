@@ -36,6 +36,7 @@ pub struct TargetArgs {
     pub port: Option<u16>,
     /// Server URL, e.g. `redis://:password@127.0.0.1:6379/0` (overrides --host/--port).
     #[arg(long)]
+    #[serde(serialize_with = "crate::redact::serialize_opt_url")]
     pub url: Option<String>,
     /// Discover the topology with CLUSTER SLOTS and route each key to its node,
     /// following MOVED.

@@ -246,7 +246,7 @@ pub fn run(
     } else {
         Topology::single(url)
     }
-    .map_err(|e| format!("cannot reach {url}: {e}"))?;
+    .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
     let info = server_info(&mut admin);
 
