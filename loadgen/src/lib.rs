@@ -7,6 +7,7 @@
 //! - [`producer`]: paced XADD carrying the scheduled send time (no coordinated omission).
 //! - [`consumer`]: XREADGROUP BLOCK + XACK, latency into a per-thread histogram.
 //! - [`seen`]: per-producer bitmaps for lost/duplicate detection.
+//! - [`verdict`]: OK / SATURATED / FAILED from the counts (pure).
 //! - [`report`]: the docs' bucket table, percentiles, JSON, HdrHistogram log.
 //! - [`plot`]: latency-by-percentile SVG.
 //! - [`xadd`]: throughput mode.
@@ -23,6 +24,7 @@ pub mod redact;
 pub mod report;
 pub mod seen;
 pub mod target;
+pub mod verdict;
 pub mod xadd;
 
 use cli::TargetArgs;
