@@ -86,8 +86,9 @@ pub fn nice_ceiling(v: f64) -> f64 {
 }
 
 /// Pick the table's rows for `h`: `forced_us` if given; else 1 ms rows when
-/// min..max fits in `max_rows` of them; else a wider 1/2/5 step when that still
-/// spreads the bulk (width at most p50 / 4); else power-of-two rows. Every
+/// min..max fits in `max_rows` of them; else a wider 1/2/5 step giving at most
+/// half as many rows when that still spreads the bulk (width at most p50 / 4);
+/// else power-of-two rows. Every
 /// choice covers p50..max without folding.
 pub fn choose_scheme(h: &Histogram<u64>, forced_us: Option<u64>, max_rows: usize) -> Scheme {
     if let Some(w) = forced_us {
@@ -101,8 +102,10 @@ pub fn choose_scheme(h: &Histogram<u64>, forced_us: Option<u64>, max_rows: usize
     if rows(1000) <= max_rows as u64 {
         return Scheme::Linear { width_us: 1000 };
     }
-    let w = nice_ceiling((hi - lo) as f64 / (max_rows as f64 - 1.0)) as u64;
-    if w * 4 <= h.value_at_quantile(0.5) && rows(w) <= max_rows as u64 {
+    // Wider rows only if at most half as many: a glance, not a scroll.
+    let wide_rows = (max_rows / 2).max(2);
+    let w = nice_ceiling((hi - lo) as f64 / (wide_rows as f64 - 1.0)) as u64;
+    if w * 4 <= h.value_at_quantile(0.5) && rows(w) <= wide_rows as u64 {
         return Scheme::Linear { width_us: w };
     }
     Scheme::Log2
@@ -615,12 +618,12 @@ mod tests {
         // Everything between 2.6 and 2.7 s (the single-row table).
         let h = hist(&[(2_603_000, 10), (2_652_000, 80), (2_699_000, 10)]);
         let scheme = choose_scheme(&h, None, MAX_ROWS);
-        assert_eq!(scheme, Scheme::Linear { width_us: 5000 });
+        assert_eq!(scheme, Scheme::Linear { width_us: 10_000 });
         let rows = covers(&h, scheme);
         assert!(rows.len() >= 3);
         let table = format_table(&rows);
         assert!(
-            table.starts_with("Processed between 2600 and 2605 ms -> 10.00%"),
+            table.starts_with("Processed between 2600 and 2610 ms -> 10.00%"),
             "{table}"
         );
     }
@@ -778,7 +781,7 @@ mod tests {
         );
         assert!(text.contains("verdict  SATURATED (exit 3)"), "{text}");
         assert!(
-            text.contains("  - consumers delivered 20 entries/s, 40% of the 50 entries/s target"),
+            text.contains("  - consumers delivered 20 entries/s, 40.0% of the 50 entries/s target"),
             "{text}"
         );
     }

@@ -187,14 +187,14 @@ pub fn decide(e: &Evidence) -> Verdict {
     if e.rate_target > 0 {
         if rate_delivered < MIN_DELIVERED_FRACTION * target {
             saturation.push(format!(
-                "consumers delivered {rate_delivered:.0} entries/s, {:.0}% of the {} entries/s target",
+                "consumers delivered {rate_delivered:.0} entries/s, {:.1}% of the {} entries/s target",
                 rate_delivered * 100.0 / target,
                 e.rate_target
             ));
         }
         if rate_sent < MIN_DELIVERED_FRACTION * target {
             saturation.push(format!(
-                "producers sent {rate_sent:.0} entries/s, {:.0}% of the target (XADD round trips \
+                "producers sent {rate_sent:.0} entries/s, {:.1}% of the target (XADD round trips \
                  too slow: try --pipeline or --producers)",
                 rate_sent * 100.0 / target
             ));
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(v.lost, 0);
         assert!(v.failures.is_empty());
         assert_eq!(v.saturation.len(), 3, "{:?}", v.saturation);
-        assert!(v.saturation[0].contains("62%"), "{}", v.saturation[0]);
+        assert!(v.saturation[0].contains("62.0%"), "{}", v.saturation[0]);
     }
 
     #[test]
