@@ -55,9 +55,15 @@ fn run_latency(args: &loadgen::cli::LatencyArgs) -> i32 {
         } else {
             format!("{} entries/s target", args.rate)
         };
+        // With runs to compare, the legend names them; alone, say what was measured.
+        let against = if series.is_empty() {
+            format!(", {}", rep.target)
+        } else {
+            String::new()
+        };
         let title = format!(
-            "XADD -> XREADGROUP latency, {rate}, {} stream(s), {}",
-            args.streams, rep.target
+            "XADD -> XREADGROUP latency, {rate}, {} stream(s){against}",
+            args.streams
         );
         series.insert(
             0,

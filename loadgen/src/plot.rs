@@ -193,13 +193,22 @@ pub fn svg(series: &[Series], title: &str) -> String {
         marks.push(("max", limit, h.max()));
         for (name, x, v) in marks {
             let (cx, cy) = (px(x), py(v as f64));
-            // Labels of the first run above the line, of the others below.
-            let dy = if idx == 0 {
+            // Labels of the first run above the line, of the others below;
+            // below too where above would run into the title.
+            let mut dy = if idx == 0 {
                 -8.0
             } else {
                 16.0 + 12.0 * (idx - 1) as f64
             };
-            let anchor = if name == "max" { "end" } else { "start" };
+            if cy + dy < TOP + 12.0 {
+                dy = 16.0;
+            }
+            // The max label goes right of its point when there is room.
+            let anchor = if name == "max" && cx + 90.0 > W - RIGHT {
+                "end"
+            } else {
+                "start"
+            };
             let _ = writeln!(
                 s,
                 r#"<circle class="mark" cx="{cx:.1}" cy="{cy:.1}" r="3.5" fill="{colour}"/><text x="{:.1}" y="{:.1}" fill="{colour}" text-anchor="{anchor}">{name} {}</text>"#,
@@ -210,39 +219,52 @@ pub fn svg(series: &[Series], title: &str) -> String {
         }
     }
 
-    // Legend, top left inside the plot.
+    // Legend, sized to its longest line (~6.6 px a character at 12 px).
+    let legend: Vec<String> = non_empty
+        .iter()
+        .map(|se| {
+            let h = &se.hist;
+            format!(
+                "{}: {} samples, p50 {}, p99 {}, max {}",
+                se.label,
+                h.len(),
+                fmt_us(h.value_at_quantile(0.5)),
+                fmt_us(h.value_at_quantile(0.99)),
+                fmt_us(h.max())
+            )
+        })
+        .collect();
+    let longest = legend.iter().map(|l| l.chars().count()).max().unwrap_or(10) as f64;
     let rows = non_empty.len().max(1) as f64;
+    // Bottom right: latency-by-percentile lines rise to the right, so that corner is free.
+    let (legend_w, legend_h) = (
+        (50.0 + 6.6 * longest).min(W - LEFT - RIGHT - 20.0),
+        8.0 + 18.0 * rows,
+    );
+    let (lx, ly) = (W - RIGHT - 10.0 - legend_w, H - BOTTOM - 10.0 - legend_h);
     let _ = writeln!(
         s,
-        r##"<rect class="legend" x="{}" y="{}" width="430" height="{}" fill="white" fill-opacity="0.85" stroke="#999"/>"##,
-        LEFT + 10.0,
-        TOP + 8.0,
-        8.0 + 18.0 * rows
+        r##"<rect class="legend" x="{lx:.1}" y="{ly:.1}" width="{legend_w:.0}" height="{legend_h}" fill="white" fill-opacity="0.85" stroke="#999"/>"##
     );
     if non_empty.is_empty() {
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}">no samples</text>"#,
-            LEFT + 20.0,
-            TOP + 24.0
+            r#"<text x="{:.1}" y="{:.1}">no samples</text>"#,
+            lx + 10.0,
+            ly + 18.0
         );
     }
-    for (idx, se) in non_empty.iter().enumerate() {
+    for (idx, line) in legend.iter().enumerate() {
         let colour = COLOURS[idx % COLOURS.len()];
-        let y = TOP + 22.0 + 18.0 * idx as f64;
-        let h = &se.hist;
+        let y = ly + 14.0 + 18.0 * idx as f64;
         let _ = writeln!(
             s,
-            r#"<line x1="{}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="{colour}" stroke-width="3"/><text x="{}" y="{:.1}">{}: {} samples, p50 {}, p99 {}, max {}</text>"#,
-            LEFT + 18.0,
-            LEFT + 42.0,
-            LEFT + 50.0,
+            r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{colour}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            lx + 8.0,
+            lx + 32.0,
+            lx + 40.0,
             y + 4.0,
-            escape(&se.label),
-            h.len(),
-            fmt_us(h.value_at_quantile(0.5)),
-            fmt_us(h.value_at_quantile(0.99)),
-            fmt_us(h.max())
+            escape(line)
         );
     }
     s.push_str("</svg>\n");
