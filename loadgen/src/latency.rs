@@ -663,4 +663,71 @@ mod tests {
         assert_eq!(p, payload(2, 5, 9));
         assert_ne!(p, payload(2, 5, 10));
     }
+
+    /// `lag` as the verdict reads it, from a real (embedded) shardstream:
+    /// entries in the stream not yet delivered to the group.
+    #[test]
+    fn group_lag_counts_undelivered_entries() {
+        let target = crate::resolve(&crate::cli::TargetArgs {
+            host: None,
+            port: None,
+            url: None,
+            cluster: false,
+            embedded_shards: Some(1),
+        })
+        .unwrap();
+        let topo = Topology::single(&target.url).unwrap();
+        let mut router = Router::new(&target.url, topo, false);
+        let keys = stream_keys("lagtest", 2, false);
+        for k in &keys {
+            keyed(
+                &mut router,
+                k,
+                redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(k)
+                    .arg("g")
+                    .arg("0")
+                    .arg("MKSTREAM"),
+            )
+            .unwrap();
+        }
+        assert_eq!(group_lag(&mut router, &keys, "g"), Some(0));
+        for _ in 0..3 {
+            keyed(
+                &mut router,
+                &keys[0],
+                redis::cmd("XADD").arg(&keys[0]).arg("*").arg("f").arg("v"),
+            )
+            .unwrap();
+        }
+        keyed(
+            &mut router,
+            &keys[1],
+            redis::cmd("XADD").arg(&keys[1]).arg("*").arg("f").arg("v"),
+        )
+        .unwrap();
+        assert_eq!(group_lag(&mut router, &keys, "g"), Some(4));
+        keyed(
+            &mut router,
+            &keys[0],
+            redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg("g")
+                .arg("c")
+                .arg("COUNT")
+                .arg(2)
+                .arg("STREAMS")
+                .arg(&keys[0])
+                .arg(">"),
+        )
+        .unwrap();
+        // Delivered but not acked is no longer lag.
+        assert_eq!(group_lag(&mut router, &keys, "g"), Some(2));
+        // No such group: the server gives no lag for it.
+        assert_eq!(group_lag(&mut router, &keys, "nope"), None);
+        if let Some(h) = target.embedded {
+            h.shutdown();
+        }
+    }
 }

@@ -271,6 +271,60 @@ fn saturated_run_says_so_and_loses_nothing() {
     let _ = std::fs::remove_file(svg);
 }
 
+/// The same slow consumer, but the drain is cut short (`--drain-max 0.3`):
+/// the entries still in the group (XINFO GROUPS lag) are backlog, not lost.
+#[test]
+fn drain_cut_short_leaves_backlog_not_loss() {
+    let json = scratch("capped.json");
+    let out = loadgen(&[
+        "--embedded-shards",
+        "1",
+        "--rate",
+        "3000",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--producers",
+        "1",
+        "--consumers",
+        "1",
+        "--count",
+        "50",
+        "--work-us",
+        "1000",
+        "--drain-max",
+        "0.3",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["drain"], "capped", "{text}");
+    assert_eq!(v["lost"], 0, "{text}");
+    let left = v["backlog_left"].as_u64().unwrap();
+    assert!(left > 0, "{text}");
+    assert_eq!(
+        left,
+        v["sent"].as_u64().unwrap() - v["unique"].as_u64().unwrap(),
+        "{text}"
+    );
+    assert!(stdout.contains("hit --drain-max in "), "{stdout}");
+    assert!(
+        stdout.contains("still undelivered when the drain's time limit passed"),
+        "{stdout}"
+    );
+}
+
 /// `--rate 0`: producers throttle to what the consumers drain, so the backlog
 /// stays bounded, nothing is called lost, and the report gives the sustainable
 /// rate (the README's old example exited 1 with a "lost" backlog).
