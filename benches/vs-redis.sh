@@ -113,4 +113,4 @@ print(f"{name:6} | {cell(r):36} | {cell(s):36} | {ratio}")
 PY
 done
 [ -n "$PLOT_DIR" ] && echo "overlay plots: $PLOT_DIR/vs-redis-*.svg"
-exit 0
+exit "$KEEP"  # 1 when any run failed (logs kept)
