@@ -2,32 +2,55 @@
 # Side-by-side XADD -> XREADGROUP latency: redis-server vs shardstream, in one run.
 #
 #   benches/vs-redis.sh [duration_s]
+#   PLOT_DIR=plots benches/vs-redis.sh 10    # also one overlay SVG per configuration
 #
 # Starts redis-server (if installed) and shardstream on free loopback ports,
 # runs the same loadgen configurations against both and prints, per
-# configuration, the achieved rate and p50/p99/p99.9 (us) for each server and
-# the shardstream/redis ratio of each percentile (< 1 means shardstream is
-# faster). Configurations: 1k, 10k and 50k entries/s with 2 producers and
-# 2 consumers at COUNT 10, and the Redis docs' setting (10k/s, COUNT 10000).
+# configuration, the delivered rate (entries/s) and p50/p99/p99.9 (ms) for each
+# server and the shardstream/redis ratio of each percentile (< 1 means
+# shardstream is faster). A cell marked SAT is a run whose consumers (or
+# producers) could not keep up with the target: its latency includes a growing
+# queue, so compare it with care; FAIL means entries were lost or duplicated.
+# Configurations: 1k, 10k and 50k entries/s with 2 producers and 2 consumers at
+# COUNT 10, and the Redis docs' setting (10k/s, COUNT 10000).
+#
+# Binaries come from cargo's target directory (CARGO_TARGET_DIR is honoured).
+# loadgen's output of every run is kept in a log directory when anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 SHARDS=${SHARDS:-$(nproc)}
+PLOT_DIR=${PLOT_DIR:-}
 
 cargo build --release -q --bin shardstream -p shardstream
 cargo build --release -q -p loadgen
+TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+BIN=$TARGET_DIR/release
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-TMP=$(mktemp -d)
+TMP=$(mktemp -d -t vs-redis.XXXXXX)
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+KEEP=0
+cleanup() {
+  local rc=$?
+  kill "${PIDS[@]}" 2>/dev/null || true
+  if [ "$KEEP" = 1 ] || [ "$rc" != 0 ]; then
+    rm -rf "$TMP/data"
+    echo "logs and JSON reports kept in $TMP" >&2
+  else
+    rm -rf "$TMP"
+  fi
+}
+trap cleanup EXIT
+[ -n "$PLOT_DIR" ] && mkdir -p "$PLOT_DIR"
 
 SP=$(free_port)
-./target/release/shardstream --port "$SP" --shards "$SHARDS" --appendonly no --dir "$TMP/data" 2>/dev/null &
+"$BIN/shardstream" --port "$SP" --shards "$SHARDS" --appendonly no --dir "$TMP/data" 2>"$TMP/shardstream.log" &
 PIDS+=($!)
 RP=""
 if command -v redis-server >/dev/null; then
   RP=$(free_port)
-  redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+  redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis-server.log" 2>&1 &
   PIDS+=($!)
 else
   echo "redis-server not installed: shardstream only" >&2
@@ -42,18 +65,30 @@ CONFIGS=(
   "50k:--rate 50000 --producers 2 --consumers 2 --count 10"
   "docs:--rate 10000 --producers 1 --consumers 1 --count 10000"
 )
-run() { # port name args... -> json file path
-  local port=$1 out=$2; shift 2
-  ./target/release/loadgen --port "$port" --duration "$DURATION" --warmup 1 --quiet \
-    --json "$out" "$@" >/dev/null || echo "loadgen reported a failure, see $out" >&2
+run() { # port tag args... ; writes $TMP/<tag>.json and $TMP/<tag>.log
+  local port=$1 tag=$2; shift 2
+  local rc=0
+  "$BIN/loadgen" --port "$port" --duration "$DURATION" --warmup 1 --quiet \
+    --json "$TMP/$tag.json" "$@" >"$TMP/$tag.log" 2>&1 || rc=$?
+  # 0 OK, 3 SATURATED (flagged in the table); anything else is a failure.
+  if [ "$rc" != 0 ] && [ "$rc" != 3 ]; then
+    KEEP=1
+    echo "loadgen exited $rc on $tag, see $TMP/$tag.log" >&2
+  fi
 }
-printf '%-5s | %-34s | %-34s | %s\n' config "redis rate p50 p99 p99.9" "shardstream rate p50 p99 p99.9" "ratio p50 p99 p99.9"
+echo "rate = delivered entries/s; p50 p99 p99.9 in ms; ratio = shardstream / redis (< 1: shardstream faster)"
+printf '%-6s | %-36s | %-36s | %s\n' config "redis rate p50 p99 p99.9" "shardstream rate p50 p99 p99.9" "ratio p50 p99 p99.9"
 for c in "${CONFIGS[@]}"; do
   name=${c%%:*}; args=${c#*:}
+  plot=()
   # shellcheck disable=SC2086
-  [ -n "$RP" ] && run "$RP" "$TMP/r-$name.json" $args
+  if [ -n "$RP" ]; then
+    run "$RP" "r-$name" $args --label "redis-server"
+    [ -n "$PLOT_DIR" ] && [ -f "$TMP/r-$name.json" ] && plot+=(--compare "$TMP/r-$name.json")
+  fi
+  [ -n "$PLOT_DIR" ] && plot+=(--plot "$PLOT_DIR/vs-redis-$name.svg")
   # shellcheck disable=SC2086
-  run "$SP" "$TMP/s-$name.json" $args
+  run "$SP" "s-$name" $args --label "shardstream" "${plot[@]}"
   python3 - "$name" "$TMP/r-$name.json" "$TMP/s-$name.json" <<'PY'
 import json, os, sys
 name, rf, sf = sys.argv[1:4]
@@ -63,15 +98,19 @@ def load(f):
     with open(f) as fh:
         j = json.load(fh)
     l = j["latency_us"]
-    return j["rate_achieved"], l["p50"], l["p99"], l["p99.9"], j["passed"]
+    flag = {"ok": "", "saturated": " SAT", "failed": " FAIL"}.get(j.get("verdict"), " ?")
+    return j["rate_delivered"], l["p50"], l["p99"], l["p99.9"], flag
 def cell(r):
     if r is None:
         return "-"
-    return f"{r[0]:8.0f}/s {r[1]:6} {r[2]:7} {r[3]:7}{'' if r[4] else ' FAIL'}"
+    ms = lambda us: f"{us / 1000:.2f}"
+    return f"{r[0]:8.0f}/s {ms(r[1]):>7} {ms(r[2]):>7} {ms(r[3]):>7}{r[4]}"
 r, s = load(rf), load(sf)
 ratio = "-"
 if r and s:
     ratio = " ".join(f"{b / a:5.2f}" if a else "  inf" for a, b in zip(r[1:4], s[1:4]))
-print(f"{name:5} | {cell(r):34} | {cell(s):34} | {ratio}")
+print(f"{name:6} | {cell(r):36} | {cell(s):36} | {ratio}")
 PY
 done
+[ -n "$PLOT_DIR" ] && echo "overlay plots: $PLOT_DIR/vs-redis-*.svg"
+exit "$KEEP"  # 1 when any run failed (logs kept)

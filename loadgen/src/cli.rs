@@ -10,7 +10,14 @@ use serde::Serialize;
 /// With no target (`--host`, `--port` or `--url`) it starts shardstream
 /// in-process on 127.0.0.1:0 and measures that.
 #[derive(Debug, Parser)]
-#[command(name = "loadgen", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "loadgen",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit status: 0 OK; 1 FAILED (entries lost or duplicated, commands failed); \
+                  2 setup error; 3 SATURATED (nothing lost, but consumers or producers \
+                  fell behind the target rate)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub mode: Option<Mode>,
@@ -36,6 +43,7 @@ pub struct TargetArgs {
     pub port: Option<u16>,
     /// Server URL, e.g. `redis://:password@127.0.0.1:6379/0` (overrides --host/--port).
     #[arg(long)]
+    #[serde(serialize_with = "crate::redact::serialize_opt_url")]
     pub url: Option<String>,
     /// Discover the topology with CLUSTER SLOTS and route each key to its node,
     /// following MOVED.
@@ -65,9 +73,15 @@ impl TargetArgs {
 pub struct LatencyArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Entries per second over all producers, open loop (0 = closed loop, as fast as possible).
+    /// Entries per second over all producers, open loop. 0 = closed loop: producers
+    /// send as fast as the consumers drain (see --max-backlog), which measures the
+    /// maximum sustainable throughput.
     #[arg(long, default_value_t = 10_000)]
     pub rate: u64,
+    /// Closed loop only: producers pause while this many entries are sent but not
+    /// yet read (default: 4 × max(consumers × COUNT, producers × pipeline), at least 1000).
+    #[arg(long)]
+    pub max_backlog: Option<u64>,
     /// Stream keys; entries go round-robin over them.
     #[arg(long, default_value_t = 1)]
     pub streams: usize,
@@ -115,15 +129,24 @@ pub struct LatencyArgs {
     /// Time before measuring, seconds: entries scheduled then are checked but not recorded.
     #[arg(long, default_value_t = 1.0)]
     pub warmup: f64,
-    /// How long consumers keep reading after producers stop, seconds at most.
+    /// Drain stall timeout, seconds: after producers stop, consumers read until the
+    /// group is drained or nothing arrived for this long.
     #[arg(long, default_value_t = 5.0)]
     pub drain_timeout: f64,
+    /// Hard limit on the drain, seconds; entries still undelivered then are backlog.
+    #[arg(long, default_value_t = 120.0)]
+    pub drain_max: f64,
+    /// Simulated processing time per entry, microseconds: a consumer sleeps this long
+    /// per entry read, before XACK (a slow consumer, to saturate on purpose).
+    #[arg(long, default_value_t = 0)]
+    pub work_us: u64,
     /// Seed of the payload bytes.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Width of a row of the latency table, microseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub bucket_us: u64,
+    /// Force the latency table's row width, microseconds. Default: 1 ms rows when
+    /// the spread fits in 40 rows, else wider linear or power-of-two rows covering p50..max.
+    #[arg(long)]
+    pub bucket_us: Option<u64>,
     /// Write every figure, the config and the target's INFO server as JSON.
     #[arg(long)]
     #[serde(skip)]
@@ -132,10 +155,18 @@ pub struct LatencyArgs {
     #[arg(long)]
     #[serde(skip)]
     pub hdr: Option<PathBuf>,
-    /// Write latency by percentile as an SVG plot.
+    /// Write latency by percentile as an SVG plot (HdrHistogram plotter style).
     #[arg(long)]
     #[serde(skip)]
     pub plot: Option<PathBuf>,
+    /// Overlay another run on the plot: a `--json` report or an `--hdr` log of it
+    /// (repeatable), e.g. the same configuration against redis-server.
+    #[arg(long, value_name = "FILE.json|FILE.hlog")]
+    #[serde(skip)]
+    pub compare: Vec<PathBuf>,
+    /// Name of this run in the plot's legend and the JSON (default: from INFO server).
+    #[arg(long)]
+    pub label: Option<String>,
     /// No progress output.
     #[arg(long, short)]
     #[serde(skip)]

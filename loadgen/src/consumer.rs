@@ -50,6 +50,9 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
         acked: 0,
     };
     let mut live = new_histogram();
+    // Recorded latencies of the current receive second (see `Shared::per_second`).
+    let mut second = new_histogram();
+    let mut second_idx = 0usize;
     let mut last_flush_ns = shared.now_ns();
     let mut idle_pass = false;
     while !shared.stop_consumers.load(Ordering::Relaxed) {
@@ -100,10 +103,19 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
                 match entry {
                     Some(e) => {
                         stats.seen.record(e.producer, e.seq);
+                        let lat_us = (now_ns.saturating_sub(e.due_ns) / 1_000).max(1);
+                        // Warmup entries too: the progress line should not say 0 µs then.
+                        live.saturating_record(lat_us);
                         if e.due_ns >= plan.measure_from_ns && e.due_ns < plan.end_ns {
-                            let lat_us = (now_ns.saturating_sub(e.due_ns) / 1_000).max(1);
                             stats.hist.saturating_record(lat_us);
-                            live.saturating_record(lat_us);
+                            let idx = (now_ns.saturating_sub(plan.measure_from_ns) / 1_000_000_000)
+                                as usize;
+                            if idx != second_idx && !second.is_empty() {
+                                shared.add_second(second_idx, &second);
+                                second.reset();
+                            }
+                            second_idx = idx;
+                            second.saturating_record(lat_us);
                         }
                     }
                     None => shared.error("entry without t/p/n fields".into()),
@@ -118,6 +130,9 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
             });
             if n > 0 {
                 got_any = true;
+                if plan.args.work_us > 0 {
+                    std::thread::sleep(Duration::from_micros(plan.args.work_us * n));
+                }
                 shared.received.fetch_add(n, Ordering::Relaxed);
             }
             if !to_ack.is_empty() {
@@ -133,6 +148,9 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
             live.reset();
             last_flush_ns = now;
         }
+    }
+    if !second.is_empty() {
+        shared.add_second(second_idx, &second);
     }
     stats
 }

@@ -4,7 +4,10 @@
 //! Timeline (ns since `Shared::epoch`): consumers connect and block; the first
 //! entry is due at `start_ns`; entries due before `measure_from_ns` (warmup)
 //! are checked but not recorded; producers stop at `end_ns`; consumers keep
-//! reading until every sent entry arrived or the drain timeout passes.
+//! reading until every sent entry arrived, nothing arrived for the stall
+//! timeout, or the drain's hard limit passed. Then the group's `lag` tells
+//! entries still waiting (backlog) from entries gone (lost), and
+//! [`crate::verdict`] decides OK / SATURATED / FAILED.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use redis::Value;
+use serde::Serialize;
 
 use crate::cli::LatencyArgs;
 use crate::consumer::{self, ReadSet};
@@ -20,6 +24,7 @@ use crate::progress::Progress;
 use crate::report::{LatencyReport, Totals};
 use crate::seen::Seen;
 use crate::target::{slot_of, Router, Topology};
+use crate::verdict::{self, DrainEnd, Evidence};
 
 /// A histogram of µs latencies: 1 µs..60 s, 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
@@ -43,6 +48,10 @@ pub struct Shared {
     pub error_samples: Mutex<Vec<String>>,
     /// Recent latencies for the progress line; the progress thread drains it.
     pub live: Mutex<Histogram<u64>>,
+    /// Recorded latencies by receive second since the measured window began;
+    /// consumers flush into it once a second. The `.hlog` intervals and the
+    /// JSON timeline come from here.
+    pub per_second: Mutex<Vec<Histogram<u64>>>,
 }
 
 impl Shared {
@@ -56,6 +65,17 @@ impl Shared {
             errors: AtomicU64::new(0),
             error_samples: Mutex::new(Vec::new()),
             live: Mutex::new(new_histogram()),
+            per_second: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Add `h` into second `sec` of the timeline.
+    pub fn add_second(&self, sec: usize, h: &Histogram<u64>) {
+        if let Ok(mut v) = self.per_second.lock() {
+            if v.len() <= sec {
+                v.resize_with(sec + 1, new_histogram);
+            }
+            let _ = v[sec].add(h);
         }
     }
 
@@ -95,6 +115,8 @@ pub struct Plan {
     pub measure_from_ns: u64,
     /// No entry is due at or after this; producers stop here.
     pub end_ns: u64,
+    /// Closed loop: most entries sent but not yet read before producers pause.
+    pub max_backlog: u64,
 }
 
 impl Plan {
@@ -233,20 +255,157 @@ pub fn server_info(router: &mut Router) -> std::collections::BTreeMap<String, St
         .collect()
 }
 
-/// Run the latency test against `url`. Returns the report (whether it passed
-/// is `report.passed`) and the merged histogram.
-pub fn run(
-    args: &LatencyArgs,
-    url: &str,
-    target_desc: String,
-) -> Result<(LatencyReport, Histogram<u64>), String> {
+/// The group's `lag` (entries in the stream never delivered to it) summed over
+/// `keys`, from XINFO GROUPS; `None` if any key's server does not report it.
+fn group_lag(router: &mut Router, keys: &[String], group: &str) -> Option<u64> {
+    let mut total = 0;
+    for k in keys {
+        let reply = keyed(router, k, redis::cmd("XINFO").arg("GROUPS").arg(k)).ok()?;
+        let Value::Array(groups) = reply else {
+            return None;
+        };
+        let mut lag = None;
+        for g in &groups {
+            let pairs: Vec<(&Value, &Value)> = match g {
+                Value::Array(flat) => flat
+                    .chunks(2)
+                    .filter_map(|c| Some((c.first()?, c.get(1)?)))
+                    .collect(),
+                Value::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
+                _ => continue,
+            };
+            let field = |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| {
+                        matches!(k, Value::BulkString(b) if b == name.as_bytes())
+                            || matches!(k, Value::SimpleString(s) if s == name)
+                    })
+                    .map(|(_, v)| *v)
+            };
+            let is_ours =
+                matches!(field("name"), Some(Value::BulkString(b)) if b == group.as_bytes());
+            if is_ours {
+                if let Some(Value::Int(n)) = field("lag") {
+                    lag = Some((*n).max(0) as u64);
+                }
+            }
+        }
+        total += lag?;
+    }
+    Some(total)
+}
+
+/// Counters sampled by the main thread about every 100 ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// ns since the epoch.
+    pub t_ns: u64,
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// A counter's value at `t_ns`, linearly interpolated between samples.
+pub fn counter_at(samples: &[Sample], t_ns: u64, f: impl Fn(&Sample) -> u64) -> u64 {
+    let after = samples.iter().position(|s| s.t_ns >= t_ns);
+    match after {
+        None => samples.last().map_or(0, &f),
+        Some(0) => samples.first().map_or(0, &f),
+        Some(i) => {
+            let (a, b) = (&samples[i - 1], &samples[i]);
+            let (va, vb) = (f(a) as f64, f(b) as f64);
+            let frac = (t_ns - a.t_ns) as f64 / (b.t_ns - a.t_ns).max(1) as f64;
+            (va + (vb - va) * frac).round() as u64
+        }
+    }
+}
+
+/// One second of the run, as in the JSON `timeline`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Second {
+    /// Seconds since the measured window began (drain seconds follow the window).
+    pub t_s: u64,
+    /// `measure` or `drain`.
+    pub phase: &'static str,
+    /// XADDs accepted during this second.
+    pub sent: u64,
+    /// Entries read during this second.
+    pub delivered: u64,
+    /// `sent − received` at the end of this second.
+    pub backlog: u64,
+    /// Latency of recorded entries received during this second, µs (0 if none).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// Recorded entries received during this second.
+    pub samples: u64,
+}
+
+/// The per-second timeline from the sampled counters and per-second histograms.
+pub fn timeline(
+    samples: &[Sample],
+    per_second: &[Histogram<u64>],
+    measure_from_ns: u64,
+    end_ns: u64,
+) -> Vec<Second> {
+    let last_ns = samples.last().map_or(measure_from_ns, |s| s.t_ns);
+    let secs = ((last_ns.saturating_sub(measure_from_ns)).div_ceil(1_000_000_000) as usize)
+        .max(per_second.len());
+    (0..secs)
+        .map(|i| {
+            let a = measure_from_ns + i as u64 * 1_000_000_000;
+            let b = (a + 1_000_000_000).min(last_ns.max(a));
+            let sent = |t| counter_at(samples, t, |s| s.sent);
+            let recv = |t| counter_at(samples, t, |s| s.received);
+            let h = per_second.get(i);
+            let q = |q: f64| {
+                h.filter(|h| !h.is_empty())
+                    .map_or(0, |h| h.value_at_quantile(q))
+            };
+            Second {
+                t_s: i as u64,
+                phase: if a < end_ns { "measure" } else { "drain" },
+                sent: sent(b).saturating_sub(sent(a)),
+                delivered: recv(b).saturating_sub(recv(a)),
+                backlog: sent(b).saturating_sub(recv(b)),
+                p50_us: q(0.5),
+                p99_us: q(0.99),
+                max_us: h.map_or(0, |h| h.max()),
+                samples: h.map_or(0, |h| h.len()),
+            }
+        })
+        .collect()
+}
+
+/// What a run produced: the report, the merged histogram and one histogram per
+/// second of the timeline (for the `.hlog`).
+pub struct RunOutput {
+    pub report: LatencyReport,
+    pub hist: Histogram<u64>,
+    pub per_second: Vec<Histogram<u64>>,
+    /// Wall-clock time when the measured window began.
+    pub window_start: std::time::SystemTime,
+}
+
+/// Closed-loop backlog bound: `--max-backlog`, or 4 × max(consumers × COUNT,
+/// producers × pipeline), at least 1000.
+pub fn max_backlog(args: &LatencyArgs) -> u64 {
+    args.max_backlog.unwrap_or_else(|| {
+        let reads = args.consumers.max(1) * args.count.max(1);
+        let writes = args.producers.max(1) * args.pipeline.max(1);
+        (4 * reads.max(writes) as u64).max(1000)
+    })
+}
+
+/// Run the latency test against `url`.
+pub fn run(args: &LatencyArgs, url: &str, target_desc: String) -> Result<RunOutput, String> {
     let cluster = args.target.cluster;
     let topo = if cluster {
         Topology::discover(url)
     } else {
         Topology::single(url)
     }
-    .map_err(|e| format!("cannot reach {url}: {e}"))?;
+    .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
     let info = server_info(&mut admin);
 
@@ -271,6 +430,8 @@ pub fn run(
     let start_ns = shared.now_ns() + 200_000_000;
     let measure_from_ns = start_ns + (args.warmup.max(0.0) * 1e9) as u64;
     let end_ns = measure_from_ns + (args.duration.max(0.0) * 1e9) as u64;
+    let window_start = std::time::SystemTime::now()
+        + Duration::from_nanos(measure_from_ns.saturating_sub(shared.now_ns()));
     let plan = Arc::new(Plan {
         args: args.clone(),
         shared: shared.clone(),
@@ -279,6 +440,7 @@ pub fn run(
         start_ns,
         measure_from_ns,
         end_ns,
+        max_backlog: max_backlog(args),
     });
 
     let sets = read_sets(&keys, cluster);
@@ -315,11 +477,20 @@ pub fn run(
         );
     }
 
-    let mut progress = Progress::new(args.quiet, end_ns, shared.clone());
-    // Producers run until end_ns; allow them a short grace to finish a pipeline.
+    let mut samples: Vec<Sample> = Vec::new();
+    let sample = |samples: &mut Vec<Sample>| {
+        samples.push(Sample {
+            t_ns: shared.now_ns(),
+            sent: shared.sent.load(Ordering::Relaxed),
+            received: shared.received.load(Ordering::Relaxed),
+        })
+    };
+    let mut progress = Progress::new(args.quiet, measure_from_ns, end_ns, shared.clone());
     while shared.now_ns() < end_ns {
         progress.tick();
-        std::thread::sleep(Duration::from_millis(100));
+        sample(&mut samples);
+        let left_ns = end_ns.saturating_sub(shared.now_ns());
+        std::thread::sleep(Duration::from_nanos(left_ns.min(100_000_000)));
     }
     shared.stop_producers.store(true, Ordering::Relaxed);
     let mut pstats = Vec::new();
@@ -327,24 +498,50 @@ pub fn run(
         pstats.push(t.join().map_err(|_| "a producer panicked".to_string())?);
     }
     let sent: u64 = pstats.iter().map(|s| s.sent).sum();
-    let last_send_ns = pstats
-        .iter()
-        .map(|s| s.last_send_ns)
-        .max()
-        .unwrap_or(end_ns);
+    sample(&mut samples);
+    let backlog_at_end = sent.saturating_sub(shared.received.load(Ordering::Relaxed));
 
-    // Drain: wait until everything sent was received, or the timeout.
-    let drain_deadline = shared.now_ns() + (args.drain_timeout.max(0.0) * 1e9) as u64;
-    while shared.received.load(Ordering::Relaxed) < sent && shared.now_ns() < drain_deadline {
+    // Drain: until everything sent was received, nothing arrived for the
+    // stall timeout, or the hard limit.
+    let drain_start_ns = shared.now_ns();
+    let stall_ns = (args.drain_timeout.max(0.0) * 1e9) as u64;
+    let cap_ns = drain_start_ns + (args.drain_max.max(0.0) * 1e9) as u64;
+    let (mut last_received, mut last_progress_ns) =
+        (shared.received.load(Ordering::Relaxed), drain_start_ns);
+    let mut last_sample_ns = drain_start_ns;
+    let drain = loop {
+        let now = shared.now_ns();
+        let received = shared.received.load(Ordering::Relaxed);
+        if received >= sent {
+            break DrainEnd::Drained;
+        }
+        if received > last_received {
+            (last_received, last_progress_ns) = (received, now);
+        } else if now - last_progress_ns >= stall_ns {
+            break DrainEnd::Stalled;
+        }
+        if now >= cap_ns {
+            break DrainEnd::Capped;
+        }
         progress.tick();
+        if now - last_sample_ns >= 100_000_000 {
+            sample(&mut samples);
+            last_sample_ns = now;
+        }
         std::thread::sleep(Duration::from_millis(10));
-    }
+    };
+    let drain_s = (shared.now_ns() - drain_start_ns) as f64 / 1e9;
     shared.stop_consumers.store(true, Ordering::Relaxed);
     let mut cstats = Vec::new();
     for t in consumer_threads {
         cstats.push(t.join().map_err(|_| "a consumer panicked".to_string())?);
     }
+    sample(&mut samples);
     progress.finish();
+    let undelivered_in_server = match drain {
+        DrainEnd::Drained => Some(0),
+        _ => group_lag(&mut admin, &keys, &args.group),
+    };
 
     let mut hist = new_histogram();
     let mut seen = Seen::default();
@@ -360,8 +557,39 @@ pub fn run(
             let _ = keyed(&mut admin, k, redis::cmd("DEL").arg(k));
         }
     }
-    let send_span_s = (last_send_ns.max(start_ns + 1) - start_ns) as f64 / 1e9;
+    let per_second = std::mem::take(&mut *shared.per_second.lock().map_err(|_| "poisoned")?);
+    let seconds = timeline(&samples, &per_second, measure_from_ns, end_ns);
+    let window_s = (end_ns - measure_from_ns) as f64 / 1e9;
+    let at = |t: u64, f: fn(&Sample) -> u64| counter_at(&samples, t, f);
+    let growth: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.t_ns >= measure_from_ns && s.t_ns <= end_ns)
+        .map(|s| {
+            (
+                s.t_ns as f64 / 1e9,
+                s.sent.saturating_sub(s.received) as f64,
+            )
+        })
+        .collect();
     let errors = shared.errors.load(Ordering::Relaxed);
+    let evidence = Evidence {
+        rate_target: args.rate,
+        window_s,
+        sent,
+        received: seen.received,
+        unique: seen.unique(),
+        acked,
+        errors,
+        sent_in_window: at(end_ns, |s| s.sent).saturating_sub(at(measure_from_ns, |s| s.sent)),
+        delivered_in_window: at(end_ns, |s| s.received)
+            .saturating_sub(at(measure_from_ns, |s| s.received)),
+        backlog_at_end,
+        backlog_growth_per_s: verdict::slope(&growth),
+        drain,
+        undelivered_in_server,
+        maxlen: args.maxlen.is_some(),
+        noack: args.noack,
+    };
     let error_samples = shared
         .error_samples
         .lock()
@@ -375,10 +603,16 @@ pub fn run(
         acked,
         errors,
         error_samples,
-        elapsed_s: send_span_s,
+        elapsed_s: window_s,
+        drain_s,
     };
-    let report = LatencyReport::build(args, target_desc, info, &hist, totals);
-    Ok((report, hist))
+    let report = LatencyReport::build(args, target_desc, info, &hist, totals, evidence, seconds);
+    Ok(RunOutput {
+        report,
+        hist,
+        per_second,
+        window_start,
+    })
 }
 
 #[cfg(test)]
@@ -414,6 +648,7 @@ mod tests {
             start_ns: 1_000,
             measure_from_ns: 1_000,
             end_ns: 1_000 + 2_000_000_000,
+            max_backlog: 1000,
         };
         assert_eq!(plan.due_ns(0), 1_000);
         assert_eq!(plan.due_ns(1), 1_000 + 333_333_333);
@@ -427,5 +662,72 @@ mod tests {
         assert_eq!(p[0].1.len(), 5);
         assert_eq!(p, payload(2, 5, 9));
         assert_ne!(p, payload(2, 5, 10));
+    }
+
+    /// `lag` as the verdict reads it, from a real (embedded) shardstream:
+    /// entries in the stream not yet delivered to the group.
+    #[test]
+    fn group_lag_counts_undelivered_entries() {
+        let target = crate::resolve(&crate::cli::TargetArgs {
+            host: None,
+            port: None,
+            url: None,
+            cluster: false,
+            embedded_shards: Some(1),
+        })
+        .unwrap();
+        let topo = Topology::single(&target.url).unwrap();
+        let mut router = Router::new(&target.url, topo, false);
+        let keys = stream_keys("lagtest", 2, false);
+        for k in &keys {
+            keyed(
+                &mut router,
+                k,
+                redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(k)
+                    .arg("g")
+                    .arg("0")
+                    .arg("MKSTREAM"),
+            )
+            .unwrap();
+        }
+        assert_eq!(group_lag(&mut router, &keys, "g"), Some(0));
+        for _ in 0..3 {
+            keyed(
+                &mut router,
+                &keys[0],
+                redis::cmd("XADD").arg(&keys[0]).arg("*").arg("f").arg("v"),
+            )
+            .unwrap();
+        }
+        keyed(
+            &mut router,
+            &keys[1],
+            redis::cmd("XADD").arg(&keys[1]).arg("*").arg("f").arg("v"),
+        )
+        .unwrap();
+        assert_eq!(group_lag(&mut router, &keys, "g"), Some(4));
+        keyed(
+            &mut router,
+            &keys[0],
+            redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg("g")
+                .arg("c")
+                .arg("COUNT")
+                .arg(2)
+                .arg("STREAMS")
+                .arg(&keys[0])
+                .arg(">"),
+        )
+        .unwrap();
+        // Delivered but not acked is no longer lag.
+        assert_eq!(group_lag(&mut router, &keys, "g"), Some(2));
+        // No such group: the server gives no lag for it.
+        assert_eq!(group_lag(&mut router, &keys, "nope"), None);
+        if let Some(h) = target.embedded {
+            h.shutdown();
+        }
     }
 }

@@ -7,10 +7,12 @@
 //! - [`producer`]: paced XADD carrying the scheduled send time (no coordinated omission).
 //! - [`consumer`]: XREADGROUP BLOCK + XACK, latency into a per-thread histogram.
 //! - [`seen`]: per-producer bitmaps for lost/duplicate detection.
+//! - [`verdict`]: OK / SATURATED / FAILED from the counts (pure).
 //! - [`report`]: the docs' bucket table, percentiles, JSON, HdrHistogram log.
 //! - [`plot`]: latency-by-percentile SVG.
 //! - [`xadd`]: throughput mode.
 //! - [`progress`]: live rate and p99.
+//! - [`redact`]: passwords out of every output.
 
 pub mod cli;
 pub mod consumer;
@@ -18,9 +20,11 @@ pub mod latency;
 pub mod plot;
 pub mod producer;
 pub mod progress;
+pub mod redact;
 pub mod report;
 pub mod seen;
 pub mod target;
+pub mod verdict;
 pub mod xadd;
 
 use cli::TargetArgs;
@@ -29,7 +33,7 @@ use shardstream::server::ServerHandle;
 /// Where a run goes: a URL plus, for the embedded default, the server to stop afterwards.
 pub struct Resolved {
     pub url: String,
-    /// Shown in reports.
+    /// Shown in reports; never holds a password.
     pub desc: String,
     pub embedded: Option<ServerHandle>,
 }
@@ -38,7 +42,7 @@ pub struct Resolved {
 pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
     if let Some(url) = target.url() {
         return Ok(Resolved {
-            desc: url.clone(),
+            desc: redact::redact_url(&url),
             url,
             embedded: None,
         });
@@ -64,4 +68,24 @@ pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
         desc: format!("embedded shardstream at {addr} ({shards} shards)"),
         embedded: Some(handle),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolved_target_and_config_hide_the_password() {
+        use clap::Parser;
+        let url = "redis://:hunter2@127.0.0.1:1/";
+        let cli = cli::Cli::parse_from(["loadgen", "--url", url]);
+        let t = resolve(&cli.latency.target).unwrap();
+        assert_eq!(t.url, url, "the connection still uses the password");
+        assert_eq!(t.desc, "redis://:***@127.0.0.1:1/");
+        let json = serde_json::to_string(&cli.latency).unwrap();
+        assert!(
+            !json.contains("hunter2") && json.contains(":***@"),
+            "{json}"
+        );
+    }
 }

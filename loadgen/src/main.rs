@@ -1,4 +1,5 @@
-//! `loadgen`: clap → run → print; exit 1 if the exactly-once check failed, 2 on setup errors.
+//! `loadgen`: clap → run → print. Exit 0 OK, 1 FAILED (lost, duplicated, errors),
+//! 2 setup errors, 3 SATURATED (nothing lost, but the run fell behind its target).
 
 use clap::Parser;
 
@@ -15,6 +16,14 @@ fn main() {
 }
 
 fn run_latency(args: &loadgen::cli::LatencyArgs) -> i32 {
+    // Read the runs to overlay first: a typo should not cost a whole run.
+    let mut series = Vec::new();
+    for p in &args.compare {
+        match plot::load_compare(p) {
+            Ok(s) => series.push(s),
+            Err(e) => return fail(&e),
+        }
+    }
     let target = match resolve(&args.target) {
         Ok(t) => t,
         Err(e) => return fail(&e),
@@ -23,28 +32,47 @@ fn run_latency(args: &loadgen::cli::LatencyArgs) -> i32 {
     if let Some(h) = target.embedded {
         h.shutdown();
     }
-    let (rep, hist) = match result {
+    let run = match result {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&format!("{}: {e}", target.desc)),
     };
+    let rep = &run.report;
     print!("{}", rep.render());
-    let mut code = if rep.passed { 0 } else { 1 };
+    let mut code = rep.exit_code();
     if let Some(p) = &args.json {
-        if let Err(e) = report::write_json(p, &rep) {
+        if let Err(e) = report::write_json(p, rep) {
             code = fail(&e);
         }
     }
     if let Some(p) = &args.hdr {
-        if let Err(e) = report::write_hdr(p, &hist, rep.totals.elapsed_s) {
+        if let Err(e) = report::write_hdr(p, &run.per_second, run.window_start) {
             code = fail(&e);
         }
     }
     if let Some(p) = &args.plot {
+        let rate = if args.rate == 0 {
+            format!("closed loop, {:.0} entries/s delivered", rep.rate_delivered)
+        } else {
+            format!("{} entries/s target", args.rate)
+        };
+        // With runs to compare, the legend names them; alone, say what was measured.
+        let against = if series.is_empty() {
+            format!(", {}", rep.target)
+        } else {
+            String::new()
+        };
         let title = format!(
-            "XADD -> XREADGROUP latency, {} entries/s, {}",
-            args.rate, rep.target
+            "XADD -> XREADGROUP latency, {rate}, {} stream(s){against}",
+            args.streams
         );
-        if let Err(e) = std::fs::write(p, plot::svg(&hist, &title)) {
+        series.insert(
+            0,
+            plot::Series {
+                label: rep.label.clone(),
+                hist: run.hist.clone(),
+            },
+        );
+        if let Err(e) = std::fs::write(p, plot::svg(&series, &title)) {
             code = fail(&format!("{}: {e}", p.display()));
         }
     }
@@ -62,7 +90,7 @@ fn run_xadd(args: &loadgen::cli::XaddArgs) -> i32 {
     }
     let rep = match result {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&format!("{}: {e}", target.desc)),
     };
     print!("{}", rep.render());
     let mut code = if rep.errors == 0 { 0 } else { 1 };

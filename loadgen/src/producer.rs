@@ -81,6 +81,16 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
                 if now >= plan.end_ns {
                     break;
                 }
+                // Closed loop: send only as fast as the consumers drain, so the
+                // run measures sustainable throughput, not a growing queue.
+                let backlog = shared
+                    .sent
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(shared.received.load(Ordering::Relaxed));
+                if batch.is_empty() && backlog + depth as u64 > plan.max_backlog {
+                    std::thread::sleep(Duration::from_micros(50));
+                    continue;
+                }
                 while batch.len() < depth {
                     batch.push(Pending {
                         k: next_k,

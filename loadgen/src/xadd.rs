@@ -72,7 +72,7 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     } else {
         Topology::single(url)
     }
-    .map_err(|e| format!("cannot reach {url}: {e}"))?;
+    .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
     let info = server_info(&mut admin);
     let keys = Arc::new(stream_keys(&args.key_prefix, args.keys, args.hash_tag));
