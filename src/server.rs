@@ -201,6 +201,9 @@ pub struct ThreadStats {
 pub struct Shared {
     /// Effective configuration; `CONFIG SET` changes it.
     pub config: RwLock<Config>,
+    /// Bumped by every CONFIG SET, so threads re-read the settings they
+    /// cache (client limits) only when they changed.
+    pub config_epoch: AtomicU64,
     /// Number of shards (fixed for the server's life).
     pub shards: u16,
     /// Which shard owns each slot (a cluster node splits only its own slots).
@@ -481,6 +484,7 @@ fn start_with(
     let shared = Arc::new(Shared {
         slot_map: slot_map.clone(),
         tunables: tunables.clone(),
+        config_epoch: AtomicU64::new(0),
         config: RwLock::new(Config {
             port: addr.port(),
             ..config

@@ -440,6 +440,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     }
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    cx.shared.config_epoch.fetch_add(1, Ordering::SeqCst);
     if cfg.maxmemory_bytes > 0 {
         // Sample now, so a pipelined write right after this is judged fairly.
         cx.shared

@@ -126,6 +126,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 kill_epoch: 0,
                 blocked_ids: HashSet::new(),
                 limits,
+                config_epoch: 0,
                 last_cron: Instant::now(),
                 last_peak_rotate: Instant::now(),
                 last_mem_sample: Instant::now(),
@@ -206,6 +207,8 @@ struct ShardThread {
     /// Connections parked in a blocking read (their deadlines are checked every iteration).
     blocked_ids: HashSet<u64>,
     limits: Limits,
+    /// `Shared::config_epoch` when `limits` was read.
+    config_epoch: u64,
     last_cron: Instant,
     last_peak_rotate: Instant,
     last_mem_sample: Instant,
@@ -233,7 +236,11 @@ impl ShardThread {
                 }
             }
             self.parked.store(false, Ordering::SeqCst);
-            self.limits = Limits::read(&self.shared, Some(self.limits));
+            let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
+            if epoch != self.config_epoch {
+                self.config_epoch = epoch;
+                self.limits = Limits::read(&self.shared, Some(self.limits));
+            }
             self.sample_memory();
             for ev in events.iter() {
                 match ev.token() {

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Every engine figure side by side with redis-server, in one run and one table.
+
+    python3 benches/engine-vs-redis.py [--runs 3] [--secs 5] [--requests 1000000]
+
+Starts redis-server (no persistence) and two shardstream servers (release
+build, no AOF, scratch directories) on free loopback ports: one with
+`--shards 1` and one with the default shard count (`SHARDS`, default: cores).
+Each figure is measured against each server in turn (never two at once), the
+whole set `--runs` times, and the table shows per-cell medians:
+
+* SET / GET `redis-benchmark -c 50 -P 16`, XADD `-P 16` over 1000 keys:
+  requests/s (higher is better);
+* `loadgen` XADD → XREADGROUP latency at 1k / 10k / 50k entries/s with 2
+  producers and 2 consumers at COUNT 10: p50 / p99 / p99.9 in µs (lower is
+  better);
+* `loadgen --rate 0` (closed loop, 2 producers / 2 consumers): delivered
+  entries/s; `loadgen xadd -c 50 -P 16`: XADDs/s (higher is better).
+
+The ratio columns are shardstream / redis-server. Needs redis-server and
+redis-benchmark (apt-get install redis-server redis-tools).
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_up(port, secs=20):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"server on port {port} did not start")
+
+
+def target_dir():
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)["target_directory"]
+
+
+def redis_benchmark(port, n, args):
+    """Requests/s of one redis-benchmark run (CSV output)."""
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-c", "50", "-n", str(n), "-P", "16", "--csv", *args],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip().splitlines()
+    return float(out[-1].split(",")[1].strip('"'))
+
+
+def loadgen(binary, port, secs, args, tmp, sub=()):
+    """The JSON report of one loadgen run (any verdict: saturation is a result)."""
+    path = os.path.join(tmp, "lg.json")
+    if os.path.exists(path):
+        os.remove(path)
+    subprocess.run(
+        [binary, *sub, "--port", str(port), "--duration", str(secs), "--quiet",
+         "--json", path, *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    with open(path) as f:
+        return json.load(f)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--secs", type=int, default=5, help="seconds per loadgen run")
+    ap.add_argument("--requests", type=int, default=1000000, help="requests per redis-benchmark run")
+    opts = ap.parse_args()
+    for tool in ("redis-server", "redis-benchmark"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} not found: apt-get install redis-server redis-tools")
+    subprocess.run(["cargo", "build", "--release", "-q", "--workspace"], cwd=ROOT, check=True)
+    tdir = target_dir()
+    shard_bin = os.path.join(tdir, "release", "shardstream")
+    loadgen_bin = os.path.join(tdir, "release", "loadgen")
+    default_shards = int(os.environ.get("SHARDS", os.cpu_count() or 1))
+
+    tmp = tempfile.mkdtemp(prefix="engine-vs-redis-")
+    procs = []
+    servers = []  # (column name, port)
+    try:
+        rp = free_port()
+        procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(rp), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        servers.append(("redis", rp))
+        for shards in (1, default_shards):
+            p = free_port()
+            procs.append(subprocess.Popen(
+                [shard_bin, "--port", str(p), "--shards", str(shards), "--appendonly", "no",
+                 "--dir", os.path.join(tmp, f"data-{shards}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            servers.append((f"ss{shards}", p))
+        for _, p in servers:
+            wait_up(p)
+
+        n = opts.requests
+        secs = opts.secs
+        lat = ["--producers", "2", "--consumers", "2", "--count", "10", "--warmup", "1"]
+        # (row name, higher is better, function port -> value or dict of values)
+        rows = [
+            ("SET -P16 req/s", True, lambda p: redis_benchmark(p, n, ["-t", "set"])),
+            ("GET -P16 req/s", True, lambda p: redis_benchmark(p, n, ["-t", "get"])),
+            ("XADD -P16 1000 keys req/s", True, lambda p: redis_benchmark(
+                p, n // 2, ["-r", "1000", "XADD", "s:__rand_int__", "*", "f", "v"])),
+        ]
+        for rate in (1000, 10000, 50000):
+            def lat_run(p, rate=rate):
+                j = loadgen(loadgen_bin, p, secs, ["--rate", str(rate), *lat], tmp)
+                l = j["latency_us"]
+                return {"p50": l["p50"], "p99": l["p99"], "p99.9": l["p99.9"],
+                        "verdict": j.get("verdict", "?")}
+            rows.append((f"latency {rate // 1000}k/s µs", False, lat_run))
+        rows.append(("loadgen --rate 0 delivered/s", True, lambda p: loadgen(
+            loadgen_bin, p, secs, ["--rate", "0", "--producers", "2", "--consumers", "2"],
+            tmp)["rate_delivered"]))
+        rows.append(("loadgen xadd -c50 -P16 ops/s", True, lambda p: loadgen(
+            loadgen_bin, p, secs, ["-c", "50", "-P", "16"], tmp, sub=["xadd"])["ops_per_s"]))
+
+        results = {}  # (row, server) -> list of values
+        for run in range(opts.runs):
+            for name, _, f in rows:
+                for col, port in servers:
+                    results.setdefault((name, col), []).append(f(port))
+            print(f"run {run + 1}/{opts.runs} done", file=sys.stderr)
+
+        def med(vals, key=None):
+            return statistics.median(v[key] if key else v for v in vals)
+
+        cols = [c for c, _ in servers]
+        head = f"{'figure':32} | " + " | ".join(f"{c:>22}" for c in cols) + " | " + " | ".join(
+            f"{c + '/redis':>18}" for c in cols[1:])
+        print(head)
+        print("-" * len(head))
+        for name, higher, _ in rows:
+            vals = {c: results[(name, c)] for c in cols}
+            if isinstance(vals["redis"][0], dict):
+                keys = ["p50", "p99", "p99.9"]
+                cells = []
+                for c in cols:
+                    sat = sum(1 for v in vals[c] if v["verdict"] != "ok")
+                    txt = "/".join(f"{med(vals[c], k):.0f}" for k in keys)
+                    cells.append(f"{txt}{' SAT' if sat else ''}")
+                ratios = [" ".join(f"{med(vals[c], k) / max(med(vals['redis'], k), 1):.2f}"
+                                   for k in keys) for c in cols[1:]]
+            else:
+                cells = [f"{med(vals[c]):,.0f}" for c in cols]
+                ratios = [f"{med(vals[c]) / med(vals['redis']):.2f}" for c in cols[1:]]
+            print(f"{name:32} | " + " | ".join(f"{x:>22}" for x in cells) + " | "
+                  + " | ".join(f"{x:>18}" for x in ratios))
+        print(f"\nmedians of {opts.runs} runs; ss1 = shardstream --shards 1, "
+              f"ss{default_shards} = --shards {default_shards}; latency cells p50/p99/p99.9 µs, "
+              "SAT = loadgen said SATURATED in some run; throughput ratio >= 1 and "
+              "latency ratio <= 1 favour shardstream")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
