@@ -165,6 +165,10 @@ pub struct Config {
     pub auto_aof_rewrite_percentage: u64,
     /// `auto-aof-rewrite-min-size`, bytes (default 64 MB).
     pub auto_aof_rewrite_min_size_bytes: u64,
+    /// `aof-load-truncated` (default yes): at start-up, cut an incomplete
+    /// last record (a torn last write) off the last AOF file; with `no`,
+    /// refuse to start instead.
+    pub aof_load_truncated: bool,
 }
 
 /// One class of `client-output-buffer-limit`: a client whose pending output
@@ -263,6 +267,7 @@ impl Default for Config {
             appendfsync: crate::aof::FsyncPolicy::EverySec,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size_bytes: 64 * 1024 * 1024,
+            aof_load_truncated: true,
         }
     }
 }
@@ -418,6 +423,10 @@ impl Config {
                 self.auto_aof_rewrite_min_size_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as u64
             }
+            "aof-load-truncated" => {
+                self.aof_load_truncated =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -467,6 +476,7 @@ impl Config {
             "appendfsync" => self.appendfsync.name().to_string(),
             "auto-aof-rewrite-percentage" => self.auto_aof_rewrite_percentage.to_string(),
             "auto-aof-rewrite-min-size" => self.auto_aof_rewrite_min_size_bytes.to_string(),
+            "aof-load-truncated" => if self.aof_load_truncated { "yes" } else { "no" }.to_string(),
             _ => return None,
         })
     }
@@ -496,6 +506,7 @@ impl Config {
         "appendfsync",
         "auto-aof-rewrite-percentage",
         "auto-aof-rewrite-min-size",
+        "aof-load-truncated",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in

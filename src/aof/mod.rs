@@ -47,8 +47,15 @@
 //! Each shard thread loads its own files before serving, so shards load in
 //! parallel and [`crate::server::start`] returns only once all are loaded. A
 //! torn last record of the last file (a crash mid-write) is cut off with a
-//! warning (Redis's `aof-load-truncated yes`); anything malformed elsewhere
-//! refuses to start with a message naming the file and byte offset.
+//! warning (Redis's `aof-load-truncated yes`; with `no` start-up stops
+//! instead); anything malformed elsewhere, and any record that parses but
+//! fails when replayed, refuses to start with a message naming the file, the
+//! byte offset and the repair. Nothing else in the directory is ever
+//! truncated or overwritten: a shard whose manifest is missing while its data
+//! files exist refuses to start ([`manifest::check_dir`]), new files always
+//! get a fresh sequence number, and the leftovers of interrupted rewrites
+//! that the manifest does not list are removed when the shard opens its files
+//! ([`manifest::remove_leftovers`]).
 
 pub mod effects;
 pub mod load;
@@ -140,6 +147,8 @@ pub struct AofShared {
     pub delayed_fsync: AtomicU64,
     /// The reason of the latest write failure (`strerror` text).
     pub last_error: Mutex<String>,
+    /// `aof-load-truncated`: cut a torn last record at start-up (yes) or refuse to start (no).
+    load_truncated: AtomicBool,
 }
 
 impl AofShared {
@@ -159,6 +168,7 @@ impl AofShared {
             base_size_bytes: AtomicU64::new(0),
             delayed_fsync: AtomicU64::new(0),
             last_error: Mutex::new(String::new()),
+            load_truncated: AtomicBool::new(cfg.aof_load_truncated),
         }
     }
 
@@ -170,6 +180,13 @@ impl AofShared {
             .store(cfg.auto_aof_rewrite_percentage, Ordering::Relaxed);
         self.auto_rewrite_min_size_bytes
             .store(cfg.auto_aof_rewrite_min_size_bytes, Ordering::Relaxed);
+        self.load_truncated
+            .store(cfg.aof_load_truncated, Ordering::Relaxed);
+    }
+
+    /// `aof-load-truncated`.
+    pub fn load_truncated(&self) -> bool {
+        self.load_truncated.load(Ordering::Relaxed)
     }
 
     /// Current `appendfsync`.

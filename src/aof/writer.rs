@@ -115,9 +115,33 @@ impl ShardAof {
     }
 
     /// Start logging into the manifest's last incr file (after loading it),
-    /// creating the first files when there are none.
+    /// creating the first files when there are none, then remove the
+    /// leftovers of interrupted rewrites
+    /// ([`remove_leftovers`](super::manifest::remove_leftovers)).
+    ///
+    /// Never truncates or replaces an existing file: new files get a
+    /// sequence number above every file of the shard on disk.
+    ///
+    /// # Errors
+    /// IO errors; and, without a manifest, when the shard has data files
+    /// (the message names them and the repair, see
+    /// [`missing_manifest_error`](super::manifest::missing_manifest_error)).
     pub fn open(&mut self, log: &mut AofLog) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
+        if self.manifest.is_none() {
+            let mine: Vec<_> = super::manifest::data_files(&self.dir)
+                .into_iter()
+                .filter(|f| f.shard == self.shard)
+                .collect();
+            if mine.iter().any(|f| f.len_bytes > 0) {
+                return Err(io::Error::other(super::manifest::missing_manifest_error(
+                    &self.dir,
+                    self.shard,
+                    &mine,
+                    self.shards,
+                )));
+            }
+        }
         let mut m = self.manifest.clone().unwrap_or(Manifest {
             shards: self.shards,
             shard: self.shard,
@@ -131,6 +155,7 @@ impl ShardAof {
             sync_dir(&self.dir)?;
             m.write(&self.dir)?;
         }
+        super::manifest::remove_leftovers(&self.dir, &m);
         let last = m.incrs.last().cloned().unwrap_or_default();
         self.file = Some(open_append(&self.dir.join(&last))?);
         let size: u64 = m
@@ -461,13 +486,15 @@ impl ShardAof {
         Ok(())
     }
 
-    /// A sequence number no file of this shard has used.
+    /// A sequence number no file of this shard has used: above the
+    /// manifest's, this process's and every file name on disk.
     fn next_seq(&mut self) -> u64 {
         let seq = self
             .manifest
             .as_ref()
             .map_or(0, |m| m.max_seq())
             .max(self.last_seq)
+            .max(super::manifest::max_seq_on_disk(&self.dir, self.shard))
             + 1;
         self.last_seq = seq;
         seq
@@ -599,13 +626,10 @@ impl ShardAof {
     }
 }
 
-/// Create (or empty) a new file for sequential writing.
+/// Create a new file for sequential writing; fails if it exists (an
+/// existing file may hold data and is never truncated).
 fn create_file(path: &std::path::Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(path)
+    OpenOptions::new().create_new(true).write(true).open(path)
 }
 
 fn open_append(path: &std::path::Path) -> io::Result<File> {
