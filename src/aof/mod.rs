@@ -27,10 +27,19 @@
 //! round's records to [`writer::ShardAof::commit`], which writes them with
 //! one `write` and, under `always`, one `fdatasync`; only then are the round's
 //! replies released to the IO threads. Under `everysec` a helper thread
-//! fsyncs at most once a second; under `no` the kernel decides. A write or
-//! fsync failure turns the round's write replies into `-MISCONF` errors, and
-//! the IO threads refuse write commands with the same error until a retry of
-//! the unwritten bytes succeeds.
+//! fsyncs at most once a second; under `no` the kernel decides.
+//!
+//! # When a write or fsync fails
+//! An error reply always means the write did not happen
+//! ([`writer::CommitError::act`], as Redis 7 does):
+//! * `always`: the process exits (status 1) before the round's replies are
+//!   released. Acknowledged writes are on disk; the round's writes were never
+//!   answered (their clients see the connection close) and may or may not be
+//!   in the files.
+//! * `everysec` / `no`: the round's commands were applied and keep their
+//!   replies; their bytes are retried every tick. Until a retry succeeds the
+//!   IO threads refuse write commands (and PING) with
+//!   `-MISCONF Errors writing to the AOF file: <strerror>` before they run.
 //!
 //! # Rewrite
 //! BGREWRITEAOF (or growth past `auto-aof-rewrite-percentage` over the last

@@ -18,6 +18,103 @@ use crate::shard::db::ShardDb;
 use super::manifest::{base_name, incr_name, sync_dir, Manifest};
 use super::{strerror, AofLog, FsyncPolicy};
 
+/// Which step of a group commit failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitFailure {
+    /// `write` failed or wrote nothing (the unwritten bytes are kept).
+    Write,
+    /// `fdatasync` failed (the bytes are written but maybe not on disk).
+    Fsync,
+}
+
+/// A failed [`ShardAof::commit`]: what failed, why, and the `appendfsync`
+/// policy it failed under (which decides what [`CommitError::act`] does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitError {
+    pub shard: u16,
+    pub failure: CommitFailure,
+    /// `strerror` text.
+    pub why: String,
+    pub policy: FsyncPolicy,
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.failure {
+            CommitFailure::Write => "writing",
+            CommitFailure::Fsync => "fsyncing",
+        };
+        write!(
+            f,
+            "shard {}: error {what} the append only file: {} (appendfsync {})",
+            self.shard,
+            self.why,
+            self.policy.name()
+        )
+    }
+}
+
+impl CommitError {
+    /// Whether the server must stop rather than keep running: under
+    /// `appendfsync always` every reply promises that its write is on disk,
+    /// and the round's effects are already applied in memory, so neither an
+    /// OK (not on disk) nor an error (yet applied) would be true. Under
+    /// `everysec` and `no` an OK only promised the write was applied.
+    pub fn is_fatal(&self) -> bool {
+        self.policy == FsyncPolicy::Always
+    }
+
+    /// Take Redis's action for this failure, before any reply of the round
+    /// is released:
+    /// * `always`: log and exit the process with status 1. No reply of the
+    ///   round is sent; the clients see their connection close, so a write
+    ///   is either acknowledged and on disk, or unacknowledged.
+    /// * `everysec` / `no`: keep running. The round's commands were applied
+    ///   and their replies stand (as in Redis, where they are already sent);
+    ///   the unwritten bytes are retried every tick, and until a retry
+    ///   succeeds write commands are refused with `-MISCONF` before they run
+    ///   ([`super::AofShared::write_refusal`]), so an error reply always
+    ///   means the write did not happen.
+    ///
+    /// # Source
+    /// `flushAppendOnlyFile`, redis/src/aof.c (7.x): exit(1) on a write or
+    /// fsync error under `always`; `aof_last_write_status` = error (MISCONF
+    /// for writes) under the other policies.
+    pub fn act(&self) {
+        if self.is_fatal() {
+            eprintln!(
+                "shardstream: fatal: {self}. A write cannot be acknowledged without being \
+                 on disk under appendfsync always, and it is already applied in memory: \
+                 exiting (status 1) so that no client gets an answer for it. Fix the disk, \
+                 then restart: every acknowledged write is in the files."
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Debug builds only: `SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS=<path>` makes
+/// every AOF group commit fail while `<path>` exists, with `EIO`: its
+/// `write` when the file holds `write` (or nothing), its `fdatasync` when it
+/// holds `fsync`. Tests use it to break and heal the disk of a running
+/// server. Never read in release builds.
+fn debug_fail_switch() -> Option<PathBuf> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var_os("SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS").map(PathBuf::from)
+}
+
+/// The failure the debug switch asks for now, if any.
+fn debug_injected_failure(switch: Option<&PathBuf>) -> Option<CommitFailure> {
+    let text = fs::read_to_string(switch?).ok()?;
+    Some(if text.trim() == "fsync" {
+        CommitFailure::Fsync
+    } else {
+        CommitFailure::Write
+    })
+}
+
 /// A rewrite in flight.
 struct Rewrite {
     done: Receiver<io::Result<u64>>,
@@ -81,6 +178,8 @@ pub struct ShardAof {
     last_rewrite_attempt: Instant,
     /// Highest file sequence number used by this process.
     last_seq: u64,
+    /// See [`debug_fail_switch`].
+    fail_switch: Option<PathBuf>,
 }
 
 impl ShardAof {
@@ -111,6 +210,7 @@ impl ShardAof {
             rewrite_scheduled: false,
             last_rewrite_attempt: Instant::now(),
             last_seq: 0,
+            fail_switch: debug_fail_switch(),
         }
     }
 
@@ -199,6 +299,15 @@ impl ShardAof {
         self.base_size_bytes = size;
     }
 
+    fn fail_commit(&mut self, failure: CommitFailure, e: &io::Error) -> CommitError {
+        CommitError {
+            shard: self.shard,
+            failure,
+            why: self.fail(e),
+            policy: self.tunables.aof.fsync_policy(),
+        }
+    }
+
     fn fail(&mut self, e: &io::Error) -> String {
         let why = strerror(e);
         if self.failing.is_none() {
@@ -234,12 +343,14 @@ impl ShardAof {
 
     /// Group commit: write everything `log` recorded this round (plus any
     /// bytes a failed write left), and under `always` fdatasync once. The
-    /// round's replies may be released only after `Ok`.
+    /// round's replies may be released only after `Ok`; on `Err` the caller
+    /// must call [`CommitError::act`] first (it exits under `always`).
     ///
     /// # Errors
-    /// The `strerror` text of a failed write or fsync; the unwritten bytes
-    /// are kept and retried by the next commit.
-    pub fn commit(&mut self, log: &mut AofLog) -> Result<(), String> {
+    /// What failed (write or fsync), its `strerror` text and the policy; the
+    /// unwritten bytes are kept and retried by the next commit, and write
+    /// commands are refused with `-MISCONF` until one succeeds.
+    pub fn commit(&mut self, log: &mut AofLog) -> Result<(), CommitError> {
         if !log.is_empty() {
             let bytes = log.take();
             if self.pending.is_empty() {
@@ -255,9 +366,13 @@ impl ShardAof {
         if self.pending.is_empty() && !(self.failing.is_some() || self.unsynced) {
             return Ok(());
         }
+        let injected = debug_injected_failure(self.fail_switch.as_ref());
         let mut written = 0;
         let mut result = Ok(());
-        while written < self.pending.len() {
+        if injected == Some(CommitFailure::Write) && !self.pending.is_empty() {
+            result = Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        while result.is_ok() && written < self.pending.len() {
             match file.write(&self.pending[written..]) {
                 Ok(0) => {
                     result = Err(io::Error::from(io::ErrorKind::WriteZero));
@@ -275,7 +390,7 @@ impl ShardAof {
         let size = self.size_bytes + written as u64;
         self.set_size(size);
         if let Err(e) = result {
-            return Err(self.fail(&e));
+            return Err(self.fail_commit(CommitFailure::Write, &e));
         }
         let policy = self.tunables.aof.fsync_policy();
         if written > 0 {
@@ -284,8 +399,12 @@ impl ShardAof {
         match policy {
             FsyncPolicy::Always if self.unsynced => {
                 if let Some(file) = self.file.as_ref() {
-                    if let Err(e) = file.sync_data() {
-                        return Err(self.fail(&e));
+                    let synced = match injected {
+                        Some(CommitFailure::Fsync) => Err(io::Error::from_raw_os_error(libc::EIO)),
+                        _ => file.sync_data(),
+                    };
+                    if let Err(e) = synced {
+                        return Err(self.fail_commit(CommitFailure::Fsync, &e));
                     }
                 }
                 self.unsynced = false;
@@ -350,7 +469,9 @@ impl ShardAof {
             self.rewrite_scheduled = true;
         }
         if !want && self.is_open() {
-            let _ = self.commit(&mut db.aof);
+            if let Err(e) = self.commit(&mut db.aof) {
+                e.act();
+            }
             if let Some(f) = self.file.take() {
                 let _ = f.sync_data();
             }
@@ -366,7 +487,9 @@ impl ShardAof {
                 self.unsynced = true;
             }
             if self.failing.is_some() || !self.pending.is_empty() {
-                let _ = self.commit(&mut db.aof);
+                if let Err(e) = self.commit(&mut db.aof) {
+                    e.act();
+                }
             } else if self.tunables.aof.fsync_policy() == FsyncPolicy::EverySec {
                 self.maybe_sync_everysec();
             }
@@ -422,7 +545,9 @@ impl ShardAof {
         self.last_rewrite_attempt = Instant::now();
         self.rewrite_scheduled = false;
         // Everything recorded so far belongs to the old files.
-        let _ = self.commit(&mut db.aof);
+        if let Err(e) = self.commit(&mut db.aof) {
+            e.act();
+        }
         if let Err(e) = fs::create_dir_all(&self.dir) {
             return Err(self.rewrite_failed_to_start(&e));
         }
@@ -610,9 +735,13 @@ impl ShardAof {
 
     /// Flush and fsync everything before the shard exits.
     pub fn shutdown(&mut self, db: &mut ShardDb) {
-        let _ = self.commit(&mut db.aof);
+        if let Err(e) = self.commit(&mut db.aof) {
+            eprintln!("{e}; shutting down with unwritten effects");
+        }
         if let Some(f) = self.file.as_ref() {
-            let _ = f.sync_data();
+            if let Err(e) = f.sync_data() {
+                eprintln!("shard {}: fsync at shutdown failed: {e}", self.shard);
+            }
         }
         // Let a running rewrite finish and switch, so the next start loads
         // the compact files.

@@ -272,14 +272,15 @@ fn commit_round(
     out: &mut [Vec<(msg::ReplyTo, crate::reply::Reply)>],
     logged: &mut Vec<(usize, usize)>,
 ) {
-    if let Err(why) = aof.commit(&mut db.aof) {
-        let err = crate::aof::misconf(&why);
-        for &(io, i) in logged.iter() {
-            if let Some(slot) = out.get_mut(io).and_then(|o| o.get_mut(i)) {
-                slot.1 = crate::reply::Reply::Error(err.clone());
-            }
-        }
+    // The failed-write contract (see `CommitError::act`): under `always` the
+    // process exits here, before any reply of the round is released; under
+    // `everysec`/`no` the round's commands are applied, their replies stand
+    // and their bytes are retried, while later writes get -MISCONF before
+    // they run. Never "error, but applied".
+    if let Err(e) = aof.commit(&mut db.aof) {
+        e.act();
     }
+    let _ = out;
     logged.clear();
 }
 
