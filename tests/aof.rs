@@ -704,7 +704,10 @@ fn crash_load(addr: std::net::SocketAddr, seed: u64, a: &mut Acked) {
             .collect();
         a.delivered[k].extend(ids.iter().cloned());
         // Ack most of them; leave some pending to check the PEL survives.
-        let to_ack: Vec<String> = ids.into_iter().filter(|_| rng.next() % 4 != 0).collect();
+        let to_ack: Vec<String> = ids
+            .into_iter()
+            .filter(|_| !rng.next().is_multiple_of(4))
+            .collect();
         for id in &to_ack {
             a.ack_sent[k].push(id.clone());
             if !c.try_send(&["XACK", CRASH_STREAMS[k], "g", id]) {
@@ -826,7 +829,7 @@ fn sigkill_under_pipelined_load_loses_no_acknowledged_write() {
             acked
         });
         let kill_after = Duration::from_millis(150 + seed % 900);
-        if seed % 3 == 0 {
+        if seed.is_multiple_of(3) {
             // Crash in or around a rewrite too.
             std::thread::sleep(kill_after / 2);
             let mut c = RespClient::connect(addr);
