@@ -230,6 +230,11 @@ fn everysec_write_error_refuses_later_writes_until_the_disk_heals() {
     );
     let info = c.call(&["INFO", "persistence"]).unwrap();
     assert!(info.contains("aof_last_write_status:err"), "{info}");
+    // A rewrite must not switch files while records wait for the old one.
+    assert_eq!(
+        c.call(&["BGREWRITEAOF"]).as_deref(),
+        Some("-ERR Can't rewrite append only file in background: Input/output error")
+    );
 
     std::fs::remove_file(dir.join("fail")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

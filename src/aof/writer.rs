@@ -519,6 +519,7 @@ impl ShardAof {
             .load(Ordering::Relaxed);
         if self.is_open()
             && self.rewrite.is_none()
+            && self.failing.is_none()
             && pct > 0
             && self.size_bytes > min
             && self.size_bytes.saturating_mul(100)
@@ -537,16 +538,24 @@ impl ShardAof {
     /// now on; a helper thread writes a copy of the data as the new base.
     ///
     /// # Errors
-    /// When a rewrite is already running or the new files cannot be created.
+    /// When a rewrite is already running, the new files cannot be created,
+    /// or records waiting for the current file cannot be written to it (the
+    /// files are not switched then).
     pub fn start_rewrite(&mut self, db: &mut ShardDb, now_ms: u64) -> Result<(), String> {
         if self.rewrite.is_some() {
             return Err("ERR Background append only file rewriting already in progress".into());
         }
         self.last_rewrite_attempt = Instant::now();
         self.rewrite_scheduled = false;
-        // Everything recorded so far belongs to the old files.
+        // Everything recorded so far belongs to the old files. If it cannot
+        // be written there, do not switch: the unwritten records were
+        // encoded for the old file (its SELECT and clock context, maybe the
+        // rest of a partly written record) and would corrupt the new one.
         if let Err(e) = self.commit(&mut db.aof) {
             e.act();
+            if self.is_open() {
+                return Err(self.rewrite_failed_to_start(&io::Error::other(e.why)));
+            }
         }
         if let Err(e) = fs::create_dir_all(&self.dir) {
             return Err(self.rewrite_failed_to_start(&e));
