@@ -14,7 +14,8 @@
 //! RESP2 or RESP3. We write these bytes ourselves rather than via
 //! `redis-protocol` frames because RESP2 needs both `$-1` and `*-1` (the
 //! crate's RESP2 frame has a single `Null`) and because writing in place avoids
-//! building a frame tree per reply.
+//! building a frame tree per reply. (Nothing uses `redis-protocol` any more;
+//! the dependency can go.)
 
 use bytes::{BufMut, Bytes, BytesMut};
 
