@@ -51,7 +51,7 @@ pub struct DecodeLimits {
 /// Outcome of one decode attempt on a connection's read buffer.
 #[derive(Debug)]
 pub enum Decoded {
-    /// One complete command: its arguments (argv[0] is the name). May be empty
+    /// One complete command: its arguments (`argv[0]` is the name). May be empty
     /// (an empty inline line or `*0`): the caller skips it.
     Command(Vec<Bytes>),
     /// Not enough bytes yet; at least `min_total` bytes must be buffered before
