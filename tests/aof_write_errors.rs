@@ -1,6 +1,7 @@
 //! The failed-write contract, on a real child process whose AOF writes are
 //! broken and healed with the debug-build switch
-//! `SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS` (see `aof::writer`):
+//! `SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS` (see `aof::writer`), or for real
+//! with a file size limit (`prlimit`, EFBIG, short writes):
 //! * `appendfsync always`: the server exits (status 1) before answering the
 //!   round whose write or fsync failed; nothing is acknowledged that is not
 //!   on disk, and no error is ever answered for a write that happened.
@@ -41,17 +42,33 @@ impl Server {
     /// The shardstream binary on a free port, AOF in `dir/data`, its AOF
     /// failing while `dir/fail` exists.
     fn start(dir: &Path, fsync: &str) -> Server {
+        Server::start_shards(dir, fsync, 2)
+    }
+
+    /// As [`Server::start`] with `shards` shards. SIGXFSZ is ignored in the
+    /// child, so a file size limit ([`Server::limit_file_size`]) makes its
+    /// writes fail with EFBIG instead of killing it.
+    fn start_shards(dir: &Path, fsync: &str, shards: u16) -> Server {
+        use std::os::unix::process::CommandExt;
         let port = common::free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
-            .args(["--port", &port.to_string(), "--shards", "2", "--no-pin"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardstream"));
+        cmd.args(["--port", &port.to_string(), "--no-pin"])
+            .args(["--shards", &shards.to_string()])
             .args(["--appendonly", "yes", "--appendfsync", fsync])
             .arg("--dir")
             .arg(dir.join("data"))
             .env("SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS", dir.join("fail"))
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn shardstream");
+            .stderr(Stdio::piped());
+        // SAFETY: only signal(2), which is async-signal-safe, runs between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn shardstream");
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "child did not start");
@@ -67,6 +84,26 @@ impl Server {
             r: BufReader::new(s.try_clone().unwrap()),
             w: s,
         }
+    }
+
+    /// A real disk failure: the kernel refuses (EFBIG) writes past `bytes`
+    /// in any file of the child (`None`: no limit again). The hard limit
+    /// stays unlimited, so the limit can be lifted.
+    fn limit_file_size(&self, bytes: Option<u64>) {
+        let lim = libc::rlimit {
+            rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        // SAFETY: `lim` is a valid rlimit; the old value is not asked for.
+        let rc = unsafe {
+            libc::prlimit(
+                self.child.id() as libc::pid_t,
+                libc::RLIMIT_FSIZE,
+                &lim,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
     }
 
     /// Wait for the process to exit on its own: (status code, stderr).
@@ -251,6 +288,95 @@ fn everysec_write_error_refuses_later_writes_until_the_disk_heals() {
     assert_eq!(code, Some(0), "{stderr}");
 
     let srv = Server::start(&dir, "everysec");
+    let mut c = srv.client();
+    let range = c.call(&["XRANGE", "s", "-", "+"]).unwrap();
+    assert_eq!(ids(&range), ["1-1", "2-1", "4-1"], "{range}");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A real short write (the kernel's file size limit cuts the record after
+/// 10 bytes, then EFBIG) under `always`: exit before answering; the torn
+/// record is cut at the next start and the acknowledged entries are there.
+#[test]
+fn always_real_short_write_exits_before_answering() {
+    let dir = scratch_dir("efbig");
+    let srv = Server::start_shards(&dir, "always", 1);
+    let mut c = srv.client();
+    for i in 1..=20 {
+        let id = format!("{i}-1");
+        let want = format!("${}\r\n{id}", id.len());
+        assert_eq!(
+            c.call(&["XADD", "s", &id, "f", "v"]).as_deref(),
+            Some(want.as_str())
+        );
+    }
+    let incr = dir.join("data/shard-0.incr.1.aof");
+    let size = std::fs::metadata(&incr).unwrap().len();
+    srv.limit_file_size(Some(size + 10));
+    assert_eq!(
+        c.call(&["XADD", "s", "21-1", "f", "v"]),
+        None,
+        "not answered"
+    );
+    let (code, stderr) = srv.wait_exit();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("File too large"), "{stderr}");
+    assert_eq!(
+        std::fs::metadata(&incr).unwrap().len(),
+        size + 10,
+        "torn record"
+    );
+
+    let srv = Server::start_shards(&dir, "always", 1);
+    let mut c = srv.client();
+    assert_eq!(c.call(&["XLEN", "s"]).as_deref(), Some(":20"));
+    assert_eq!(
+        std::fs::metadata(&incr).unwrap().len(),
+        size,
+        "torn tail cut"
+    );
+    assert_eq!(
+        c.call(&["XADD", "s", "21-1", "f", "v"]).as_deref(),
+        Some("$4\r\n21-1"),
+        "a retry adds it once"
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A real short write under `everysec`: the round keeps its reply and is
+/// completed once the limit is lifted; writes in between get MISCONF.
+#[test]
+fn everysec_real_short_write_completes_when_the_disk_heals() {
+    let dir = scratch_dir("efbig-everysec");
+    let srv = Server::start_shards(&dir, "everysec", 1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.call(&["XADD", "s", "1-1", "f", "v"]).as_deref(),
+        Some("$3\r\n1-1")
+    );
+    let incr = dir.join("data/shard-0.incr.1.aof");
+    let size = std::fs::metadata(&incr).unwrap().len();
+    srv.limit_file_size(Some(size + 10));
+    assert_eq!(
+        c.call(&["XADD", "s", "2-1", "f", "v"]).as_deref(),
+        Some("$3\r\n2-1")
+    );
+    let misconf = "-MISCONF Errors writing to the AOF file: File too large";
+    assert_eq!(
+        c.call(&["XADD", "s", "3-1", "f", "v"]).as_deref(),
+        Some(misconf)
+    );
+    srv.limit_file_size(None);
+    assert!(
+        common::eventually(10, || c.call(&["XADD", "s", "4-1", "f", "v"]).as_deref()
+            == Some("$3\r\n4-1")),
+        "writes never accepted again"
+    );
+    let (code, stderr) = srv.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    let srv = Server::start_shards(&dir, "everysec", 1);
     let mut c = srv.client();
     let range = c.call(&["XRANGE", "s", "-", "+"]).unwrap();
     assert_eq!(ids(&range), ["1-1", "2-1", "4-1"], "{range}");
