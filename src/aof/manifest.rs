@@ -415,6 +415,38 @@ mod tests {
     }
 
     #[test]
+    fn missing_manifest_suggests_newest_base_and_its_incrs() {
+        let f = |name: &str, len_bytes| {
+            let (shard, kind, seq) = parse_data_name(name).unwrap();
+            DataFile {
+                name: name.into(),
+                shard,
+                kind,
+                seq,
+                len_bytes,
+            }
+        };
+        let files = [
+            f("shard-1.incr.3.aof", 10),
+            f("shard-1.base.5.aof", 20),
+            f("shard-1.incr.5.aof", 30),
+            f("shard-1.incr.6.aof", 0),
+        ];
+        let msg = missing_manifest_error(Path::new("/d"), 1, &files, 4);
+        assert!(
+            msg.starts_with("/d/shard-1.manifest is missing, but shard 1 has append only files in /d: shard-1.incr.3.aof (10 bytes), "),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(&format!(
+                ":\n{MAGIC}\nshards 4\nshard 1\nbase shard-1.base.5.aof\n\
+                 incr shard-1.incr.5.aof\nincr shard-1.incr.6.aof\n"
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn data_file_names() {
         assert_eq!(
             parse_data_name("shard-3.base.12.aof"),
