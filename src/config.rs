@@ -166,6 +166,14 @@ pub struct Config {
     pub auto_aof_rewrite_percentage: u64,
     /// `auto-aof-rewrite-min-size`, bytes (default 64 MB).
     pub auto_aof_rewrite_min_size_bytes: u64,
+    /// `aof-load-truncated` (default yes): at start-up, cut an incomplete
+    /// last record (a torn last write) off the last AOF file; with `no`,
+    /// refuse to start instead.
+    pub aof_load_truncated: bool,
+    /// `tcp-backlog` (default 511, as Redis): the listen queue length passed
+    /// to `listen(2)` (the kernel caps it at `net.core.somaxconn`). Fixed at
+    /// start; see [`crate::listener::bind_listener`].
+    pub tcp_backlog: i32,
 }
 
 /// One class of `client-output-buffer-limit`: a client whose pending output
@@ -264,6 +272,8 @@ impl Default for Config {
             appendfsync: crate::aof::FsyncPolicy::EverySec,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size_bytes: 64 * 1024 * 1024,
+            aof_load_truncated: true,
+            tcp_backlog: 511,
         }
     }
 }
@@ -284,6 +294,35 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     .find_map(|(suf, mul)| lower.strip_suffix(suf).map(|n| (n.to_string(), *mul)))
     .unwrap_or((lower.clone(), 1));
     num.parse::<i64>().ok()?.checked_mul(mul)
+}
+
+/// Parse an unsigned memory size as Redis's `memtoull` does for `maxmemory`
+/// (digits plus an optional unit: `b`, `k`, `kb`, `m`, `mb`, `g`, `gb`, any
+/// case), bytes. A number beyond `u64` is `u64::MAX`, as `strtoull`
+/// saturates; so is a product beyond it (Redis lets that product wrap; we do
+/// not). Signs are refused.
+///
+/// # Source
+/// `memtoull`, redis/src/util.c (7.x).
+pub fn parse_memory_u64(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mul): (&str, u64) = [
+        ("gb", 1024 * 1024 * 1024),
+        ("mb", 1024 * 1024),
+        ("kb", 1024),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1000),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suf, mul)| lower.strip_suffix(suf).map(|n| (n, *mul)))
+    .unwrap_or((lower.as_str(), 1));
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n = num.parse::<u64>().unwrap_or(u64::MAX);
+    Some(n.saturating_mul(mul))
 }
 
 /// `maxmemory-policy` values Redis knows, in its error message's order.
@@ -364,10 +403,8 @@ impl Config {
             "timeout" => self.timeout_s = non_negative_i32(value)?,
             "tcp-keepalive" => self.tcp_keepalive_s = non_negative_i32(value)?,
             "maxmemory" => {
-                self.maxmemory_bytes = parse_memory(value)
-                    .filter(|v| *v >= 0)
-                    .ok_or("argument must be a memory value")?
-                    as u64
+                self.maxmemory_bytes =
+                    parse_memory_u64(value).ok_or("argument must be a memory value")?
             }
             "maxmemory-policy" => {
                 let v = value.to_ascii_lowercase();
@@ -419,6 +456,17 @@ impl Config {
                 self.auto_aof_rewrite_min_size_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as u64
             }
+            "aof-load-truncated" => {
+                self.aof_load_truncated =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "tcp-backlog" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.tcp_backlog = i32::try_from(v)
+                    .ok()
+                    .filter(|v| *v >= 0)
+                    .ok_or("argument must be between 0 and 2147483647 inclusive")?
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -468,6 +516,8 @@ impl Config {
             "appendfsync" => self.appendfsync.name().to_string(),
             "auto-aof-rewrite-percentage" => self.auto_aof_rewrite_percentage.to_string(),
             "auto-aof-rewrite-min-size" => self.auto_aof_rewrite_min_size_bytes.to_string(),
+            "aof-load-truncated" => if self.aof_load_truncated { "yes" } else { "no" }.to_string(),
+            "tcp-backlog" => self.tcp_backlog.to_string(),
             _ => return None,
         })
     }
@@ -497,6 +547,8 @@ impl Config {
         "appendfsync",
         "auto-aof-rewrite-percentage",
         "auto-aof-rewrite-min-size",
+        "aof-load-truncated",
+        "tcp-backlog",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in
@@ -595,6 +647,31 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// redis-server 7.0.15 accepts any size for maxmemory: past u64 it
+    /// keeps 18446744073709551615.
+    #[test]
+    fn maxmemory_accepts_huge_values() {
+        let mut cfg = Config::default();
+        for (v, want) in [
+            ("18446744073709551615", u64::MAX),
+            ("18446744073709551616", u64::MAX),
+            ("1000000000000000000000", u64::MAX),
+            ("9223372036854775808", 1 << 63),
+            ("100gb", 100 << 30),
+            ("0", 0),
+        ] {
+            cfg.set("maxmemory", v).unwrap();
+            assert_eq!(cfg.maxmemory_bytes, want, "{v}");
+        }
+        for v in ["-1", "", "abc", "1x"] {
+            assert_eq!(
+                cfg.set("maxmemory", v),
+                Err("argument must be a memory value".to_string()),
+                "{v}"
+            );
+        }
+    }
 
     #[test]
     fn file_then_flags() {

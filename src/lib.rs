@@ -22,6 +22,7 @@ pub mod cmd;
 pub mod config;
 pub mod error;
 pub mod io;
+pub mod listener;
 pub mod reply;
 pub mod route;
 pub mod server;

@@ -393,7 +393,7 @@ pub fn exit_on_server_thread_panic() {
 pub fn start(config: Config) -> io::Result<ServerHandle> {
     // A bad topology is reported before binding, so the message is about the file.
     let cluster = load_topology(&config, config.port)?;
-    let listener = std::net::TcpListener::bind((config.bind.as_str(), config.port))?;
+    let listener = crate::listener::bind_listener(&config.bind, config.port, config.tcp_backlog)?;
     let port = listener.local_addr()?.port();
     let cluster = match cluster {
         Some(t) if port == config.port => Some(t),
@@ -430,7 +430,7 @@ fn start_with(
 ) -> io::Result<ServerHandle> {
     exit_on_server_thread_panic();
     if config.appendonly {
-        crate::aof::manifest::check_shard_count(&config.dir, config.shards.max(1))
+        crate::aof::manifest::check_dir(&config.dir, config.shards.max(1))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     }
     listener.set_nonblocking(true)?;

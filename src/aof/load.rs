@@ -22,7 +22,8 @@ pub struct LoadStats {
     pub records: u64,
     /// Bytes read (after any truncation).
     pub bytes: u64,
-    /// Records whose replay answered an error (reported, not fatal).
+    /// Records whose replay answered an error. Always 0 after a successful
+    /// load: such a record stops start-up (see [`load_shard`]).
     pub replay_errors: u64,
     /// Bytes cut from a torn tail, if any.
     pub truncated_bytes: u64,
@@ -124,25 +125,47 @@ fn complete_record_follows(tail: &[u8]) -> bool {
 
 /// Load every file of shard `m` from `dir` into `db` (whose log must be off).
 ///
+/// Only one thing is ever changed on disk: an incomplete record at the very
+/// end of the last file (a torn last write) is cut off, and only under
+/// `aof-load-truncated yes` (the default, as in Redis). Everything else that
+/// is wrong stops start-up, with the file untouched.
+///
 /// # Errors
-/// A message naming the file and byte offset of the first malformed record,
-/// of an unknown command, or of an incomplete record that is not the torn tail
-/// of the last file.
+/// A message naming the file, the byte offset and the repair step, for the
+/// first record that is malformed, names an unknown command, or parses but
+/// fails when replayed (its effect, and everything after it, would be
+/// wrong); for an incomplete record that is not the torn tail of the last
+/// file; and for a torn tail under `aof-load-truncated no`.
+///
+/// # Source
+/// `loadSingleAppendOnlyFile`, redis/src/aof.c (7.x): the truncated-tail
+/// rule and `aof-load-truncated`.
 pub fn load_shard(db: &mut ShardDb, dir: &Path, m: &Manifest) -> Result<LoadStats, String> {
     let mut stats = LoadStats::default();
+    let cut_torn_tail = db.tunables.aof.load_truncated();
     let names: Vec<&String> = m.files().collect();
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
-        load_file(db, &dir.join(name), last, &mut stats)?;
+        load_file(db, &dir.join(name), last, cut_torn_tail, &mut stats)?;
     }
     Ok(stats)
 }
 
-/// Replay one file; `last` allows cutting a torn tail.
+/// The repair step for damage at `offset` of `path`.
+fn repair_step(path: &str, offset: u64) -> String {
+    format!(
+        "To repair: make a backup of the file, then cut it at that offset \
+         (truncate -s {offset} {path}) to keep the records before it; the records \
+         from that offset on are lost"
+    )
+}
+
+/// Replay one file; `last` allows cutting a torn tail when `cut_torn_tail`.
 fn load_file(
     db: &mut ShardDb,
     path: &Path,
     last: bool,
+    cut_torn_tail: bool,
     stats: &mut LoadStats,
 ) -> Result<(), String> {
     let shown = path.display().to_string();
@@ -155,9 +178,14 @@ fn load_file(
     loop {
         match parse_record(&buf[start..]) {
             Ok(Some((argv, len))) => {
-                state
-                    .apply(db, argv, stats)
-                    .map_err(|e| format!("{e} in {shown} at offset {file_off}"))?;
+                state.apply(db, argv, stats).map_err(|e| {
+                    format!(
+                        "cannot replay the record at offset {file_off} of the append only \
+                         file {shown}: {e}. Refusing to start: the state after it would be \
+                         wrong. {}",
+                        repair_step(&shown, file_off)
+                    )
+                })?;
                 start += len;
                 file_off += len as u64;
                 stats.records += 1;
@@ -168,8 +196,9 @@ fn load_file(
             Ok(None) => break,
             Err(e) => {
                 return Err(format!(
-                    "bad file format reading the append only file {shown} at offset {file_off}: {e} \
-                     (the file is damaged; make a backup, then cut it at that offset to keep what precedes it)"
+                    "bad file format reading the append only file {shown} at offset {file_off}: \
+                     {e}. Refusing to start. {}",
+                    repair_step(&shown, file_off)
                 ))
             }
         }
@@ -193,8 +222,23 @@ fn load_file(
     if !last || complete_record_follows(tail) {
         return Err(format!(
             "bad file format reading the append only file {shown} at offset {file_off}: \
-             incomplete record{} (make a backup, then cut the file at that offset to keep what precedes it)",
-            if last { " followed by more records" } else { " in a file that is not the last" }
+             incomplete record{}. Refusing to start. {}",
+            if last {
+                " followed by more records"
+            } else {
+                " in a file that is not the last"
+            },
+            repair_step(&shown, file_off)
+        ));
+    }
+    if !cut_torn_tail {
+        return Err(format!(
+            "the append only file {shown} ends with an incomplete record ({} bytes at \
+             offset {file_off}, a torn last write) and aof-load-truncated is no: refusing \
+             to start. To repair: make a backup of the file, then cut it at that offset \
+             (truncate -s {file_off} {shown}), or start with aof-load-truncated yes to \
+             have the server cut it",
+            tail.len()
         ));
     }
     eprintln!(
@@ -221,8 +265,10 @@ struct Replay {
 }
 
 impl Replay {
-    /// Run one record. Errors are fatal (unknown or disallowed command);
-    /// error *replies* are counted and the first few reported.
+    /// Run one record. Every failure is fatal: an unknown or disallowed
+    /// command, a bad record, and a command that answers an error (the log
+    /// holds effects that applied when they were recorded, so an error means
+    /// the state has diverged from what was acknowledged).
     fn apply(
         &mut self,
         db: &mut ShardDb,
@@ -254,7 +300,7 @@ impl Replay {
             let key = argv.get(1).ok_or("bad SS.MKSTREAM record")?;
             if let Err(e) = db.stream_for_write(self.db, key, true, self.clock_ms) {
                 stats.replay_errors += 1;
-                eprintln!("warning: replaying SS.MKSTREAM: {e}");
+                return Err(format!("SS.MKSTREAM answered '{e}'"));
             }
             return Ok(());
         }
@@ -271,9 +317,10 @@ impl Replay {
         if let Some(r) = super::effects::replay(db, self.db, self.clock_ms, &argv) {
             if let Err(e) = r {
                 stats.replay_errors += 1;
-                if stats.replay_errors <= 5 {
-                    eprintln!("warning: replaying {}: {e}", String::from_utf8_lossy(name));
-                }
+                return Err(format!(
+                    "{} answered '{e}'",
+                    String::from_utf8_lossy(name).to_ascii_uppercase()
+                ));
             }
             return Ok(());
         }
@@ -305,9 +352,7 @@ impl Replay {
         };
         if let Reply::Error(e) = reply {
             stats.replay_errors += 1;
-            if stats.replay_errors <= 5 {
-                eprintln!("warning: replaying {}: {e}", spec.name);
-            }
+            return Err(format!("{} answered '{e}'", spec.name));
         }
         Ok(())
     }

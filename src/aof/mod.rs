@@ -27,10 +27,19 @@
 //! round's records to [`writer::ShardAof::commit`], which writes them with
 //! one `write` and, under `always`, one `fdatasync`; only then are the round's
 //! replies released to the IO threads. Under `everysec` a helper thread
-//! fsyncs at most once a second; under `no` the kernel decides. A write or
-//! fsync failure turns the round's write replies into `-MISCONF` errors, and
-//! the IO threads refuse write commands with the same error until a retry of
-//! the unwritten bytes succeeds.
+//! fsyncs at most once a second; under `no` the kernel decides.
+//!
+//! # When a write or fsync fails
+//! An error reply always means the write did not happen
+//! ([`writer::CommitError::act`], as Redis 7 does):
+//! * `always`: the process exits (status 1) before the round's replies are
+//!   released. Acknowledged writes are on disk; the round's writes were never
+//!   answered (their clients see the connection close) and may or may not be
+//!   in the files.
+//! * `everysec` / `no`: the round's commands were applied and keep their
+//!   replies; their bytes are retried every tick. Until a retry succeeds the
+//!   IO threads refuse write commands (and PING) with
+//!   `-MISCONF Errors writing to the AOF file: <strerror>` before they run.
 //!
 //! # Rewrite
 //! BGREWRITEAOF (or growth past `auto-aof-rewrite-percentage` over the last
@@ -47,8 +56,15 @@
 //! Each shard thread loads its own files before serving, so shards load in
 //! parallel and [`crate::server::start`] returns only once all are loaded. A
 //! torn last record of the last file (a crash mid-write) is cut off with a
-//! warning (Redis's `aof-load-truncated yes`); anything malformed elsewhere
-//! refuses to start with a message naming the file and byte offset.
+//! warning (Redis's `aof-load-truncated yes`; with `no` start-up stops
+//! instead); anything malformed elsewhere, and any record that parses but
+//! fails when replayed, refuses to start with a message naming the file, the
+//! byte offset and the repair. Nothing else in the directory is ever
+//! truncated or overwritten: a shard whose manifest is missing while its data
+//! files exist refuses to start ([`manifest::check_dir`]), new files always
+//! get a fresh sequence number, and the leftovers of interrupted rewrites
+//! that the manifest does not list are removed when the shard opens its files
+//! ([`manifest::remove_leftovers`]).
 
 pub mod effects;
 pub mod load;
@@ -140,6 +156,8 @@ pub struct AofShared {
     pub delayed_fsync: AtomicU64,
     /// The reason of the latest write failure (`strerror` text).
     pub last_error: Mutex<String>,
+    /// `aof-load-truncated`: cut a torn last record at start-up (yes) or refuse to start (no).
+    load_truncated: AtomicBool,
 }
 
 impl AofShared {
@@ -159,6 +177,7 @@ impl AofShared {
             base_size_bytes: AtomicU64::new(0),
             delayed_fsync: AtomicU64::new(0),
             last_error: Mutex::new(String::new()),
+            load_truncated: AtomicBool::new(cfg.aof_load_truncated),
         }
     }
 
@@ -170,6 +189,13 @@ impl AofShared {
             .store(cfg.auto_aof_rewrite_percentage, Ordering::Relaxed);
         self.auto_rewrite_min_size_bytes
             .store(cfg.auto_aof_rewrite_min_size_bytes, Ordering::Relaxed);
+        self.load_truncated
+            .store(cfg.aof_load_truncated, Ordering::Relaxed);
+    }
+
+    /// `aof-load-truncated`.
+    pub fn load_truncated(&self) -> bool {
+        self.load_truncated.load(Ordering::Relaxed)
     }
 
     /// Current `appendfsync`.

@@ -18,6 +18,103 @@ use crate::shard::db::ShardDb;
 use super::manifest::{base_name, incr_name, sync_dir, Manifest};
 use super::{strerror, AofLog, FsyncPolicy};
 
+/// Which step of a group commit failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitFailure {
+    /// `write` failed or wrote nothing (the unwritten bytes are kept).
+    Write,
+    /// `fdatasync` failed (the bytes are written but maybe not on disk).
+    Fsync,
+}
+
+/// A failed [`ShardAof::commit`]: what failed, why, and the `appendfsync`
+/// policy it failed under (which decides what [`CommitError::act`] does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitError {
+    pub shard: u16,
+    pub failure: CommitFailure,
+    /// `strerror` text.
+    pub why: String,
+    pub policy: FsyncPolicy,
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.failure {
+            CommitFailure::Write => "writing",
+            CommitFailure::Fsync => "fsyncing",
+        };
+        write!(
+            f,
+            "shard {}: error {what} the append only file: {} (appendfsync {})",
+            self.shard,
+            self.why,
+            self.policy.name()
+        )
+    }
+}
+
+impl CommitError {
+    /// Whether the server must stop rather than keep running: under
+    /// `appendfsync always` every reply promises that its write is on disk,
+    /// and the round's effects are already applied in memory, so neither an
+    /// OK (not on disk) nor an error (yet applied) would be true. Under
+    /// `everysec` and `no` an OK only promised the write was applied.
+    pub fn is_fatal(&self) -> bool {
+        self.policy == FsyncPolicy::Always
+    }
+
+    /// Take Redis's action for this failure, before any reply of the round
+    /// is released:
+    /// * `always`: log and exit the process with status 1. No reply of the
+    ///   round is sent; the clients see their connection close, so a write
+    ///   is either acknowledged and on disk, or unacknowledged.
+    /// * `everysec` / `no`: keep running. The round's commands were applied
+    ///   and their replies stand (as in Redis, where they are already sent);
+    ///   the unwritten bytes are retried every tick, and until a retry
+    ///   succeeds write commands are refused with `-MISCONF` before they run
+    ///   ([`super::AofShared::write_refusal`]), so an error reply always
+    ///   means the write did not happen.
+    ///
+    /// # Source
+    /// `flushAppendOnlyFile`, redis/src/aof.c (7.x): exit(1) on a write or
+    /// fsync error under `always`; `aof_last_write_status` = error (MISCONF
+    /// for writes) under the other policies.
+    pub fn act(&self) {
+        if self.is_fatal() {
+            eprintln!(
+                "shardstream: fatal: {self}. A write cannot be acknowledged without being \
+                 on disk under appendfsync always, and it is already applied in memory: \
+                 exiting (status 1) so that no client gets an answer for it. Fix the disk, \
+                 then restart: every acknowledged write is in the files."
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Debug builds only: `SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS=<path>` makes
+/// every AOF group commit fail while `<path>` exists, with `EIO`: its
+/// `write` when the file holds `write` (or nothing), its `fdatasync` when it
+/// holds `fsync`. Tests use it to break and heal the disk of a running
+/// server. Never read in release builds.
+fn debug_fail_switch() -> Option<PathBuf> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var_os("SHARDSTREAM_DEBUG_AOF_FAIL_IF_EXISTS").map(PathBuf::from)
+}
+
+/// The failure the debug switch asks for now, if any.
+fn debug_injected_failure(switch: Option<&PathBuf>) -> Option<CommitFailure> {
+    let text = fs::read_to_string(switch?).ok()?;
+    Some(if text.trim() == "fsync" {
+        CommitFailure::Fsync
+    } else {
+        CommitFailure::Write
+    })
+}
+
 /// A rewrite in flight.
 struct Rewrite {
     done: Receiver<io::Result<u64>>,
@@ -81,6 +178,8 @@ pub struct ShardAof {
     last_rewrite_attempt: Instant,
     /// Highest file sequence number used by this process.
     last_seq: u64,
+    /// See [`debug_fail_switch`].
+    fail_switch: Option<PathBuf>,
 }
 
 impl ShardAof {
@@ -111,13 +210,38 @@ impl ShardAof {
             rewrite_scheduled: false,
             last_rewrite_attempt: Instant::now(),
             last_seq: 0,
+            fail_switch: debug_fail_switch(),
         }
     }
 
     /// Start logging into the manifest's last incr file (after loading it),
-    /// creating the first files when there are none.
+    /// creating the first files when there are none, then remove the
+    /// leftovers of interrupted rewrites
+    /// ([`remove_leftovers`](super::manifest::remove_leftovers)).
+    ///
+    /// Never truncates or replaces an existing file: new files get a
+    /// sequence number above every file of the shard on disk.
+    ///
+    /// # Errors
+    /// IO errors; and, without a manifest, when the shard has data files
+    /// (the message names them and the repair, see
+    /// [`missing_manifest_error`](super::manifest::missing_manifest_error)).
     pub fn open(&mut self, log: &mut AofLog) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
+        if self.manifest.is_none() {
+            let mine: Vec<_> = super::manifest::data_files(&self.dir)
+                .into_iter()
+                .filter(|f| f.shard == self.shard)
+                .collect();
+            if mine.iter().any(|f| f.len_bytes > 0) {
+                return Err(io::Error::other(super::manifest::missing_manifest_error(
+                    &self.dir,
+                    self.shard,
+                    &mine,
+                    self.shards,
+                )));
+            }
+        }
         let mut m = self.manifest.clone().unwrap_or(Manifest {
             shards: self.shards,
             shard: self.shard,
@@ -131,6 +255,7 @@ impl ShardAof {
             sync_dir(&self.dir)?;
             m.write(&self.dir)?;
         }
+        super::manifest::remove_leftovers(&self.dir, &m);
         let last = m.incrs.last().cloned().unwrap_or_default();
         self.file = Some(open_append(&self.dir.join(&last))?);
         let size: u64 = m
@@ -174,6 +299,15 @@ impl ShardAof {
         self.base_size_bytes = size;
     }
 
+    fn fail_commit(&mut self, failure: CommitFailure, e: &io::Error) -> CommitError {
+        CommitError {
+            shard: self.shard,
+            failure,
+            why: self.fail(e),
+            policy: self.tunables.aof.fsync_policy(),
+        }
+    }
+
     fn fail(&mut self, e: &io::Error) -> String {
         let why = strerror(e);
         if self.failing.is_none() {
@@ -209,12 +343,14 @@ impl ShardAof {
 
     /// Group commit: write everything `log` recorded this round (plus any
     /// bytes a failed write left), and under `always` fdatasync once. The
-    /// round's replies may be released only after `Ok`.
+    /// round's replies may be released only after `Ok`; on `Err` the caller
+    /// must call [`CommitError::act`] first (it exits under `always`).
     ///
     /// # Errors
-    /// The `strerror` text of a failed write or fsync; the unwritten bytes
-    /// are kept and retried by the next commit.
-    pub fn commit(&mut self, log: &mut AofLog) -> Result<(), String> {
+    /// What failed (write or fsync), its `strerror` text and the policy; the
+    /// unwritten bytes are kept and retried by the next commit, and write
+    /// commands are refused with `-MISCONF` until one succeeds.
+    pub fn commit(&mut self, log: &mut AofLog) -> Result<(), CommitError> {
         if !log.is_empty() {
             let bytes = log.take();
             if self.pending.is_empty() {
@@ -230,9 +366,13 @@ impl ShardAof {
         if self.pending.is_empty() && !(self.failing.is_some() || self.unsynced) {
             return Ok(());
         }
+        let injected = debug_injected_failure(self.fail_switch.as_ref());
         let mut written = 0;
         let mut result = Ok(());
-        while written < self.pending.len() {
+        if injected == Some(CommitFailure::Write) && !self.pending.is_empty() {
+            result = Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        while result.is_ok() && written < self.pending.len() {
             match file.write(&self.pending[written..]) {
                 Ok(0) => {
                     result = Err(io::Error::from(io::ErrorKind::WriteZero));
@@ -250,7 +390,7 @@ impl ShardAof {
         let size = self.size_bytes + written as u64;
         self.set_size(size);
         if let Err(e) = result {
-            return Err(self.fail(&e));
+            return Err(self.fail_commit(CommitFailure::Write, &e));
         }
         let policy = self.tunables.aof.fsync_policy();
         if written > 0 {
@@ -259,8 +399,12 @@ impl ShardAof {
         match policy {
             FsyncPolicy::Always if self.unsynced => {
                 if let Some(file) = self.file.as_ref() {
-                    if let Err(e) = file.sync_data() {
-                        return Err(self.fail(&e));
+                    let synced = match injected {
+                        Some(CommitFailure::Fsync) => Err(io::Error::from_raw_os_error(libc::EIO)),
+                        _ => file.sync_data(),
+                    };
+                    if let Err(e) = synced {
+                        return Err(self.fail_commit(CommitFailure::Fsync, &e));
                     }
                 }
                 self.unsynced = false;
@@ -325,7 +469,9 @@ impl ShardAof {
             self.rewrite_scheduled = true;
         }
         if !want && self.is_open() {
-            let _ = self.commit(&mut db.aof);
+            if let Err(e) = self.commit(&mut db.aof) {
+                e.act();
+            }
             if let Some(f) = self.file.take() {
                 let _ = f.sync_data();
             }
@@ -341,7 +487,9 @@ impl ShardAof {
                 self.unsynced = true;
             }
             if self.failing.is_some() || !self.pending.is_empty() {
-                let _ = self.commit(&mut db.aof);
+                if let Err(e) = self.commit(&mut db.aof) {
+                    e.act();
+                }
             } else if self.tunables.aof.fsync_policy() == FsyncPolicy::EverySec {
                 self.maybe_sync_everysec();
             }
@@ -371,6 +519,7 @@ impl ShardAof {
             .load(Ordering::Relaxed);
         if self.is_open()
             && self.rewrite.is_none()
+            && self.failing.is_none()
             && pct > 0
             && self.size_bytes > min
             && self.size_bytes.saturating_mul(100)
@@ -389,15 +538,25 @@ impl ShardAof {
     /// now on; a helper thread writes a copy of the data as the new base.
     ///
     /// # Errors
-    /// When a rewrite is already running or the new files cannot be created.
+    /// When a rewrite is already running, the new files cannot be created,
+    /// or records waiting for the current file cannot be written to it (the
+    /// files are not switched then).
     pub fn start_rewrite(&mut self, db: &mut ShardDb, now_ms: u64) -> Result<(), String> {
         if self.rewrite.is_some() {
             return Err("ERR Background append only file rewriting already in progress".into());
         }
         self.last_rewrite_attempt = Instant::now();
         self.rewrite_scheduled = false;
-        // Everything recorded so far belongs to the old files.
-        let _ = self.commit(&mut db.aof);
+        // Everything recorded so far belongs to the old files. If it cannot
+        // be written there, do not switch: the unwritten records were
+        // encoded for the old file (its SELECT and clock context, maybe the
+        // rest of a partly written record) and would corrupt the new one.
+        if let Err(e) = self.commit(&mut db.aof) {
+            e.act();
+            if self.is_open() {
+                return Err(self.rewrite_failed_to_start(&io::Error::other(e.why)));
+            }
+        }
         if let Err(e) = fs::create_dir_all(&self.dir) {
             return Err(self.rewrite_failed_to_start(&e));
         }
@@ -461,13 +620,15 @@ impl ShardAof {
         Ok(())
     }
 
-    /// A sequence number no file of this shard has used.
+    /// A sequence number no file of this shard has used: above the
+    /// manifest's, this process's and every file name on disk.
     fn next_seq(&mut self) -> u64 {
         let seq = self
             .manifest
             .as_ref()
             .map_or(0, |m| m.max_seq())
             .max(self.last_seq)
+            .max(super::manifest::max_seq_on_disk(&self.dir, self.shard))
             + 1;
         self.last_seq = seq;
         seq
@@ -583,9 +744,13 @@ impl ShardAof {
 
     /// Flush and fsync everything before the shard exits.
     pub fn shutdown(&mut self, db: &mut ShardDb) {
-        let _ = self.commit(&mut db.aof);
+        if let Err(e) = self.commit(&mut db.aof) {
+            eprintln!("{e}; shutting down with unwritten effects");
+        }
         if let Some(f) = self.file.as_ref() {
-            let _ = f.sync_data();
+            if let Err(e) = f.sync_data() {
+                eprintln!("shard {}: fsync at shutdown failed: {e}", self.shard);
+            }
         }
         // Let a running rewrite finish and switch, so the next start loads
         // the compact files.
@@ -599,13 +764,10 @@ impl ShardAof {
     }
 }
 
-/// Create (or empty) a new file for sequential writing.
+/// Create a new file for sequential writing; fails if it exists (an
+/// existing file may hold data and is never truncated).
 fn create_file(path: &std::path::Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(path)
+    OpenOptions::new().create_new(true).write(true).open(path)
 }
 
 fn open_append(path: &std::path::Path) -> io::Result<File> {

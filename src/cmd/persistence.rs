@@ -35,7 +35,10 @@ pub const SPECS: &[CommandSpec] = &[CommandSpec {
 /// `+Background append only file rewriting started`.
 /// # Errors
 /// `ERR Background append only file rewriting already in progress` while any
-/// shard is still rewriting.
+/// shard is still rewriting; `ERR Can't rewrite append only file in
+/// background: <strerror>` while a shard cannot write its AOF (a shard would
+/// refuse to switch files with records still waiting for the old one, see
+/// [`crate::aof::writer::ShardAof::start_rewrite`]).
 /// # Source
 /// `bgrewriteaofCommand`, redis/src/aof.c.
 pub fn bgrewriteaof(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
@@ -50,6 +53,19 @@ pub fn bgrewriteaof(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
         return Err(CmdError::msg(
             "ERR Background append only file rewriting already in progress",
         ));
+    }
+    if cx.shared.tunables.aof.write_refusal().is_some() {
+        let why = cx
+            .shared
+            .tunables
+            .aof
+            .last_error
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
+        return Err(CmdError::msg(format!(
+            "ERR Can't rewrite append only file in background: {why}"
+        )));
     }
     let parts = (0..cx.shared.shards.max(1))
         .map(|s| {

@@ -326,6 +326,7 @@ const IMMUTABLE: &[&str] = &[
     "dir",
     "databases",
     "cluster-config",
+    "tcp-backlog",
 ];
 
 /// Every name CONFIG GET knows, each once, in a fixed order.

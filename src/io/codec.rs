@@ -1,28 +1,32 @@
 //! RESP decoding and encoding: the only place that knows the wire format.
 //!
-//! Requests: RESP multibulk frames are decoded with the `redis-protocol`
-//! crate's zero-copy `Bytes` interface (arguments are slices of the read
-//! buffer, no copies). Before and around it, a header scan enforces Redis's
-//! limits and error texts (`proto-max-bulk-len`, multibulk length, `$`
-//! expected) and tells how many bytes a partial frame still needs, so a large
-//! bulk arriving in pieces is not re-decoded on every read. Inline commands
-//! (what telnet sends) are split here as Redis's `sdssplitargs` does.
+//! Requests: one scan over a RESP multibulk frame enforces Redis's limits and
+//! error texts (`proto-max-bulk-len`, multibulk length, `$` expected), tells
+//! how many bytes a partial frame still needs (so a large bulk arriving in
+//! pieces is not re-scanned on every read) and, once the frame is complete,
+//! yields the arguments as zero-copy slices of the read buffer. Framing is
+//! Redis's: a bulk is exactly `len` bytes and the two bytes after it are
+//! skipped unchecked (`*1\r\n$4\r\nPINGxx\r\n` is a PING; the `\r\n`
+//! left over is an empty inline line). Inline commands (what telnet sends)
+//! are split here as Redis's `sdssplitargs` does.
 //!
 //! Replies: [`encode`] writes a [`Reply`] straight into the output buffer for
 //! RESP2 or RESP3. We write these bytes ourselves rather than via
 //! `redis-protocol` frames because RESP2 needs both `$-1` and `*-1` (the
 //! crate's RESP2 frame has a single `Null`) and because writing in place avoids
-//! building a frame tree per reply.
+//! building a frame tree per reply. (Nothing uses `redis-protocol` any more;
+//! the dependency can go.)
 
 use bytes::{BufMut, Bytes, BytesMut};
-use redis_protocol::resp2::decode::decode_bytes_mut;
-use redis_protocol::resp2::types::BytesFrame;
 
 use crate::error::ProtoError;
 use crate::reply::Reply;
 
 /// Redis's limit on an inline request line (PROTO_INLINE_MAX_SIZE), bytes.
 pub const INLINE_MAX_BYTES: usize = 64 * 1024;
+/// How much Redis reads from a socket at a time for an inline request
+/// (PROTO_IOBUF_LEN), bytes.
+const REDIS_READ_BYTES: usize = 16 * 1024;
 /// Largest multibulk element count Redis accepts from an authenticated client (INT_MAX).
 pub const MULTIBULK_MAX: i64 = i32::MAX as i64;
 /// Largest multibulk count from a client that has not authenticated yet
@@ -47,7 +51,7 @@ pub struct DecodeLimits {
 /// Outcome of one decode attempt on a connection's read buffer.
 #[derive(Debug)]
 pub enum Decoded {
-    /// One complete command: its arguments (argv[0] is the name). May be empty
+    /// One complete command: its arguments (`argv[0]` is the name). May be empty
     /// (an empty inline line or `*0`): the caller skips it.
     Command(Vec<Bytes>),
     /// Not enough bytes yet; at least `min_total` bytes must be buffered before
@@ -63,38 +67,31 @@ pub fn decode(buf: &mut BytesMut, limits: DecodeLimits) -> Result<Decoded, Proto
     if buf[0] != b'*' {
         return decode_inline(buf);
     }
-    // Check the headers (and Redis's limits) before handing the frame to the decoder.
+    // Check the headers (and Redis's limits), then cut the arguments out.
     match scan_multibulk(buf, limits)? {
-        Scan::Need(n) => return Ok(Decoded::Incomplete { min_total: n }),
+        Scan::Need(n) => Ok(Decoded::Incomplete { min_total: n }),
         Scan::Empty(consumed) => {
             let _ = buf.split_to(consumed);
-            return Ok(Decoded::Command(Vec::new()));
+            Ok(Decoded::Command(Vec::new()))
         }
-        Scan::Complete => {}
-    }
-    match decode_bytes_mut(buf) {
-        Ok(Some((BytesFrame::Array(items), _, _))) => {
-            let mut argv = Vec::with_capacity(items.len());
-            for item in items {
-                match item {
-                    BytesFrame::BulkString(b) => argv.push(b),
-                    // scan_multibulk already checked every element is a `$` bulk
-                    _ => return Err(ProtoError("expected '$'".into())),
-                }
-            }
-            Ok(Decoded::Command(argv))
+        Scan::Complete { end, args } => {
+            let frame = buf.split_to(end).freeze();
+            Ok(Decoded::Command(
+                args.into_iter()
+                    .map(|(start, len)| frame.slice(start..start + len))
+                    .collect(),
+            ))
         }
-        Ok(Some(_)) => Err(ProtoError("invalid multibulk length".into())),
-        Ok(None) => Ok(Decoded::Incomplete {
-            min_total: buf.len() + 1,
-        }),
-        Err(_) => Err(ProtoError("invalid bulk length".into())),
     }
 }
 
 enum Scan {
-    /// The whole frame is buffered and its headers are valid.
-    Complete,
+    /// The whole frame (`end` bytes) is buffered and its headers are valid;
+    /// `args` are the (start, length) of each bulk in it.
+    Complete {
+        end: usize,
+        args: Vec<(usize, usize)>,
+    },
     /// `*0` or `*-1`: an empty command of this many bytes.
     Empty(usize),
     /// At least this many bytes are needed.
@@ -143,6 +140,7 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
     if count <= 0 {
         return Ok(Scan::Empty(pos));
     }
+    let mut args = Vec::new();
     for _ in 0..count {
         if pos >= buf.len() {
             return Ok(Scan::Need(pos + 1));
@@ -167,17 +165,16 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
         if limits.unauthenticated && len > UNAUTH_BULK_MAX_BYTES {
             return Err(ProtoError("unauthenticated bulk length".into()));
         }
-        pos = cr + 2 + len + 2;
+        let start = cr + 2;
+        // Redis waits for len + 2 bytes, takes len and skips the next two
+        // without looking at them.
+        pos = start + len + 2;
         if pos > buf.len() {
             return Ok(Scan::Need(pos));
         }
-        if &buf[pos - 2..pos] != b"\r\n" {
-            // Redis reads exactly len bytes and then drops two; a missing CRLF
-            // is a malformed bulk.
-            return Err(ProtoError("invalid bulk length".into()));
-        }
+        args.push((start, len));
     }
-    Ok(Scan::Complete)
+    Ok(Scan::Complete { end: pos, args })
 }
 
 /// Decode one inline command (a text line, split like `sdssplitargs`).
@@ -185,7 +182,15 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
 /// Redis finds the end of the line with `strchr`, which stops at a NUL byte:
 /// a NUL before the newline hides it, so the request stays incomplete until
 /// more than [`INLINE_MAX_BYTES`] are buffered (`too big inline request`).
-/// We do the same.
+/// We do the same. A longer line whose newline is already buffered is
+/// accepted as far as Redis accepts one sent in a single write: Redis reads
+/// 16 KiB at a time and checks after each read, so it sees the newline if it
+/// lies within the read that crosses 64 KiB, the first 80 KiB (a 70 KB line
+/// is served; a 1 MB one is refused; redis-server 7.0.15's exact cut-off
+/// here was 81,910 bytes, as its reads are not always full).
+///
+/// # Source
+/// `processInlineBuffer`, redis/src/networking.c (7.x).
 fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
     let nl = buf
         .iter()
@@ -199,7 +204,8 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
             min_total: buf.len() + 1,
         });
     };
-    if nl > INLINE_MAX_BYTES {
+    if nl >= INLINE_MAX_BYTES + REDIS_READ_BYTES {
+        // Redis would have read past 64 KiB without seeing this newline.
         return Err(ProtoError("too big inline request".into()));
     }
     let line = buf.split_to(nl + 1);
@@ -493,6 +499,51 @@ mod tests {
             vec![b"PING".to_vec()]
         );
         assert!(b.is_empty());
+    }
+
+    /// Redis takes exactly `len` bytes of a bulk and skips the two after it
+    /// unchecked (redis-server 7.0: `*1\r\n$4\r\nPINGxx\r\n` → `+PONG`, and
+    /// `PINGxxPING\r\n` → two PONGs, the rest being an inline command).
+    #[test]
+    fn bulk_terminator_is_skipped_unchecked_like_redis() {
+        let mut b = BytesMut::from(&b"*1\r\n$4\r\nPINGxx\r\n"[..]);
+        assert_eq!(
+            argv(decode(&mut b, limits()).unwrap()),
+            vec![b"PING".to_vec()]
+        );
+        assert_eq!(&b[..], b"\r\n");
+        assert!(argv(decode(&mut b, limits()).unwrap()).is_empty());
+        let mut b = BytesMut::from(&b"*2\r\n$4\r\nECHOxx$1\r\na\r\n"[..]);
+        assert_eq!(
+            argv(decode(&mut b, limits()).unwrap()),
+            vec![b"ECHO".to_vec(), b"a".to_vec()]
+        );
+        let mut b = BytesMut::from(&b"*1\r\n$4\r\nPINGx"[..]);
+        assert!(matches!(
+            decode(&mut b, limits()),
+            Ok(Decoded::Incomplete { min_total: 14 })
+        ));
+    }
+
+    /// A 70 KB inline line whose newline is buffered is accepted, as by
+    /// redis-server 7.0; without its newline, or 1 MB long, it is refused.
+    #[test]
+    fn long_inline_line_with_its_newline_is_accepted() {
+        let mut line = b"ECHO ".to_vec();
+        line.extend_from_slice(&vec![b'a'; 70_000]);
+        line.extend_from_slice(b"\r\n");
+        let mut b = BytesMut::from(&line[..]);
+        let got = argv(decode(&mut b, limits()).unwrap());
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].len(), 70_000);
+        let mut b = BytesMut::from(&line[..line.len() - 2]);
+        let err = decode(&mut b, limits()).err().map(|e| e.0.to_string());
+        assert_eq!(err.as_deref(), Some("too big inline request"));
+        let mut huge = vec![b'a'; 1 << 20];
+        huge.extend_from_slice(b"\r\n");
+        let mut b = BytesMut::from(&huge[..]);
+        let err = decode(&mut b, limits()).err().map(|e| e.0.to_string());
+        assert_eq!(err.as_deref(), Some("too big inline request"));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //!    ever crosses a thread — and serve readers parked on keys that became ready;
 //! 4. send one batch message per other shard (waking it only if it is parked);
 //! 5. AOF group commit: this iteration's effects are written, and under
-//!    `appendfsync always` fdatasynced, once, before any of its replies leave;
+//!    `appendfsync always` fdatasynced, once, before any of its replies leave
+//!    (a failed write under `always` ends the process, as Redis 7 does);
 //! 6. release replies: to other threads' connections as one message each,
 //!    to this thread's connections into their in-order reply queues;
 //! 7. write every touched socket once; hand over connections whose commands
@@ -121,7 +122,6 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 shared: seed.shared,
                 out: Outgoing::new(seed.id.0, shards),
                 replies: (0..shards).map(|_| Vec::new()).collect(),
-                logged: Vec::new(),
                 touched: Vec::new(),
                 kill_epoch: 0,
                 blocked_ids: HashSet::new(),
@@ -199,8 +199,6 @@ struct ShardThread {
     out: Outgoing,
     /// Replies produced this iteration, per shard thread owning the connection.
     replies: Vec<Vec<(ReplyTo, Reply)>>,
-    /// Replies `(thread, index in replies)` whose commands recorded AOF effects this iteration.
-    logged: Vec<(usize, usize)>,
     /// Connections with something to write or to close.
     touched: Vec<u64>,
     kill_epoch: u64,
@@ -302,12 +300,7 @@ impl ShardThread {
             self.serve_waiters(now);
         }
         self.send_batches();
-        commit_round(
-            &mut self.db,
-            &mut self.aof,
-            &mut self.replies,
-            &mut self.logged,
-        );
+        commit_round(&mut self.db, &mut self.aof);
         if timer || self.db.aof.rewrite_requested {
             // BGREWRITEAOF starts (files switched, data copied) before its
             // reply leaves, so INFO shows it in progress.
@@ -378,7 +371,6 @@ impl ShardThread {
                 now_ms: now,
                 reply_to: job.reply_to,
             };
-            let before = self.db.aof.len();
             let reply = job.req.apply(&mut self.db, &cx);
             self.db.stats.ops += 1;
             if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
@@ -390,23 +382,17 @@ impl ShardThread {
             if matches!(reply, Reply::NoReply) {
                 continue;
             }
-            let logged = self.db.aof.len() != before;
-            self.queue_reply(job.reply_to, reply, logged);
+            self.queue_reply(job.reply_to, reply);
         }
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
         }
     }
 
-    /// Queue a reply for the thread that owns its connection; `logged` when
-    /// the command recorded AOF effects (its reply waits for the group commit
-    /// and becomes `-MISCONF` if that fails).
-    fn queue_reply(&mut self, to: ReplyTo, reply: Reply, logged: bool) {
-        let t = usize::from(to.io);
-        if let Some(o) = self.replies.get_mut(t) {
-            if logged {
-                self.logged.push((t, o.len()));
-            }
+    /// Queue a reply for the thread that owns its connection; it leaves
+    /// after this iteration's group commit.
+    fn queue_reply(&mut self, to: ReplyTo, reply: Reply) {
+        if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
             o.push((to, reply));
         }
     }
@@ -414,11 +400,9 @@ impl ShardThread {
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
     fn serve_waiters(&mut self, now: u64) {
         let mut served = Vec::new();
-        let before = self.db.aof.len();
         blocking::serve_ready(&mut self.db, now, &mut served);
-        let wrote = self.db.aof.len() != before;
         for (to, reply) in served {
-            self.queue_reply(to, reply, wrote);
+            self.queue_reply(to, reply);
         }
     }
 
@@ -755,21 +739,16 @@ impl ShardThread {
     }
 }
 
-/// Write (and under `always`, fdatasync) this round's AOF effects; if that
-/// fails, the replies of the commands that wrote become `-MISCONF` errors.
-fn commit_round(
-    db: &mut ShardDb,
-    aof: &mut crate::aof::writer::ShardAof,
-    out: &mut [Vec<(ReplyTo, Reply)>],
-    logged: &mut Vec<(usize, usize)>,
-) {
-    if let Err(why) = aof.commit(&mut db.aof) {
-        let err = crate::aof::misconf(&why);
-        for &(io, i) in logged.iter() {
-            if let Some(slot) = out.get_mut(io).and_then(|o| o.get_mut(i)) {
-                slot.1 = Reply::Error(err.clone());
-            }
-        }
+/// Write (and under `appendfsync always`, fdatasync) this iteration's AOF
+/// effects, before any of its replies is released.
+///
+/// The failed-write contract (see `CommitError::act`): under `always` the
+/// process exits here, before any reply of the iteration leaves, as Redis 7
+/// does; under `everysec`/`no` the iteration's commands stay applied, their
+/// replies stand and their bytes are retried, while later writes get
+/// `-MISCONF` before they run. Never "error, but applied".
+fn commit_round(db: &mut ShardDb, aof: &mut crate::aof::writer::ShardAof) {
+    if let Err(e) = aof.commit(&mut db.aof) {
+        e.act();
     }
-    logged.clear();
 }
