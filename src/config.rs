@@ -19,7 +19,7 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
-    /// `maxmemory`, bytes (0 = no limit); IO threads refuse DENYOOM commands above it.
+    /// `maxmemory`, bytes (0 = no limit); shard threads refuse DENYOOM commands above it.
     pub maxmemory_bytes: AtomicU64,
     /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
     /// are all served by this node instead of refusing them with CROSSSLOT.
@@ -89,11 +89,11 @@ pub struct Cli {
     #[arg(long)]
     pub shards: Option<u16>,
     /// Deprecated and ignored: each shard thread reads, runs and writes for
-    /// its own connections (there are no separate IO threads); use --shards.
+    /// its own connections (there are no separate shard threads); use --shards.
     #[arg(long, hide = true)]
     pub io_threads: Option<u16>,
     /// Do not pin shard threads to CPU cores (they are pinned only when the
-    /// machine has a core for every shard and IO thread).
+    /// machine has a core for every shard thread).
     #[arg(long)]
     pub no_pin: bool,
     /// Data directory (append-only files) [default: ./data].

@@ -444,7 +444,7 @@ mod tests {
     }
 
     /// Fuzz finding (codec): a NUL outside quotes made `split_args` loop
-    /// forever, pushing empty arguments (an IO thread hang and unbounded
+    /// forever, pushing empty arguments (a shard thread hang and unbounded
     /// memory from one telnet line). Now NUL ends the line as in C.
     #[test]
     fn split_args_stops_at_nul() {

@@ -62,7 +62,7 @@ pub struct Blocked {
 }
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),
-/// shared between its IO thread and the server-wide registry.
+/// shared between its connection's thread and the server-wide registry.
 pub struct ClientShared {
     pub id: u64,
     pub addr: SocketAddr,
@@ -207,7 +207,7 @@ pub struct Conn {
     /// `client-output-buffer-limit` (None = below it).
     pub output_soft_since: Option<Instant>,
     /// The output buffer limit closed this connection, with this many bytes
-    /// pending (for the IO thread to count and log once).
+    /// pending (for the connection's thread to count and log once).
     pub output_limit_hit: Option<usize>,
     /// The shard the latest single-shard commands went to, and how many in a
     /// row ([`Conn::note_shard`]); drives connection handover.

@@ -295,7 +295,7 @@ pub fn start_fan(
 }
 
 /// Park a blocking read on its shards under one ticket; the slot `seq` is filled
-/// by whichever shard serves it, or by the IO thread on timeout.
+/// by whichever shard serves it, or by the connection's thread on timeout.
 pub fn start_block(
     io: u16,
     shared: &Shared,

@@ -18,6 +18,9 @@ use crate::error::CmdError;
 use crate::route::slot::{slot_of, ShardId};
 use crate::stream::Stream;
 
+/// Strings shorter than this are copied when stored (see [`ShardDb::set`]), bytes.
+pub const OWN_COPY_MAX_BYTES: usize = 64 * 1024;
+
 /// A value stored under a key. `Clone` + `Send` so an AOF rewrite can copy a
 /// shard's data and serialize it on another thread.
 #[derive(Clone)]
@@ -368,6 +371,13 @@ impl ShardDb {
 
     /// Store `value` under `key` with the given expiry, replacing any old value
     /// (and its TTL). Returns the old entry.
+    ///
+    /// Arguments arrive as zero-copy slices of a connection's read buffer; a
+    /// stored key or small string is copied into an allocation of its own, as
+    /// Redis copies into an sds, so that it neither pins the whole read buffer
+    /// nor shares its reference count with the thread that read it. Values of
+    /// [`OWN_COPY_MAX_BYTES`] or more fill their read buffer anyway and are
+    /// kept as they are (no copy of a big bulk).
     pub fn set(
         &mut self,
         db: usize,
@@ -375,6 +385,10 @@ impl ShardDb {
         value: Value,
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
+        let value = match value {
+            Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
+            v => v,
+        };
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
@@ -395,6 +409,7 @@ impl ShardDb {
                 expire_at_ms: old_at,
             });
         }
+        let key = Bytes::copy_from_slice(&key);
         if let Some(at) = expire_at_ms {
             ks.expires.insert((at, key.clone()));
         }
