@@ -16,7 +16,7 @@ use crate::reply::Reply;
 use crate::route::router::Merge;
 use crate::route::slot::ShardId;
 use crate::shard::blocking::Ticket;
-use crate::shard::msg::ShardReq;
+use crate::shard::msg::{Job, ReplyTo, ShardReq};
 
 /// A blocking read to park on shards if the first, non-blocking pass over
 /// several shards found nothing.
@@ -216,6 +216,22 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The request `req` of this connection, for reply slot `seq` (part
+    /// `part` of a fan-out), on the connection's shard thread `thread`: the
+    /// one way a request is addressed, whichever shard runs it.
+    pub fn job(&self, thread: u16, seq: u64, part: u16, req: ShardReq) -> Job {
+        Job {
+            req,
+            db: self.session.db as u16,
+            reply_to: ReplyTo {
+                io: thread,
+                conn: self.session.id,
+                seq,
+                part,
+            },
+        }
+    }
+
     /// Count a single-shard command for `shard` on a connection owned by
     /// shard thread `me`: consecutive commands for one other shard build a
     /// streak; anything else resets it.

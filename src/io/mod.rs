@@ -28,7 +28,7 @@ use crate::reply::Reply;
 use crate::route::router::{self, start_block, start_fan, Routed};
 use crate::route::slot::ShardId;
 use crate::server::Shared;
-use crate::shard::msg::{Job, ReplyTo};
+use crate::shard::msg::Job;
 use codec::{DecodeLimits, Decoded};
 use conn::{ClientShared, Conn, Pending, Session};
 
@@ -364,16 +364,8 @@ fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec
                 out.remote_commands += 1;
             }
             let seq = conn.push_slot(Pending::Waiting);
-            out.batches[usize::from(shard.0)].push(Job {
-                req,
-                db: conn.session.db as u16,
-                reply_to: ReplyTo {
-                    io: out.me,
-                    conn: conn.session.id,
-                    seq,
-                    part: 0,
-                },
-            });
+            let job = conn.job(out.me, seq, 0, req);
+            out.batches[usize::from(shard.0)].push(job);
         }
         Routed::Block(plan) => {
             shared.count_call(name, false, false);
