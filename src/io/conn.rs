@@ -18,6 +18,31 @@ use crate::route::slot::ShardId;
 use crate::shard::blocking::Ticket;
 use crate::shard::msg::{Job, ReplyTo, ShardReq};
 
+/// Hasher for connection ids (`CLIENT ID`s, small unique integers): one
+/// multiply instead of SipHash, for the maps a shard thread consults per reply.
+#[derive(Default, Clone, Copy)]
+pub struct ConnIdHasher(u64);
+
+impl std::hash::Hasher for ConnIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by connection id.
+pub type ConnMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<ConnIdHasher>>;
+
 /// A blocking read to park on shards if the first, non-blocking pass over
 /// several shards found nothing.
 pub struct BlockPlan {

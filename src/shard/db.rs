@@ -110,6 +110,10 @@ impl Keyspace {
     }
 
     fn is_expired(&self, key: &[u8], now_ms: u64) -> bool {
+        // No key of this database has a TTL (the common case): no lookup.
+        if self.expires.is_empty() {
+            return false;
+        }
         matches!(self.map.get(key), Some(Entry { expire_at_ms: Some(at), .. }) if *at <= now_ms)
     }
 }
