@@ -71,7 +71,9 @@ fn differential_xgroup() {
         SET str x
         XGROUP CREATE str g $
         XGROUP CREATE str g $ MKSTREAM
-        XINFO GROUPS s
+        # Redis 8.2.2 clamps ENTRIESREAD to entries-added (0 here): pinned by
+        # tests/stream_newest.rs.
+        ~XINFO GROUPS s
         "#,
     );
 }
@@ -143,6 +145,9 @@ fn differential_xreadgroup_xack_xpending() {
 
 #[test]
 fn differential_lag_and_entries_read() {
+    // Redis 8.x computes entries-read and lag differently after deletions
+    // and trims: the XINFO GROUPS replies are pinned by
+    // `lag_through_deletes_trims_and_setid` in tests/stream_newest.rs.
     diff(
         r#"
         XADD s 1-0 f v
@@ -154,35 +159,35 @@ fn differential_lag_and_entries_read() {
         XGROUP CREATE s b 0 ENTRIESREAD 0
         XGROUP CREATE s c $
         XGROUP CREATE s d 3-0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XREADGROUP GROUP a x COUNT 1 STREAMS s >
         XREADGROUP GROUP b x COUNT 2 STREAMS s >
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XDEL s 3-0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XREADGROUP GROUP b x STREAMS s >
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XGROUP SETID s b 2-0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XGROUP SETID s b 0 ENTRIESREAD 0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XTRIM s MAXLEN 2
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XGROUP SETID s c $
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XADD s 6-0 f v
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XREADGROUP GROUP a x STREAMS s >
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XDEL s 4-0
         XDEL s 5-0
         XDEL s 6-0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XLEN s
         XGROUP SETID s a 0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         XSETID s 10-0
-        XINFO GROUPS s
+        ~XINFO GROUPS s
         "#,
     );
 }

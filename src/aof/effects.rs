@@ -353,10 +353,13 @@ pub fn replay(
         if which == 0 {
             let last = parse_sid(argv.get(3))?;
             let read = parse_opt(argv.get(4))?;
-            s.groups_mut()
+            // The record is the group's state: stored as is, no clamping.
+            let g = s
+                .groups_mut()
                 .entry(group.clone())
-                .or_insert_with(|| ConsumerGroup::new(last, read))
-                .set_last_id(last, read);
+                .or_insert_with(|| ConsumerGroup::new(last, read));
+            g.last_id = last;
+            g.entries_read = read;
             return Ok(());
         }
         let g = s

@@ -571,6 +571,37 @@ pub struct ReadArgs {
     pub ids: Vec<Bytes>,
 }
 
+/// Index in `argv` of the STREAMS keyword of XREAD / XREADGROUP, found by
+/// walking the options as [`parse_read_args`] reads them (each option
+/// skipping its arguments), so a group or consumer named `STREAMS`, `COUNT`
+/// or `BLOCK` is an argument, not a keyword. `None` when an unknown token
+/// comes first (the parser then reports the error).
+///
+/// # Source
+/// `xreadGetKeys`, redis/src/db.c.
+pub fn streams_keyword_at(argv: &[Bytes]) -> Option<usize> {
+    let mut i = 1;
+    while i < argv.len() {
+        let o = &argv[i];
+        if is(o, "STREAMS") {
+            return Some(i);
+        }
+        i += if is(o, "GROUP") {
+            3
+        } else if is(o, "NOACK") {
+            1
+        } else if ["BLOCK", "COUNT", "CLAIM", "MAXCOUNT", "MAXSIZE"]
+            .iter()
+            .any(|k| is(o, k))
+        {
+            2
+        } else {
+            return None;
+        };
+    }
+    None
+}
+
 /// Parse XREAD (`group_cmd` false) or XREADGROUP options.
 ///
 /// # Errors
@@ -971,6 +1002,11 @@ fn resolve_read_ids(
                 None => StreamId::MIN,
                 Some(s) => match s.last_entry() {
                     Some(e) => e.id.prev().unwrap_or(StreamId::MIN),
+                    // A stream that never had an entry (XGROUP CREATE
+                    // MKSTREAM): Redis cannot step back from 0-0.
+                    None if s.last_id() == StreamId::MIN => {
+                        return Err(CmdError::msg("ERR the stream last element ID is 0-0"))
+                    }
                     None => s.last_id(),
                 },
             },

@@ -32,7 +32,7 @@ use crate::reply::Reply;
 use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::group::ConsumerGroup;
-use crate::stream::id::{parse_id, parse_range_end, parse_range_start};
+use crate::stream::id::{parse_id, parse_loose_id, parse_range_end, parse_range_start};
 use crate::stream::{RefPolicy, Stream, StreamId};
 
 #[allow(clippy::too_many_arguments)]
@@ -169,6 +169,7 @@ const ERR_XGROUP_NO_KEY: &str = "ERR The XGROUP subcommand requires the key to e
 const ERR_BUSYGROUP: &str = "BUSYGROUP Consumer Group name already exists";
 const ERR_ENTRIESREAD: &str = "ERR value for ENTRIESREAD must be positive or -1";
 const ERR_DOLLAR_IN_XREADGROUP: &str = "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.";
+const ERR_PLUS_IN_XREADGROUP: &str = "ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set.";
 /// Reply to a reader parked on a stream that was deleted (or replaced).
 pub const ERR_UNBLOCKED_NO_KEY: &str = "UNBLOCKED the stream key no longer exists";
 /// Reply to a reader parked on a group that was destroyed.
@@ -291,9 +292,13 @@ pub fn parse_xgroup_req(argv: &[Bytes]) -> Result<XgroupReq, CmdError> {
             }
         }
     }
+    // CREATE takes a strict ID; SETID also takes `-` (0-0) and `+` (the
+    // greatest ID), as Redis parses it (`streamParseIDOrReply`).
     let id_arg = |a: &Bytes| -> Result<GroupIdArg, CmdError> {
         if &a[..] == b"$" {
             Ok(GroupIdArg::Last)
+        } else if setid {
+            parse_loose_id(a, 0).map(GroupIdArg::Id)
         } else {
             parse_id(a).map(GroupIdArg::Id)
         }
@@ -420,6 +425,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         .map(|a| match &a[..] {
             b">" => GroupFrom::New,
             b"$" => GroupFrom::Invalid(CmdError::msg(ERR_DOLLAR_IN_XREADGROUP)),
+            b"+" => GroupFrom::Invalid(CmdError::msg(ERR_PLUS_IN_XREADGROUP)),
             _ => parse_id(a).map_or_else(GroupFrom::Invalid, GroupFrom::History),
         })
         .collect();
@@ -901,8 +907,11 @@ fn parse_xinfo(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// consumer group '<g>' for key name '<k>'` (SETID, CREATECONSUMER,
 /// DELCONSUMER); the ID error; `BUSYGROUP Consumer Group name already exists`.
 /// DESTROY wakes readers blocked on the group (they get a NOGROUP error).
+///
+/// CREATE / SETID store an ENTRIESREAD above the stream's entries-added as
+/// entries-added (Redis 8.2.2); SETID takes `-` and `+` as IDs, CREATE does not.
 /// # Source
-/// `xgroupCommand`.
+/// `xgroupCommand`; Redis 8.2.2 release notes (redis/redis#14257).
 pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Reply, CmdError> {
     let (key, group) = match &req {
         XgroupReq::Help => return Ok(xgroup_help()),
@@ -943,8 +952,9 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
                 GroupIdArg::Last => s.last_id(),
                 GroupIdArg::Id(id) => id,
             };
-            s.groups_mut()
-                .insert(group.clone(), ConsumerGroup::new(last, entries_read));
+            let mut g = ConsumerGroup::new(last, None);
+            g.set_last_id(last, entries_read, s.entries_added());
+            s.groups_mut().insert(group.clone(), g);
             let change = GroupChange {
                 mkstream: true,
                 meta: true,
@@ -962,8 +972,9 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
                 GroupIdArg::Last => s.last_id(),
                 GroupIdArg::Id(id) => id,
             };
+            let entries_added = s.entries_added();
             if let Some(g) = s.group_mut(&group) {
-                g.set_last_id(last, entries_read);
+                g.set_last_id(last, entries_read, entries_added);
             }
             let change = GroupChange {
                 meta: true,
@@ -1154,7 +1165,12 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                     }
                     continue;
                 }
-                g.touch_active(cid, cx.now_ms);
+                // Only an entry that enters the PEL makes the consumer active:
+                // a NOACK read leaves `inactive` where it was (Redis sets the
+                // active time where it creates the pending entry).
+                if !req.noack {
+                    g.touch_active(cid, cx.now_ms);
+                }
                 for e in &entries {
                     g.advance_last_delivered(e.id, &counters);
                     if !req.noack {
@@ -1324,7 +1340,9 @@ fn read_claiming_into(
     if claimed.is_empty() && fresh.is_empty() {
         return None;
     }
-    g.touch_active(cid, now);
+    if !claimed.is_empty() || !req.noack {
+        g.touch_active(cid, now);
+    }
     for (id, count) in claimed {
         g.claim(id, cid, now, count.saturating_add(1));
         change.pel.push(id);
@@ -2078,7 +2096,7 @@ fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
                             Reply::Int(c.active_time_ms.map_or(-1, |t| t as i64)),
                         ),
                         field("pel-count", int_u64(c.pel.len() as u64)),
-                        field("pel", Reply::Array(pel)),
+                        field("pending", Reply::Array(pel)),
                     ])
                 })
                 .collect();
@@ -2088,7 +2106,7 @@ fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
                 field("entries-read", opt_int(g.entries_read)),
                 field("lag", opt_int(g.lag(&counters))),
                 field("pel-count", int_u64(g.pel().len() as u64)),
-                field("pel", Reply::Array(pel)),
+                field("pending", Reply::Array(pel)),
                 field("consumers", Reply::Array(consumers)),
             ])
         })

@@ -1,0 +1,373 @@
+//! Stream behaviours where the newest Redis (8.x) differs from the 7.0
+//! redis-server installed here, pinned by exact replies over real sockets
+//! (4 shards): entries-read clamping (8.2.2), entries-read / lag after
+//! deletions and trims (redis/redis#13338, #13473, #13958), XINFO STREAM FULL
+//! field names, groups and consumers named like keywords, `inactive` after a
+//! NOACK read, XGROUP SETID with `-` / `+`, the newest error texts.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{RespClient, TestServer};
+
+const SHARDS: u16 = 4;
+
+fn run(c: &mut RespClient, line: &str) -> String {
+    c.raw(&line.split_whitespace().collect::<Vec<_>>())
+}
+
+fn bulk(s: &str) -> String {
+    format!("${}\r\n{s}", s.len())
+}
+
+/// Wire text of an optional integer (`$-1` for nil).
+fn opt(n: Option<i64>) -> String {
+    n.map_or("$-1".to_string(), |n| format!(":{n}"))
+}
+
+/// One group of `XINFO GROUPS` (RESP2).
+fn group_info(
+    name: &str,
+    consumers: i64,
+    pending: i64,
+    last: &str,
+    entries_read: Option<i64>,
+    lag: Option<i64>,
+) -> String {
+    format!(
+        "*12\r\n$4\r\nname\r\n{}\r\n$9\r\nconsumers\r\n:{consumers}\r\n$7\r\npending\r\n:{pending}\r\n$17\r\nlast-delivered-id\r\n{}\r\n$12\r\nentries-read\r\n{}\r\n$3\r\nlag\r\n{}",
+        bulk(name),
+        bulk(last),
+        opt(entries_read),
+        opt(lag)
+    )
+}
+
+/// `(entries-read, lag)` of every group in an `XINFO GROUPS` reply, in order.
+fn counters(raw: &str) -> Vec<(Option<i64>, Option<i64>)> {
+    let lines: Vec<&str> = raw.split("\r\n").collect();
+    let value = |i: usize| -> Option<i64> {
+        lines
+            .get(i)
+            .and_then(|v| v.strip_prefix(':'))
+            .and_then(|v| v.parse().ok())
+    };
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if *l == "entries-read" {
+            out.push((value(i + 1), value(i + 4)));
+        }
+    }
+    out
+}
+
+#[test]
+fn entries_read_above_entries_added_is_clamped() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    // redis-py 8.1.0 test_xgroup_create_entriesread (Redis >= 8.2.2).
+    for i in 1..=3 {
+        run(&mut c, &format!("XADD s {i}-0 f v"));
+    }
+    assert_eq!(run(&mut c, "XGROUP CREATE s g 0 ENTRIESREAD 7"), "+OK");
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS s"),
+        format!("*1\r\n{}", group_info("g", 0, 0, "0-0", Some(3), Some(3)))
+    );
+    // redis-py 8.1.0 test_xgroup_setid (Redis >= 8.2.2).
+    for i in 1..=2 {
+        run(&mut c, &format!("XADD t {i}-0 f v"));
+    }
+    assert_eq!(run(&mut c, "XGROUP CREATE t g 0"), "+OK");
+    assert_eq!(run(&mut c, "XGROUP SETID t g 1-0 ENTRIESREAD 5"), "+OK");
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS t"),
+        format!("*1\r\n{}", group_info("g", 0, 0, "1-0", Some(2), Some(0)))
+    );
+    // An empty stream clamps to 0; -1 still means "unknown".
+    assert_eq!(
+        run(&mut c, "XGROUP CREATE e g $ MKSTREAM ENTRIESREAD 9"),
+        "+OK"
+    );
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS e"),
+        format!("*1\r\n{}", group_info("g", 0, 0, "0-0", Some(0), Some(0)))
+    );
+    assert_eq!(run(&mut c, "XGROUP SETID t g 2-0 ENTRIESREAD -1"), "+OK");
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS t"),
+        format!("*1\r\n{}", group_info("g", 0, 0, "2-0", None, Some(0)))
+    );
+}
+
+#[test]
+fn entries_read_and_lag_after_deletions() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for line in [
+        "XGROUP CREATE s g $ MKSTREAM",
+        "XADD s 1-0 f v",
+        "XADD s 2-0 f v",
+        "XDEL s 1-0 2-0",
+        "XADD s 3-0 f v",
+        "XADD s 4-0 f v",
+    ] {
+        run(&mut c, line);
+    }
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g a COUNT 1 STREAMS s >"),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n3-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv"
+    );
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS s"),
+        format!("*1\r\n{}", group_info("g", 1, 1, "3-0", Some(3), Some(1)))
+    );
+    // XINFO STREAM FULL computes them the same way.
+    let full = run(&mut c, "XINFO STREAM s FULL");
+    assert_eq!(counters(&full), vec![(Some(3), Some(1))], "{full}");
+}
+
+/// Redis 7.0's lag rules gave other values at several of these steps (see
+/// `differential_lag_and_entries_read` in tests/stream_groups.rs, which runs
+/// the same script against redis-server 7.0 without comparing XINFO GROUPS).
+#[test]
+fn lag_through_deletes_trims_and_setid() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    let step = |c: &mut RespClient, lines: &str, want: &[(Option<i64>, Option<i64>)]| {
+        for l in lines.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            run(c, l);
+        }
+        let got = run(c, "XINFO GROUPS s");
+        assert_eq!(counters(&got), want, "after {lines}\n{got}");
+    };
+    let (n, z) = (None, Some(0));
+    let s = Some;
+    step(
+        &mut c,
+        "XADD s 1-0 f v\nXADD s 2-0 f v\nXADD s 3-0 f v\nXADD s 4-0 f v\nXADD s 5-0 f v
+         XGROUP CREATE s a 0\nXGROUP CREATE s b 0 ENTRIESREAD 0\nXGROUP CREATE s c $
+         XGROUP CREATE s d 3-0",
+        &[(n, s(5)), (z, s(5)), (n, z), (n, n)],
+    );
+    step(
+        &mut c,
+        "XREADGROUP GROUP a x COUNT 1 STREAMS s >\nXREADGROUP GROUP b x COUNT 2 STREAMS s >",
+        &[(s(1), s(4)), (s(2), s(3)), (n, z), (n, n)],
+    );
+    // A tombstone ahead of a and b: their counters no longer tell the lag.
+    step(
+        &mut c,
+        "XDEL s 3-0",
+        &[(s(1), n), (s(2), n), (n, z), (n, n)],
+    );
+    // Reading past the tombstone re-estimates at the last entry (7.0: 4 / 1).
+    step(
+        &mut c,
+        "XREADGROUP GROUP b x STREAMS s >",
+        &[(s(1), n), (s(5), z), (n, z), (n, n)],
+    );
+    step(
+        &mut c,
+        "XGROUP SETID s b 2-0",
+        &[(s(1), n), (n, n), (n, z), (n, n)],
+    );
+    step(
+        &mut c,
+        "XGROUP SETID s b 0 ENTRIESREAD 0",
+        &[(s(1), n), (z, n), (n, z), (n, n)],
+    );
+    // Trimmed past a, b and d (and past the tombstone): every live entry is
+    // ahead of them.
+    step(
+        &mut c,
+        "XTRIM s MAXLEN 2",
+        &[(s(1), s(2)), (z, s(2)), (n, z), (n, s(2))],
+    );
+    step(
+        &mut c,
+        "XGROUP SETID s c $",
+        &[(s(1), s(2)), (z, s(2)), (n, z), (n, s(2))],
+    );
+    step(
+        &mut c,
+        "XADD s 6-0 f v",
+        &[(s(1), s(3)), (z, s(3)), (n, n), (n, s(3))],
+    );
+    // a was behind the first entry: its counter is re-estimated (#13958).
+    step(
+        &mut c,
+        "XREADGROUP GROUP a x STREAMS s >",
+        &[(s(6), z), (z, s(3)), (n, n), (n, s(3))],
+    );
+    step(
+        &mut c,
+        "XDEL s 4-0\nXDEL s 5-0\nXDEL s 6-0",
+        &[(s(6), z), (z, z), (n, z), (n, z)],
+    );
+    step(
+        &mut c,
+        "XGROUP SETID s a 0",
+        &[(n, z), (z, z), (n, z), (n, z)],
+    );
+    step(&mut c, "XSETID s 10-0", &[(n, z), (z, z), (n, z), (n, z)]);
+}
+
+#[test]
+fn xinfo_stream_full_names_pel_lists_pending() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    run(&mut c, "XADD s 1-0 f v");
+    run(&mut c, "XGROUP CREATE s g 0");
+    run(&mut c, "XREADGROUP GROUP g alice STREAMS s >");
+    let full = run(&mut c, "XINFO STREAM s FULL");
+    // Group level: pel-count then pending; consumer level the same.
+    assert!(
+        full.contains(
+            "$9\r\npel-count\r\n:1\r\n$7\r\npending\r\n*1\r\n*4\r\n$3\r\n1-0\r\n$5\r\nalice"
+        ),
+        "{full}"
+    );
+    assert!(
+        full.contains("$9\r\npel-count\r\n:1\r\n$7\r\npending\r\n*1\r\n*3\r\n$3\r\n1-0"),
+        "{full}"
+    );
+    assert!(!full.contains("\r\npel\r\n"), "{full}");
+}
+
+#[test]
+fn groups_and_consumers_named_like_keywords() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    let entry = "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv";
+    assert_eq!(run(&mut c, "XGROUP CREATE s STREAMS $ MKSTREAM"), "+OK");
+    run(&mut c, "XADD s 1-0 f v");
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP STREAMS STREAMS STREAMS s >"),
+        entry
+    );
+    assert_eq!(
+        run(
+            &mut c,
+            "XREADGROUP GROUP STREAMS STREAMS COUNT 1 STREAMS s 0"
+        ),
+        entry
+    );
+    let t = Instant::now();
+    assert_eq!(
+        run(
+            &mut c,
+            "XREADGROUP GROUP STREAMS BLOCK BLOCK 10 STREAMS s >"
+        ),
+        "*-1"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(10));
+    assert_eq!(
+        run(&mut c, "XPENDING s STREAMS"),
+        format!(
+            "*4\r\n:1\r\n{}\r\n{}\r\n*1\r\n*2\r\n{}\r\n$1\r\n1",
+            bulk("1-0"),
+            bulk("1-0"),
+            bulk("STREAMS")
+        )
+    );
+    // Other option words as names, and two streams on (likely) other shards.
+    for k in ["k1", "k2", "k3"] {
+        assert_eq!(
+            run(&mut c, &format!("XGROUP CREATE {k} COUNT 0 MKSTREAM")),
+            "+OK"
+        );
+        run(&mut c, &format!("XADD {k} 1-0 f v"));
+    }
+    let r = run(
+        &mut c,
+        "XREADGROUP GROUP COUNT NOACK COUNT 5 NOACK STREAMS k1 k2 k3 > > >",
+    );
+    for k in ["k1", "k2", "k3"] {
+        assert!(r.contains(&bulk(k)), "{r}");
+    }
+    assert_eq!(run(&mut c, "XPENDING k1 COUNT - + 10 NOACK"), "*0");
+    assert_eq!(run(&mut c, "XGROUP CREATECONSUMER k1 COUNT BLOCK"), ":1");
+    assert_eq!(
+        run(&mut c, "XINFO CONSUMERS k1 COUNT")
+            .matches("$5\r\nBLOCK")
+            .count(),
+        1
+    );
+    assert_eq!(run(&mut c, "XGROUP DELCONSUMER k1 COUNT BLOCK"), ":0");
+    assert_eq!(run(&mut c, "XGROUP DESTROY k1 COUNT"), ":1");
+}
+
+#[test]
+fn noack_read_leaves_consumer_inactive() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    run(&mut c, "XGROUP CREATE s g $ MKSTREAM");
+    run(&mut c, "XADD s 1-0 f v");
+    run(&mut c, "XREADGROUP GROUP g a NOACK STREAMS s >");
+    let r = run(&mut c, "XINFO CONSUMERS s g");
+    assert!(
+        r.contains("$7\r\npending\r\n:0\r\n") && r.ends_with("$8\r\ninactive\r\n:-1"),
+        "{r}"
+    );
+    // A read that creates pending entries makes it active.
+    run(&mut c, "XADD s 2-0 f v");
+    run(&mut c, "XREADGROUP GROUP g a STREAMS s >");
+    let r = run(&mut c, "XINFO CONSUMERS s g");
+    assert!(!r.ends_with("$8\r\ninactive\r\n:-1"), "{r}");
+}
+
+#[test]
+fn xgroup_setid_takes_minus_and_plus() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    run(&mut c, "XADD s 1-0 f v");
+    run(&mut c, "XADD s 2-0 f v");
+    assert_eq!(run(&mut c, "XGROUP CREATE s g $"), "+OK");
+    assert_eq!(run(&mut c, "XGROUP SETID s g -"), "+OK");
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS s"),
+        format!("*1\r\n{}", group_info("g", 0, 0, "0-0", None, Some(2)))
+    );
+    assert_eq!(run(&mut c, "XGROUP SETID s g +"), "+OK");
+    assert_eq!(
+        run(&mut c, "XINFO GROUPS s"),
+        format!(
+            "*1\r\n{}",
+            group_info(
+                "g",
+                0,
+                0,
+                "18446744073709551615-18446744073709551615",
+                None,
+                None
+            )
+        )
+    );
+    // CREATE keeps the strict parse.
+    assert_eq!(
+        run(&mut c, "XGROUP CREATE s h -"),
+        "-ERR Invalid stream ID specified as stream command argument"
+    );
+    assert_eq!(
+        run(&mut c, "XGROUP CREATE s h +"),
+        "-ERR Invalid stream ID specified as stream command argument"
+    );
+}
+
+#[test]
+fn newest_error_texts() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    run(&mut c, "XGROUP CREATE s g $ MKSTREAM");
+    assert_eq!(
+        run(&mut c, "XREADGROUP GROUP g a STREAMS s +"),
+        "-ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set."
+    );
+    // XREAD `+` on a stream that never had an entry.
+    assert_eq!(
+        run(&mut c, "XREAD STREAMS s +"),
+        "-ERR the stream last element ID is 0-0"
+    );
+    assert_eq!(run(&mut c, "XREAD STREAMS nokey +"), "*-1");
+}
