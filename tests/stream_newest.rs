@@ -371,3 +371,135 @@ fn newest_error_texts() {
     );
     assert_eq!(run(&mut c, "XREAD STREAMS nokey +"), "*-1");
 }
+
+/// Entries in an XREAD / XREADGROUP reply (RESP2): one `*2` header per entry
+/// whose next line is an ID bulk string.
+fn entry_count(raw: &str) -> usize {
+    let lines: Vec<&str> = raw.split("\r\n").collect();
+    lines
+        .windows(3)
+        .filter(|w| w[0] == "*2" && w[1].starts_with('$') && w[2].contains('-'))
+        .count()
+}
+
+#[test]
+fn maxcount_and_maxsize_cap_the_whole_reply() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    // Three streams on one slot (MAXCOUNT is exact on one shard).
+    for k in ["{m}1", "{m}2", "{m}3"] {
+        for i in 1..=100 {
+            run(&mut c, &format!("XADD {k} {i}-1 f v"));
+        }
+    }
+    let read = |c: &mut RespClient, opts: &str| {
+        entry_count(&run(
+            c,
+            &format!("XREAD {opts} STREAMS {{m}}1 {{m}}2 {{m}}3 0 0 0"),
+        ))
+    };
+    // The redis.io examples (XREAD, "The MAXCOUNT and MAXSIZE options").
+    assert_eq!(read(&mut c, "COUNT 50"), 150);
+    assert_eq!(read(&mut c, "COUNT 50 MAXCOUNT 80"), 80);
+    assert_eq!(read(&mut c, "MAXCOUNT 5 MAXSIZE 100000"), 5);
+    let r = run(&mut c, "XREAD MAXCOUNT 7 STREAMS {m}1 {m}2 {m}3 0 0 0");
+    assert_eq!(entry_count(&r), 7);
+    assert!(!r.contains("{m}2") && !r.contains("{m}3"), "{r}");
+    // Later streams are left out once the budget is spent.
+    let r = run(&mut c, "XREAD COUNT 100 MAXCOUNT 100 STREAMS {m}1 {m}2 0 0");
+    assert!(r.starts_with("*1\r\n"), "{r}");
+    // One entry `[1-1, [f, v]]` is 31 bytes of reply.
+    assert_eq!(read(&mut c, "MAXSIZE 62"), 2);
+    assert_eq!(read(&mut c, "MAXSIZE 61"), 1);
+    // The first entry is sent however large.
+    let big = "x".repeat(5000);
+    c.raw(&["XADD", "big", "1-1", "f", &big]);
+    assert_eq!(
+        run(&mut c, "XREAD MAXSIZE 50 STREAMS big 0"),
+        format!(
+            "*1\r\n*2\r\n$3\r\nbig\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$5000\r\n{big}"
+        )
+    );
+    // `MAXCOUNT 1` on a single stream (the example).
+    assert_eq!(
+        run(&mut c, "XREAD MAXCOUNT 1 STREAMS {m}1 0"),
+        "*1\r\n*2\r\n$4\r\n{m}1\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv"
+    );
+}
+
+#[test]
+fn maxcount_and_maxsize_errors() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for (line, want) in [
+        (
+            "XREAD MAXCOUNT 0 STREAMS s 0",
+            "-ERR value is out of range, must be positive",
+        ),
+        (
+            "XREAD MAXCOUNT -1 STREAMS s 0",
+            "-ERR value is out of range, must be positive",
+        ),
+        (
+            "XREAD MAXSIZE 0 STREAMS s 0",
+            "-ERR value is out of range, must be positive",
+        ),
+        (
+            "XREAD MAXCOUNT x STREAMS s 0",
+            "-ERR value is not an integer or out of range",
+        ),
+        (
+            "XREAD MAXSIZE 1.5 STREAMS s 0",
+            "-ERR value is not an integer or out of range",
+        ),
+        (
+            "XREAD COUNT 5 MAXCOUNT 3 STREAMS s 0",
+            "-ERR MAXCOUNT must be greater than or equal to COUNT",
+        ),
+        (
+            "XREADGROUP GROUP g c COUNT 5 MAXCOUNT 3 STREAMS s >",
+            "-ERR MAXCOUNT must be greater than or equal to COUNT",
+        ),
+        (
+            "XREADGROUP GROUP g c MAXCOUNT 0 STREAMS s >",
+            "-ERR value is out of range, must be positive",
+        ),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    // COUNT equal to MAXCOUNT is fine; so is COUNT 0 (no per-stream limit).
+    assert_eq!(run(&mut c, "XREAD COUNT 3 MAXCOUNT 3 STREAMS s 0"), "*-1");
+    assert_eq!(run(&mut c, "XREAD COUNT 0 MAXCOUNT 3 STREAMS s 0"), "*-1");
+}
+
+#[test]
+fn xreadgroup_maxcount_delivers_only_what_it_sends() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for k in ["{g}1", "{g}2"] {
+        for i in 1..=3 {
+            run(&mut c, &format!("XADD {k} {i}-1 f v"));
+        }
+        run(&mut c, &format!("XGROUP CREATE {k} g 0"));
+    }
+    // redis-py 8.1.0 test_xreadgroup_max_count_cumulative_across_streams.
+    let r = run(
+        &mut c,
+        "XREADGROUP GROUP g a COUNT 3 MAXCOUNT 4 STREAMS {g}1 {g}2 > >",
+    );
+    assert_eq!(entry_count(&r), 4, "{r}");
+    // Only the entry sent from {g}2 is pending; the rest stay undelivered.
+    assert_eq!(run(&mut c, "XPENDING {g}2 g").lines().nth(1), Some(":1"));
+    assert!(run(&mut c, "XINFO GROUPS {g}2").contains("$3\r\n1-1\r\n$12\r\nentries-read\r\n"));
+    let r = run(&mut c, "XREADGROUP GROUP g a STREAMS {g}2 >");
+    assert_eq!(entry_count(&r), 2, "{r}");
+    // History reads are capped too, MAXSIZE first entry included.
+    let r = run(&mut c, "XREADGROUP GROUP g a MAXSIZE 1 STREAMS {g}1 0");
+    assert_eq!(entry_count(&r), 1, "{r}");
+    let r = run(
+        &mut c,
+        "XREADGROUP GROUP g a MAXCOUNT 2 STREAMS {g}1 {g}2 0 0",
+    );
+    assert_eq!(entry_count(&r), 2, "{r}");
+    assert!(!r.contains("{g}2"), "{r}");
+}

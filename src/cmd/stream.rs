@@ -552,8 +552,9 @@ pub enum ReadFrom {
 }
 
 /// The options of XREAD and XREADGROUP, parsed as Redis's `xreadCommand`
-/// parses both: `[COUNT n] [BLOCK ms] [GROUP g c] [NOACK] [CLAIM ms] STREAMS
-/// key... id...`, options in any order before STREAMS.
+/// parses both: `[COUNT n] [MAXCOUNT n] [MAXSIZE bytes] [BLOCK ms] [GROUP g c]
+/// [NOACK] [CLAIM ms] STREAMS key... id...`, options in any order before
+/// STREAMS.
 #[derive(Clone, Debug, Default)]
 pub struct ReadArgs {
     /// `COUNT n` (negative counts as 0 = no limit).
@@ -566,9 +567,99 @@ pub struct ReadArgs {
     pub noack: bool,
     /// `CLAIM min-idle-time` in ms (XREADGROUP, Redis 8.4).
     pub claim_min_idle_ms: Option<u64>,
+    /// `MAXCOUNT` / `MAXSIZE` (Redis 8.10).
+    pub caps: ReadCaps,
     pub keys: Vec<Bytes>,
     /// The ID arguments, one per key, unparsed.
     pub ids: Vec<Bytes>,
+}
+
+/// The cumulative caps of one XREAD / XREADGROUP reply (Redis 8.10), over
+/// all its streams in key order (unlike COUNT, which is per stream).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCaps {
+    /// `MAXCOUNT n`: at most n entries in the whole reply.
+    pub max_count: Option<u64>,
+    /// `MAXSIZE n`: at most n bytes of entries in the reply, except that the
+    /// first entry is always sent.
+    pub max_size_bytes: Option<u64>,
+}
+
+/// Error for `MAXCOUNT` below `COUNT`. The redis.io pages state the rule
+/// but not the text; this wording is ours.
+pub const ERR_MAXCOUNT_BELOW_COUNT: &str = "ERR MAXCOUNT must be greater than or equal to COUNT";
+
+/// Error for a `MAXCOUNT` / `MAXSIZE` of 0 or less (Redis's text for
+/// positive-only integer options, as CLAIM's).
+pub const ERR_NOT_POSITIVE: &str = "ERR value is out of range, must be positive";
+
+/// The running budget of one reply under [`ReadCaps`]: entries and bytes
+/// emitted so far, across streams.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadBudget {
+    caps: ReadCaps,
+    emitted: u64,
+    used_bytes: u64,
+    /// A cap turned an entry away: the reply is complete.
+    stopped: bool,
+}
+
+impl ReadBudget {
+    /// A fresh budget for one reply.
+    pub fn new(caps: ReadCaps) -> Self {
+        ReadBudget {
+            caps,
+            ..Default::default()
+        }
+    }
+
+    /// Whether the reply is complete: MAXCOUNT reached, or MAXSIZE turned
+    /// an entry away. Later streams are then left out of the reply.
+    pub fn is_done(&self) -> bool {
+        self.stopped || self.caps.max_count.is_some_and(|m| self.emitted >= m)
+    }
+
+    /// Counts an entry of `size_bytes` (see [`entry_reply_bytes`]) into the
+    /// reply if it fits: under MAXCOUNT, and either the first entry of the
+    /// reply or within MAXSIZE with what was already sent. Checked before
+    /// the entry is delivered, so an entry turned away is neither sent nor
+    /// added to a PEL.
+    ///
+    /// # Source
+    /// redis.io XREAD / XREADGROUP, "The MAXCOUNT and MAXSIZE options" (8.10):
+    /// the byte budget is not enforced until one entry was emitted.
+    pub fn admit(&mut self, size_bytes: u64) -> bool {
+        if self.is_done() {
+            return false;
+        }
+        let used = self.used_bytes.saturating_add(size_bytes);
+        if self.emitted > 0 && self.caps.max_size_bytes.is_some_and(|m| used > m) {
+            self.stopped = true;
+            return false;
+        }
+        self.emitted += 1;
+        self.used_bytes = used;
+        true
+    }
+}
+
+/// Bytes an entry takes in the reply (RESP2): `*2`, its ID as a bulk
+/// string, and the array of field and value bulk strings. MAXSIZE counts
+/// these; the per-stream headers are not counted.
+pub fn entry_reply_bytes(e: &Entry) -> u64 {
+    fn bulk(len: usize) -> u64 {
+        // $<len>\r\n<bytes>\r\n
+        (1 + decimal_len(len as u64) + 2 + len + 2) as u64
+    }
+    fn decimal_len(n: u64) -> usize {
+        n.checked_ilog10().map_or(1, |d| d as usize + 1)
+    }
+    let id_len = e.id.to_bytes().len();
+    let items = 2 * e.fields.len() as u64;
+    let head = 4 + (1 + decimal_len(items) + 2) as u64;
+    e.fields.iter().fold(head + bulk(id_len), |n, (f, v)| {
+        n + bulk(f.len()) + bulk(v.len())
+    })
 }
 
 /// Index in `argv` of the STREAMS keyword of XREAD / XREADGROUP, found by
@@ -607,13 +698,18 @@ pub fn streams_keyword_at(argv: &[Bytes]) -> Option<usize> {
 /// # Errors
 /// In Redis's order, per option as it is met: `ERR timeout is not an integer
 /// or out of range`, `ERR timeout is negative`, `ERR value is not an integer
-/// or out of range` (COUNT, CLAIM), `ERR value is out of range, must be
-/// positive` (CLAIM), the unbalanced-streams error (Redis 7.4's text:
+/// or out of range` (COUNT, CLAIM, MAXCOUNT, MAXSIZE), `ERR value is out of
+/// range, must be positive` (CLAIM below 0; MAXCOUNT, MAXSIZE below 1), the
+/// unbalanced-streams error (Redis 7.4's text:
 /// `ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+',
 /// or '$' must be specified.` / `... 'xreadgroup' ... an ID or '>' ...`), the
-/// GROUP / NOACK misuse errors of XREAD, `ERR syntax error`.
+/// GROUP / NOACK misuse errors of XREAD, `ERR syntax error`; then
+/// [`ERR_MAXCOUNT_BELOW_COUNT`] when MAXCOUNT is below a non-zero COUNT.
+/// redis.io gives the MAXCOUNT / MAXSIZE rules (8.10) but no error texts:
+/// these are Redis's texts for the same checks elsewhere, and ours for the
+/// COUNT comparison.
 /// # Source
-/// `xreadCommand`, redis/src/t_stream.c (7.4).
+/// `xreadCommand`, redis/src/t_stream.c (7.4); redis.io XREAD (8.10).
 pub fn parse_read_args(argv: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdError> {
     let argc = argv.len();
     let mut out = ReadArgs::default();
@@ -660,6 +756,18 @@ pub fn parse_read_args(argv: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdE
                 ));
             }
             out.noack = true;
+        } else if (is(o, "MAXCOUNT") || is(o, "MAXSIZE")) && moreargs > 0 {
+            i += 1;
+            let n = int_arg(&argv[i])?;
+            let n = u64::try_from(n)
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or(CmdError::msg(ERR_NOT_POSITIVE))?;
+            if is(o, "MAXCOUNT") {
+                out.caps.max_count = Some(n);
+            } else {
+                out.caps.max_size_bytes = Some(n);
+            }
         } else if group_cmd && is(o, "CLAIM") && moreargs > 0 {
             i += 1;
             let t = int_arg(&argv[i])?;
@@ -673,6 +781,13 @@ pub fn parse_read_args(argv: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdE
         i += 1;
     }
     let first = streams_at.ok_or(CmdError::Syntax)?;
+    if out
+        .caps
+        .max_count
+        .is_some_and(|m| out.count > 0 && m < out.count)
+    {
+        return Err(CmdError::msg(ERR_MAXCOUNT_BELOW_COUNT));
+    }
     let n = (argc - first) / 2;
     out.keys = argv[first..first + n].to_vec();
     out.ids = argv[first + n..].to_vec();
@@ -686,11 +801,15 @@ pub struct XreadReq {
     pub count: u64,
     /// `BLOCK ms` (0 = forever); `None` without BLOCK.
     pub block_ms: Option<u64>,
+    /// `MAXCOUNT` / `MAXSIZE` (Redis 8.10).
+    pub caps: ReadCaps,
     pub keys: Vec<Bytes>,
     pub from: Vec<ReadFrom>,
 }
 
-/// `XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]`.
+/// `XREAD [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK
+/// milliseconds] STREAMS key [key ...] id [id ...]` (MAXCOUNT, MAXSIZE:
+/// Redis 8.10, see [`ReadCaps`]).
 ///
 /// # Errors
 /// Those of [`parse_read_args`]. ID errors are deferred (see [`ReadFrom::Invalid`]).
@@ -700,6 +819,7 @@ pub fn parse_xread_req(argv: &[Bytes]) -> Result<XreadReq, CmdError> {
     let ReadArgs {
         count,
         block_ms,
+        caps,
         keys,
         ids,
         ..
@@ -718,6 +838,7 @@ pub fn parse_xread_req(argv: &[Bytes]) -> Result<XreadReq, CmdError> {
     Ok(XreadReq {
         count,
         block_ms,
+        caps,
         keys,
         from,
     })
@@ -981,7 +1102,7 @@ pub fn apply_xread(
     req: &XreadReq,
 ) -> Result<(Reply, Vec<StreamId>), CmdError> {
     let after = resolve_read_ids(db, cx, req)?;
-    let reply = read_after(db, cx.db, cx.now_ms, &req.keys, &after, req.count);
+    let reply = read_after(db, cx, &req.keys, &after, req.count, req.caps);
     Ok((reply, after))
 }
 
@@ -1017,30 +1138,39 @@ fn resolve_read_ids(
 }
 
 /// Entries after `after[i]` of each stream `keys[i]` (up to `count` each, 0 =
-/// all); keys that are missing, of another type, or without newer entries
-/// are left out. Null array when nothing was found.
+/// all; at most what `caps` allow over the whole reply, in key order); keys
+/// that are missing, of another type, or without newer entries are left
+/// out. Null array when nothing was found.
 fn read_after(
     db: &mut ShardDb,
-    dbi: usize,
-    now_ms: u64,
+    cx: &ExecCtx,
     keys: &[Bytes],
     after: &[StreamId],
     count: u64,
+    caps: ReadCaps,
 ) -> Reply {
     let take = if count == 0 {
-        None
+        usize::MAX
     } else {
-        Some(usize::try_from(count).unwrap_or(usize::MAX))
+        usize::try_from(count).unwrap_or(usize::MAX)
     };
+    let mut budget = ReadBudget::new(caps);
     let mut pairs = Vec::new();
     for (key, gt) in keys.iter().zip(after) {
-        let Ok(Some(s)) = db.get_stream(dbi, key, now_ms) else {
+        if budget.is_done() {
+            break;
+        }
+        let Ok(Some(s)) = db.get_stream(cx.db, key, cx.now_ms) else {
             continue;
         };
         let Some(start) = gt.next() else {
             continue;
         };
-        let entries = s.range(start, StreamId::MAX, take, false);
+        let entries: Vec<Entry> = s
+            .iter_range(start, StreamId::MAX, false)
+            .take(take)
+            .take_while(|e| budget.admit(entry_reply_bytes(e)))
+            .collect();
         if !entries.is_empty() {
             pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
         }
@@ -1068,6 +1198,7 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
     let dbi = cx.db;
     let keys = req.keys;
     let count = req.count;
+    let caps = req.caps;
     let watched = keys.iter().map(|k| (dbi, k.clone())).collect();
     db.blocking.park(Waiter {
         ticket: ticket.clone(),
@@ -1080,7 +1211,7 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
                 return Attempt::NotReady;
             };
             let (k, a) = (&keys[i..=i], after.get(i..=i).unwrap_or(&[]));
-            match read_after(db, dbi, cx.now_ms, k, a, count) {
+            match read_after(db, cx, k, a, count, caps) {
                 Reply::NullArray => Attempt::NotReady,
                 reply if ticket.claim() => Attempt::Served(reply),
                 _ => Attempt::Lost,
@@ -1352,6 +1483,46 @@ mod tests {
             Some(10)
         );
         assert_eq!(xread_block_ms(&argv("XREAD STREAMS a 0")), None);
+    }
+
+    #[test]
+    fn entry_reply_bytes_is_the_encoded_size() {
+        let e = |id: StreamId, n: usize, len: usize| Entry {
+            id,
+            fields: (0..n)
+                .map(|i| {
+                    (
+                        Bytes::from(format!("field{i}")),
+                        Bytes::from(vec![b'v'; len]),
+                    )
+                })
+                .collect(),
+        };
+        for entry in [
+            e(StreamId::new(1, 1), 1, 1),
+            e(StreamId::new(1_700_000_000_000, 12), 6, 120),
+            e(StreamId::MAX, 0, 0),
+        ] {
+            let mut out = bytes::BytesMut::new();
+            crate::io::codec::encode(&entry_reply(entry.clone()), false, &mut out);
+            assert_eq!(entry_reply_bytes(&entry), out.len() as u64);
+        }
+    }
+
+    #[test]
+    fn read_budget_admits_the_first_entry_then_caps() {
+        let caps = ReadCaps {
+            max_count: Some(3),
+            max_size_bytes: Some(100),
+        };
+        let mut b = ReadBudget::new(caps);
+        assert!(b.admit(500));
+        assert!(!b.admit(1));
+        assert!(b.is_done());
+        let mut b = ReadBudget::new(caps);
+        assert!(b.admit(40) && b.admit(40) && !b.is_done());
+        assert!(b.admit(20));
+        assert!(b.is_done() && !b.admit(0));
     }
 
     #[test]

@@ -25,7 +25,10 @@ use bytes::Bytes;
 
 use crate::cmd::args::{int_arg, is, parse_i64, text};
 use crate::cmd::connection::help_reply;
-use crate::cmd::stream::{entries_reply, entry_reply, parse_ids_block, parse_read_args, ReadArgs};
+use crate::cmd::stream::{
+    entries_reply, entry_reply, entry_reply_bytes, parse_ids_block, parse_read_args, ReadArgs,
+    ReadBudget, ReadCaps,
+};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -394,14 +397,18 @@ pub struct XreadgroupReq {
     /// `CLAIM min-idle-time` (Redis 8.4), ms: `>` reads first claim the
     /// group's pending entries idle at least this long.
     pub claim_min_idle_ms: Option<u64>,
+    /// `MAXCOUNT` / `MAXSIZE` (Redis 8.10): caps over the whole reply.
+    pub caps: ReadCaps,
     pub keys: Vec<Bytes>,
     pub from: Vec<GroupFrom>,
 }
 
-/// `XREADGROUP GROUP group consumer [COUNT count] [BLOCK ms] [CLAIM
-/// min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]` (CLAIM: Redis
-/// 8.4; a negative min-idle-time is `ERR value is out of range, must be
-/// positive`).
+/// `XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT maxcount]
+/// [MAXSIZE maxsize] [BLOCK ms] [CLAIM min-idle-time] [NOACK] STREAMS key
+/// [key ...] id [id ...]` (CLAIM: Redis 8.4; a negative min-idle-time is `ERR
+/// value is out of range, must be positive`. MAXCOUNT, MAXSIZE: Redis 8.10,
+/// capping new and history reads alike; an entry they turn away is neither
+/// sent nor added to the PEL).
 ///
 /// # Errors
 /// Those of [`parse_read_args`], then `ERR Missing GROUP option for
@@ -415,6 +422,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         group,
         noack,
         claim_min_idle_ms,
+        caps,
         keys,
         ids,
     } = parse_read_args(argv, true)?;
@@ -436,6 +444,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         block_ms,
         noack,
         claim_min_idle_ms,
+        caps,
         keys,
         from,
     })
@@ -1114,9 +1123,14 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         usize::try_from(req.count).unwrap_or(usize::MAX)
     };
     let mut pairs = Vec::new();
+    // MAXCOUNT / MAXSIZE: one budget over all streams, in key order.
+    let mut budget = ReadBudget::new(req.caps);
     // Per key: what changed, logged once the stream borrow ends.
     let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
     for (key, from) in req.keys.iter().zip(&req.from) {
+        if budget.is_done() {
+            break;
+        }
         let Ok(Some(s)) = db.get_stream_mut(cx.db, key, cx.now_ms) else {
             continue;
         };
@@ -1124,7 +1138,7 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
         match from {
             GroupFrom::Invalid(_) => continue,
             GroupFrom::New if req.claim_min_idle_ms.is_some() => {
-                let (reply, claim) = read_claiming(s, cx, req, take);
+                let (reply, claim) = read_claiming(s, cx, req, take, &mut budget);
                 if let Some(r) = reply {
                     pairs.push((Reply::Bulk(key.clone()), r));
                 }
@@ -1147,6 +1161,7 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                     Some(start) => s
                         .iter_range(start, StreamId::MAX, false)
                         .take(take)
+                        .take_while(|e| budget.admit(entry_reply_bytes(e)))
                         .collect(),
                     None => Vec::new(),
                 };
@@ -1206,13 +1221,20 @@ fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Re
                 for id in ids {
                     match s.get(id) {
                         Some(e) => {
+                            if !budget.admit(entry_reply_bytes(&e)) {
+                                break;
+                            }
                             found.push(id);
                             out.push(entry_reply(e));
                         }
-                        None => out.push(Reply::Array(vec![
-                            Reply::Bulk(id.to_bytes()),
-                            Reply::NullArray,
-                        ])),
+                        None => {
+                            // `[id, nil]`: the ID's bulk plus `*2` and `*-1`.
+                            let id_bytes = id.to_bytes();
+                            if !budget.admit(id_bytes.len() as u64 + 15) {
+                                break;
+                            }
+                            out.push(Reply::Array(vec![Reply::Bulk(id_bytes), Reply::NullArray]))
+                        }
                     }
                 }
                 if let Some(g) = s.group_mut(&req.group) {
@@ -1262,9 +1284,10 @@ fn read_claiming(
     cx: &ExecCtx,
     req: &XreadgroupReq,
     take: usize,
+    budget: &mut ReadBudget,
 ) -> (Option<Reply>, ClaimChange) {
     let mut change = ClaimChange::default();
-    let reply = read_claiming_into(s, cx, req, take, &mut change);
+    let reply = read_claiming_into(s, cx, req, take, budget, &mut change);
     (reply, change)
 }
 
@@ -1286,6 +1309,7 @@ fn read_claiming_into(
     cx: &ExecCtx,
     req: &XreadgroupReq,
     take: usize,
+    budget: &mut ReadBudget,
     change: &mut ClaimChange,
 ) -> Option<Reply> {
     let min = req.claim_min_idle_ms.unwrap_or(0);
@@ -1310,6 +1334,9 @@ fn read_claiming_into(
         }
         match s.get(id) {
             Some(e) => {
+                if !budget.admit(entry_reply_bytes(&e)) {
+                    break;
+                }
                 claimed.push((id, count));
                 let idle_ms = if nacked {
                     -1
@@ -1321,11 +1348,12 @@ fn read_claiming_into(
             None => dangling.push(id),
         }
     }
-    let budget = take.saturating_sub(claimed.len());
+    let left = take.saturating_sub(claimed.len());
     let fresh: Vec<_> = match last.next() {
-        Some(start) if budget > 0 => s
+        Some(start) if left > 0 => s
             .iter_range(start, StreamId::MAX, false)
-            .take(budget)
+            .take(left)
+            .take_while(|e| budget.admit(entry_reply_bytes(e)))
             .collect(),
         _ => Vec::new(),
     };
