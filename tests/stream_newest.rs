@@ -503,3 +503,178 @@ fn xreadgroup_maxcount_delivers_only_what_it_sends() {
     assert_eq!(entry_count(&r), 2, "{r}");
     assert!(!r.contains("{g}2"), "{r}");
 }
+
+/// `field` of an XINFO STREAM reply (RESP2) as an integer.
+fn info_int(raw: &str, field: &str) -> Option<i64> {
+    let lines: Vec<&str> = raw.split("\r\n").collect();
+    let i = lines.iter().position(|l| *l == field)?;
+    lines.get(i + 1)?.strip_prefix(':')?.parse().ok()
+}
+
+#[test]
+fn idmp_answers_duplicates_with_the_original_id() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    // The redis.io XADD example.
+    let id1 = run(&mut c, "XADD s IDMP producer1 msg1 * field value");
+    assert!(id1.starts_with('$'), "{id1}");
+    assert_eq!(
+        run(&mut c, "XADD s IDMP producer1 msg1 * field different_value"),
+        id1
+    );
+    let id2 = run(&mut c, "XADD s IDMPAUTO producer2 * field value");
+    assert_ne!(id2, id1);
+    assert_eq!(run(&mut c, "XADD s IDMPAUTO producer2 * field value"), id2);
+    // Other content, other producer, other iid: new entries.
+    assert_ne!(run(&mut c, "XADD s IDMPAUTO producer2 * field other"), id2);
+    assert_ne!(run(&mut c, "XADD s IDMPAUTO producer3 * field value"), id2);
+    assert_ne!(run(&mut c, "XADD s IDMP producer1 msg2 * field value"), id1);
+    assert_ne!(run(&mut c, "XADD s IDMP producer2 msg1 * field value"), id1);
+    assert_eq!(run(&mut c, "XLEN s"), ":6");
+    // The original ID comes back even after its entry was deleted.
+    let id = id1.split("\r\n").nth(1).unwrap().to_string();
+    assert_eq!(run(&mut c, &format!("XDEL s {id}")), ":1");
+    assert_eq!(run(&mut c, "XADD s IDMP producer1 msg1 * field v"), id1);
+    assert_eq!(run(&mut c, "XLEN s"), ":5");
+    let info = run(&mut c, "XINFO STREAM s");
+    for (f, want) in [
+        ("idmp-duration", 100),
+        ("idmp-maxsize", 100),
+        ("pids-tracked", 3),
+        ("iids-tracked", 6),
+        ("iids-added", 6),
+        ("iids-duplicates", 3),
+    ] {
+        assert_eq!(info_int(&info, f), Some(want), "{f}: {info}");
+    }
+    // Field order: after recorded-first-entry-id, before groups.
+    assert!(
+        info.contains("recorded-first-entry-id\r\n$")
+            && info.contains("$15\r\niids-duplicates\r\n:3\r\n$6\r\ngroups\r\n:0"),
+        "{info}"
+    );
+    // NOMKSTREAM on a missing key: nil, nothing recorded.
+    assert_eq!(run(&mut c, "XADD nokey NOMKSTREAM IDMP p i * f v"), "$-1");
+    // Trimming options combine with IDMP.
+    assert!(run(&mut c, "XADD t MAXLEN 1 IDMP p i * f v").starts_with('$'));
+}
+
+#[test]
+fn xinfo_stream_reports_idmp_defaults() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    run(&mut c, "XADD s 1-1 foo bar");
+    let info = run(&mut c, "XINFO STREAM s");
+    assert!(
+        info.contains(
+            "$13\r\nidmp-duration\r\n:100\r\n$12\r\nidmp-maxsize\r\n:100\r\n$12\r\npids-tracked\r\n:0\r\n$12\r\niids-tracked\r\n:0\r\n$10\r\niids-added\r\n:0\r\n$15\r\niids-duplicates\r\n:0\r\n"
+        ),
+        "{info}"
+    );
+    let full = run(&mut c, "XINFO STREAM s FULL");
+    assert!(
+        full.contains("$15\r\niids-duplicates\r\n:0\r\n$7\r\nentries"),
+        "{full}"
+    );
+}
+
+#[test]
+fn xadd_idmp_argument_errors() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for (line, want) in [
+        (
+            "XADD s IDMP p i 1-1 f v",
+            "-ERR IDMP and IDMPAUTO can only be used with the * entry ID",
+        ),
+        (
+            "XADD s IDMPAUTO p 5-* f v",
+            "-ERR IDMP and IDMPAUTO can only be used with the * entry ID",
+        ),
+        ("XADD s IDMP p i IDMPAUTO p * f v", "-ERR syntax error"),
+        ("XADD s IDMPAUTO p IDMPAUTO p * f v", "-ERR syntax error"),
+        (
+            "XADD s IDMP p * f v",
+            "-ERR Invalid stream ID specified as stream command argument",
+        ),
+        (
+            "XADD s IDMP p i *",
+            "-ERR wrong number of arguments for 'xadd' command",
+        ),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    assert_eq!(run(&mut c, "EXISTS s"), ":0");
+}
+
+#[test]
+fn xcfgset_sets_idmp_and_checks_its_arguments() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for (line, want) in [
+        (
+            "XCFGSET",
+            "-ERR wrong number of arguments for 'xcfgset' command",
+        ),
+        ("XCFGSET s", "-ERR syntax error"),
+        ("XCFGSET s IDMP-DURATION", "-ERR syntax error"),
+        ("XCFGSET s FOO 1", "-ERR syntax error"),
+        ("XCFGSET s IDMP-DURATION 0", "-ERR invalid duration"),
+        ("XCFGSET s IDMP-DURATION 86401", "-ERR invalid duration"),
+        ("XCFGSET s IDMP-DURATION x", "-ERR invalid duration"),
+        ("XCFGSET s IDMP-MAXSIZE 0", "-ERR invalid maxsize"),
+        ("XCFGSET s IDMP-MAXSIZE 10001", "-ERR invalid maxsize"),
+        ("XCFGSET s IDMP-MAXSIZE -5", "-ERR invalid maxsize"),
+        ("XCFGSET s IDMP-DURATION 10", "-ERR no such key"),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    run(&mut c, "SET str x");
+    assert_eq!(
+        run(&mut c, "XCFGSET str IDMP-DURATION 10"),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    // The redis.io XCFGSET examples.
+    run(&mut c, "XADD mystream * field value");
+    assert_eq!(run(&mut c, "XCFGSET mystream IDMP-DURATION 300"), "+OK");
+    assert_eq!(run(&mut c, "XCFGSET mystream IDMP-MAXSIZE 1000"), "+OK");
+    assert_eq!(
+        run(
+            &mut c,
+            "XCFGSET mystream IDMP-DURATION 600 IDMP-MAXSIZE 500"
+        ),
+        "+OK"
+    );
+    let info = run(&mut c, "XINFO STREAM mystream");
+    assert_eq!(info_int(&info, "idmp-duration"), Some(600));
+    assert_eq!(info_int(&info, "idmp-maxsize"), Some(500));
+    // Same values: the map stays; new values: it is emptied.
+    let id = run(&mut c, "XADD mystream IDMP p i * f v");
+    assert_eq!(run(&mut c, "XCFGSET mystream IDMP-MAXSIZE 500"), "+OK");
+    assert_eq!(run(&mut c, "XADD mystream IDMP p i * f v"), id);
+    assert_eq!(run(&mut c, "XCFGSET mystream IDMP-MAXSIZE 1"), "+OK");
+    let info = run(&mut c, "XINFO STREAM mystream");
+    assert_eq!(info_int(&info, "iids-tracked"), Some(0));
+    assert_eq!(info_int(&info, "iids-added"), Some(1));
+    assert_ne!(run(&mut c, "XADD mystream IDMP p i * f v"), id);
+    // IDMP-MAXSIZE 1: the older iid of a producer is forgotten.
+    let a = run(&mut c, "XADD mystream IDMP q a * f v");
+    run(&mut c, "XADD mystream IDMP q b * f v");
+    assert_ne!(run(&mut c, "XADD mystream IDMP q a * f v"), a);
+}
+
+#[test]
+fn idmp_duration_forgets_old_iids() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    run(&mut c, "XADD s * f v");
+    assert_eq!(run(&mut c, "XCFGSET s IDMP-DURATION 1"), "+OK");
+    let id = run(&mut c, "XADD s IDMP p i * f v");
+    assert_eq!(run(&mut c, "XADD s IDMP p i * f v"), id);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(
+        info_int(&run(&mut c, "XINFO STREAM s"), "iids-tracked"),
+        Some(0)
+    );
+    assert_ne!(run(&mut c, "XADD s IDMP p i * f v"), id);
+}

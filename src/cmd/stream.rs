@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::aof::effects::{log_ids, log_trim, UNREF_RECORD};
+use crate::aof::effects::{log_ids, log_trim, IDMPSTATS_RECORD, IDMP_RECORD, UNREF_RECORD};
 use crate::cmd::args::{int_arg, is};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
@@ -22,6 +22,7 @@ use crate::reply::Reply;
 use crate::shard::blocking::{Attempt, Ticket, Waiter};
 use crate::shard::db::ShardDb;
 use crate::stream::id::{parse_id, parse_range_end, parse_range_start, parse_xadd_id};
+use crate::stream::idmp::{auto_iid, IdmpConfig, MAX_DURATION_S, MAX_MAXSIZE};
 use crate::stream::{Entry, IdSpec, RefPolicy, StreamId, TrimSpec, TrimStrategy};
 
 const fn row(
@@ -122,6 +123,16 @@ pub const SPECS: &[CommandSpec] = &[
         "5.0.0",
         parse_xsetid,
     ),
+    // Redis 8.6: XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE count]
+    row(
+        "XCFGSET",
+        -2,
+        Flags::WRITE.with(Flags::FAST),
+        &["write", "stream", "fast"],
+        "Sets the IDMP configuration parameters for a stream.",
+        "8.6.0",
+        parse_xcfgset,
+    ),
     CommandSpec {
         name: "XREAD",
         arity: -4,
@@ -218,10 +229,12 @@ pub fn parse_ids_block(
 }
 
 /// The trim clause and XADD prefix options as parsed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 struct AddTrimArgs {
     trim: Option<TrimSpec>,
     nomkstream: bool,
+    /// XADD only: `IDMPAUTO pid` (iid `None`) or `IDMP pid iid` (Redis 8.6).
+    idmp: Option<(Bytes, Option<Bytes>)>,
     /// XADD only: index of the ID argument (`argv.len()` when none was found).
     id_pos: usize,
 }
@@ -294,6 +307,18 @@ fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, CmdError> {
             refs = p;
         } else if xadd && is(opt, "NOMKSTREAM") {
             out.nomkstream = true;
+        } else if xadd && is(opt, "IDMPAUTO") && moreargs > 0 {
+            if out.idmp.is_some() {
+                return Err(CmdError::Syntax);
+            }
+            out.idmp = Some((argv[i + 1].clone(), None));
+            i += 1;
+        } else if xadd && is(opt, "IDMP") && moreargs > 1 {
+            if out.idmp.is_some() {
+                return Err(CmdError::Syntax);
+            }
+            out.idmp = Some((argv[i + 1].clone(), Some(argv[i + 2].clone())));
+            i += 2;
         } else if xadd {
             out.id_pos = i;
             break;
@@ -336,14 +361,36 @@ pub struct XaddReq {
     pub trim: Option<TrimSpec>,
     /// `*`, `ms-*` or an explicit ID.
     pub id: IdSpec,
+    /// `IDMP pid iid` / `IDMPAUTO pid` (Redis 8.6), `id` is then `*`.
+    pub idmp: Option<IdmpArg>,
     pub fields: Vec<(Bytes, Bytes)>,
 }
 
-/// `XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id
-/// field value [field value ...]`.
+/// The producer and idempotent ID of an idempotent XADD.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdmpArg {
+    /// Producer ID.
+    pub pid: Bytes,
+    /// Idempotent ID: given (`IDMP`) or derived from the fields and values
+    /// (`IDMPAUTO`, see [`auto_iid`]).
+    pub iid: Bytes,
+}
+
+/// Error for IDMP / IDMPAUTO with an ID other than `*`. redis.io states the
+/// rule ("Both modes can only be specified when the entry ID is `*`") but
+/// not the text; this wording is ours.
+pub const ERR_IDMP_NEEDS_AUTO_ID: &str =
+    "ERR IDMP and IDMPAUTO can only be used with the * entry ID";
+
+/// `XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [IDMPAUTO producer-id |
+/// IDMP producer-id idempotent-id] [MAXLEN|MINID [=|~] threshold [LIMIT
+/// count]] *|id field value [field value ...]` (IDMP, IDMPAUTO: Redis 8.6,
+/// only with `*`).
 ///
 /// # Errors
-/// Option errors of [`parse_add_trim`]; `InvalidStreamId`; `ERR wrong number
+/// Option errors of [`parse_add_trim`] (`ERR syntax error` for IDMP /
+/// IDMPAUTO given twice); `InvalidStreamId`; [`ERR_IDMP_NEEDS_AUTO_ID`];
+/// `ERR wrong number
 /// of arguments for 'xadd' command` when the field/value list is empty or odd;
 /// `StreamIdZero` for `0-0` (before the key is looked up, as Redis does).
 /// # Source
@@ -354,6 +401,9 @@ pub fn parse_xadd_req(argv: &[Bytes]) -> Result<XaddReq, CmdError> {
         Some(a) => parse_xadd_id(a)?,
         None => IdSpec::Auto,
     };
+    if opts.idmp.is_some() && id != IdSpec::Auto {
+        return Err(CmdError::msg(ERR_IDMP_NEEDS_AUTO_ID));
+    }
     let field_pos = opts.id_pos + 1;
     let nfields = argv.len().saturating_sub(field_pos);
     if field_pos > argv.len() || nfields < 2 || nfields % 2 == 1 {
@@ -362,15 +412,20 @@ pub fn parse_xadd_req(argv: &[Bytes]) -> Result<XaddReq, CmdError> {
     if id == IdSpec::Explicit(StreamId::MIN) {
         return Err(CmdError::StreamIdZero);
     }
-    let fields = argv[field_pos..]
+    let fields: Vec<(Bytes, Bytes)> = argv[field_pos..]
         .chunks_exact(2)
         .map(|p| (p[0].clone(), p[1].clone()))
         .collect();
+    let idmp = opts.idmp.map(|(pid, iid)| IdmpArg {
+        pid,
+        iid: iid.unwrap_or_else(|| auto_iid(&fields)),
+    });
     Ok(XaddReq {
         key: argv[1].clone(),
         nomkstream: opts.nomkstream,
         trim: opts.trim,
         id,
+        idmp,
         fields,
     })
 }
@@ -535,6 +590,61 @@ pub fn parse_xsetid_req(argv: &[Bytes]) -> Result<XsetidReq, CmdError> {
 fn parse_xsetid(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let req = parse_xsetid_req(argv)?;
     Ok(on_shard(move |db, cx| apply_xsetid(db, cx, &req).into()))
+}
+
+/// A parsed `XCFGSET`: the settings to change (at least one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XcfgsetReq {
+    pub key: Bytes,
+    /// `IDMP-DURATION seconds`.
+    pub duration_s: Option<u64>,
+    /// `IDMP-MAXSIZE count`.
+    pub maxsize: Option<u64>,
+}
+
+/// `XCFGSET key [IDMP-DURATION idmp-duration] [IDMP-MAXSIZE idmp-maxsize]`
+/// (Redis 8.6).
+///
+/// # Errors
+/// Before the key is looked up (a choice: the page lists the errors, not
+/// their order): `ERR syntax error` (no option, unknown option, missing
+/// value), `ERR invalid duration` (not an integer in 1..=86400), `ERR invalid
+/// maxsize` (not an integer in 1..=10000).
+/// # Source
+/// redis.io XCFGSET, "Error conditions".
+pub fn parse_xcfgset_req(argv: &[Bytes]) -> Result<XcfgsetReq, CmdError> {
+    let mut req = XcfgsetReq {
+        key: argv[1].clone(),
+        duration_s: None,
+        maxsize: None,
+    };
+    let ranged = |a: &[u8], max: u64, err: &'static str| {
+        crate::cmd::args::parse_i64(a)
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|n| (1..=max).contains(n))
+            .ok_or(CmdError::msg(err))
+    };
+    let mut i = 2;
+    while i < argv.len() {
+        let value = argv.get(i + 1).ok_or(CmdError::Syntax)?;
+        if is(&argv[i], "IDMP-DURATION") {
+            req.duration_s = Some(ranged(value, MAX_DURATION_S, "ERR invalid duration")?);
+        } else if is(&argv[i], "IDMP-MAXSIZE") {
+            req.maxsize = Some(ranged(value, MAX_MAXSIZE, "ERR invalid maxsize")?);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    if req.duration_s.is_none() && req.maxsize.is_none() {
+        return Err(CmdError::Syntax);
+    }
+    Ok(req)
+}
+
+fn parse_xcfgset(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let req = parse_xcfgset_req(argv)?;
+    Ok(on_shard(move |db, cx| apply_xcfgset(db, cx, &req).into()))
 }
 
 /// One stream's ID argument of XREAD, resolved on the shard (Redis reports
@@ -870,7 +980,12 @@ fn park_xread(argv: &[Bytes], ticket: Arc<Ticket>) -> Result<ShardReq, CmdError>
 // ---------------------------------------------------------------------------
 
 /// `XADD`: validate the ID, create the stream unless NOMKSTREAM, append,
-/// trim, and wake blocked readers of the key.
+/// trim, and wake blocked readers of the key. With IDMP / IDMPAUTO (Redis
+/// 8.6), a `(producer, iid)` pair the stream still remembers is a
+/// duplicate: nothing is added or trimmed, `iids-duplicates` grows and the
+/// reply is the original entry's ID (even if that entry was deleted since);
+/// otherwise the pair is recorded for the new entry (see
+/// [`crate::stream::idmp`]).
 ///
 /// # Reply
 /// The new entry's ID (bulk string); null bulk when NOMKSTREAM and the key is missing.
@@ -880,6 +995,20 @@ fn park_xread(argv: &[Bytes], ticket: Arc<Ticket>) -> Result<ShardReq, CmdError>
 /// `xaddCommand`.
 pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply, CmdError> {
     let limits = db.node_limits();
+    if let Some(m) = &req.idmp {
+        // A pair still remembered: answer the original ID, add nothing.
+        let original = db
+            .get_stream_mut(cx.db, &req.key, cx.now_ms)?
+            .and_then(|s| {
+                let id = s.idmp()?.lookup(&m.pid, &m.iid, cx.now_ms)?;
+                s.idmp_mut().iids_duplicates += 1;
+                Some(id)
+            });
+        if let Some(id) = original {
+            log_idmp_stats(db, cx, &req.key);
+            return Ok(Reply::Bulk(id.to_bytes()));
+        }
+    }
     let exists = match db.get_stream(cx.db, &req.key, cx.now_ms)? {
         Some(s) => {
             s.next_id(req.id, cx.now_ms)?;
@@ -894,6 +1023,9 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
         return Ok(Reply::NullBulk);
     };
     let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
+    if let Some(m) = &req.idmp {
+        stream.idmp_mut().record(&m.pid, &m.iid, id, cx.now_ms);
+    }
     let (trimmed, trim_effect) = match req.trim {
         Some(trim) => stream.trim_reporting(trim, limits),
         None => (0, crate::stream::TrimEffect::Prefix),
@@ -909,10 +1041,82 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
             rec.push(v);
         }
         db.log_effect(cx, &rec);
+        if let Some(m) = &req.idmp {
+            let ms = itoa::Buffer::new().format(cx.now_ms).to_owned();
+            db.log_effect(
+                cx,
+                &[
+                    IDMP_RECORD,
+                    &req.key,
+                    &m.pid,
+                    &m.iid,
+                    &id_bytes,
+                    ms.as_bytes(),
+                ],
+            );
+        }
         log_trim(db, cx, &req.key, trimmed, len_after, &trim_effect);
     }
     db.blocking.mark_ready(cx.db, &req.key);
     Ok(Reply::Bulk(id_bytes))
+}
+
+/// Log a stream's IDMP lifetime counters as `SS.IDMPSTATS key iids-added
+/// iids-duplicates` (after a duplicate XADD, and in an AOF rewrite).
+pub fn log_idmp_stats(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) {
+    if !db.aof.is_enabled() {
+        return;
+    }
+    let Ok(Some(m)) = db
+        .get_stream(cx.db, key, cx.now_ms)
+        .map(|s| s.and_then(|s| s.idmp()))
+    else {
+        return;
+    };
+    let (added, dups) = (m.iids_added.to_string(), m.iids_duplicates.to_string());
+    db.log_effect(
+        cx,
+        &[IDMPSTATS_RECORD, key, added.as_bytes(), dups.as_bytes()],
+    );
+}
+
+/// `XCFGSET` (Redis 8.6): sets the stream's IDMP settings; a setting not
+/// given keeps its current value. Changing a value empties the IDMP map (its
+/// lifetime counters stay); setting the current values changes nothing.
+///
+/// # Reply
+/// `+OK`.
+/// # Errors
+/// `WrongType`; `ERR no such key`.
+/// # Source
+/// redis.io XCFGSET; "Idempotent message processing", Persistence (the
+/// map is cleared when the values differ from the current ones).
+pub fn apply_xcfgset(db: &mut ShardDb, cx: &ExecCtx, req: &XcfgsetReq) -> Result<Reply, CmdError> {
+    let s = db
+        .get_stream_mut(cx.db, &req.key, cx.now_ms)?
+        .ok_or(CmdError::msg("ERR no such key"))?;
+    let m = s.idmp_mut();
+    let old = m.config();
+    let config = IdmpConfig {
+        duration_s: req.duration_s.unwrap_or(old.duration_s),
+        maxsize: req.maxsize.unwrap_or(old.maxsize),
+    };
+    m.configure(config);
+    if db.aof.is_enabled() {
+        let (d, n) = (config.duration_s.to_string(), config.maxsize.to_string());
+        db.log_effect(
+            cx,
+            &[
+                b"XCFGSET",
+                &req.key,
+                b"IDMP-DURATION",
+                d.as_bytes(),
+                b"IDMP-MAXSIZE",
+                n.as_bytes(),
+            ],
+        );
+    }
+    Ok(Reply::Ok)
 }
 
 /// `XLEN key`.

@@ -2008,7 +2008,7 @@ pub fn apply_xinfo(db: &mut ShardDb, cx: &ExecCtx, req: &XinfoReq) -> Result<Rep
                     .collect(),
             ))
         }
-        XinfoReq::Stream { full, .. } => Ok(reply_stream_info(s, *full)),
+        XinfoReq::Stream { full, .. } => Ok(reply_stream_info(s, *full, now)),
         XinfoReq::Help => Ok(xinfo_help()),
     }
 }
@@ -2047,7 +2047,7 @@ fn reply_group_info(s: &Stream, name: &Bytes, g: &ConsumerGroup) -> Reply {
 }
 
 /// XINFO STREAM, and with `full = Some(count)` the FULL form (count 0 = all).
-fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
+fn reply_stream_info(s: &Stream, full: Option<u64>, now_ms: u64) -> Reply {
     let mut m = vec![
         field("length", int_u64(s.len())),
         field("radix-tree-keys", int_u64(s.node_count() as u64)),
@@ -2060,6 +2060,24 @@ fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
         field("entries-added", int_u64(s.entries_added())),
         field("recorded-first-entry-id", id_reply(s.first_id())),
     ];
+    // IDMP (Redis 8.6): always reported, defaults for a stream without a map.
+    let cfg = s.idmp().map(|m| m.config()).unwrap_or_default();
+    let (pids, iids, added, dups) = s.idmp().map_or((0, 0, 0, 0), |m| {
+        (
+            m.pids_tracked(now_ms),
+            m.iids_tracked(now_ms),
+            m.iids_added,
+            m.iids_duplicates,
+        )
+    });
+    m.extend([
+        field("idmp-duration", int_u64(cfg.duration_s)),
+        field("idmp-maxsize", int_u64(cfg.maxsize)),
+        field("pids-tracked", int_u64(pids)),
+        field("iids-tracked", int_u64(iids)),
+        field("iids-added", int_u64(added)),
+        field("iids-duplicates", int_u64(dups)),
+    ]);
     let Some(count) = full else {
         m.push(field("groups", int_u64(s.groups().len() as u64)));
         m.push(field(
@@ -2136,6 +2154,11 @@ fn reply_stream_info(s: &Stream, full: Option<u64>) -> Reply {
                 field("pel-count", int_u64(g.pel().len() as u64)),
                 field("pending", Reply::Array(pel)),
                 field("consumers", Reply::Array(consumers)),
+                // Redis 8.8: entries released by XNACK (no owner).
+                field(
+                    "nacked-count",
+                    int_u64(g.pel().values().filter(|p| p.is_nacked()).count() as u64),
+                ),
             ])
         })
         .collect();
