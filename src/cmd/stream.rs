@@ -1410,12 +1410,13 @@ fn park_xread_apply(db: &mut ShardDb, cx: &ExecCtx, req: XreadReq, ticket: Arc<T
         keys: watched,
         poll: false,
         attempt: Box::new(move |db, cx, ready, ticket| {
-            // Only the stream that woke the reader is served (Redis 7.0).
-            let Some(i) = keys.iter().position(|k| k[..] == *ready) else {
+            // The read runs again over all its streams (Redis 7.2+
+            // re-executes an unblocked command), so every stream with data
+            // is served, not only the one that woke the reader.
+            if !keys.iter().any(|k| k[..] == *ready) {
                 return Attempt::NotReady;
-            };
-            let (k, a) = (&keys[i..=i], after.get(i..=i).unwrap_or(&[]));
-            match read_after(db, cx, k, a, count, caps) {
+            }
+            match read_after(db, cx, &keys, &after, count, caps) {
                 Reply::NullArray => Attempt::NotReady,
                 reply if ticket.claim() => Attempt::Served(reply),
                 _ => Attempt::Lost,

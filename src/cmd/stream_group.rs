@@ -173,11 +173,6 @@ const ERR_BUSYGROUP: &str = "BUSYGROUP Consumer Group name already exists";
 const ERR_ENTRIESREAD: &str = "ERR value for ENTRIESREAD must be positive or -1";
 const ERR_DOLLAR_IN_XREADGROUP: &str = "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.";
 const ERR_PLUS_IN_XREADGROUP: &str = "ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set.";
-/// Reply to a reader parked on a stream that was deleted (or replaced).
-pub const ERR_UNBLOCKED_NO_KEY: &str = "UNBLOCKED the stream key no longer exists";
-/// Reply to a reader parked on a group that was destroyed.
-pub const ERR_UNBLOCKED_NO_GROUP: &str =
-    "NOGROUP the consumer group this client was blocked on no longer exists";
 
 fn nogroup_for_key(group: &[u8], key: &[u8]) -> CmdError {
     CmdError::msg(format!(
@@ -1454,11 +1449,19 @@ fn park_xreadgroup_apply(
     Reply::NoReply
 }
 
-/// One service attempt of a parked XREADGROUP for the key `ready` that was
-/// signalled: a deleted stream or destroyed group ends the wait with Redis's
-/// error; otherwise delivers from that stream only (as Redis 7.0 serves a
-/// blocked reader with the key that woke it), if it has data, claiming the
+/// One service attempt of a parked XREADGROUP after a write to one of its
+/// keys (`ready`): the read runs again as a whole, as Redis 7.2+ re-executes
+/// an unblocked command. A key now missing (deleted, expired) or of another
+/// type, or a destroyed group, ends the wait with the error the command
+/// itself gives (first failing key in order: `NOGROUP No such key ... in
+/// XREADGROUP with GROUP option`, `WRONGTYPE ...`); otherwise, if any of its
+/// streams has data, it is served from every such stream (so one MULTI/EXEC
+/// or pipeline that feeds several streams is read at once), claiming the
 /// ticket before any side effect.
+///
+/// # Source
+/// blocked.c `handleClientsBlockedOnKey` (7.2+: unblock on key deletion or
+/// type change for XREADGROUP, then reprocess the command).
 fn attempt_xreadgroup(
     db: &mut ShardDb,
     cx: &ExecCtx,
@@ -1466,40 +1469,24 @@ fn attempt_xreadgroup(
     ready: &[u8],
     ticket: &Ticket,
 ) -> Attempt {
-    let Some(i) = req.keys.iter().position(|k| k[..] == *ready) else {
+    if !req.keys.iter().any(|k| k[..] == *ready) {
         return Attempt::NotReady;
+    }
+    let reply = match first_invalid_key(db, cx, req) {
+        Some((_, e)) => Reply::Error(e),
+        None if !xreadgroup_has_data(db, cx, req) => return Attempt::NotReady,
+        None => {
+            if !ticket.claim() {
+                return Attempt::Lost;
+            }
+            return Attempt::Served(perform_xreadgroup(db, cx, req));
+        }
     };
-    let mut one = req.clone();
-    one.keys = req
-        .keys
-        .get(i..=i)
-        .map(<[Bytes]>::to_vec)
-        .unwrap_or_default();
-    one.from = req
-        .from
-        .get(i..=i)
-        .map(<[GroupFrom]>::to_vec)
-        .unwrap_or_default();
-    let req = &one;
-    for key in &req.keys {
-        let err = match db.get_stream(cx.db, key, cx.now_ms) {
-            Ok(Some(s)) if s.group(&req.group).is_some() => continue,
-            Ok(Some(_)) => ERR_UNBLOCKED_NO_GROUP,
-            _ => ERR_UNBLOCKED_NO_KEY,
-        };
-        return if ticket.claim() {
-            Attempt::Served(Reply::Error(CmdError::msg(err)))
-        } else {
-            Attempt::Lost
-        };
+    if ticket.claim() {
+        Attempt::Served(reply)
+    } else {
+        Attempt::Lost
     }
-    if !xreadgroup_has_data(db, cx, req) {
-        return Attempt::NotReady;
-    }
-    if !ticket.claim() {
-        return Attempt::Lost;
-    }
-    Attempt::Served(perform_xreadgroup(db, cx, req))
 }
 
 /// `XACK key group id [id ...]`.
@@ -2394,7 +2381,9 @@ mod tests {
         crate::shard::blocking::serve_ready(&mut db, 1000, &mut out);
         assert_eq!(
             out.first().map(|o| o.1.clone()),
-            Some(Reply::Error(CmdError::msg(ERR_UNBLOCKED_NO_GROUP)))
+            Some(Reply::Error(CmdError::msg(
+                "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
+            )))
         );
     }
 }
