@@ -678,3 +678,38 @@ fn idmp_duration_forgets_old_iids() {
     );
     assert_ne!(run(&mut c, "XADD s IDMP p i * f v"), id);
 }
+
+/// redis-py 8.1's stream API (IDMP, XCFGSET, MAXCOUNT / MAXSIZE) drives the
+/// server through tests/py/streams_8x.py. Skipped without redis-py, unless
+/// SHARDSTREAM_REQUIRE_REDIS is set (CI).
+#[test]
+fn redis_py_drives_the_8x_stream_api() {
+    use std::process::{Command, Stdio};
+    let has_redis_py = Command::new("python3")
+        .args(["-c", "import redis"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_redis_py {
+        assert!(
+            std::env::var_os("SHARDSTREAM_REQUIRE_REDIS").is_none(),
+            "redis-py is required (pip install redis)"
+        );
+        eprintln!("python3 with redis-py not available: skipping");
+        return;
+    }
+    let srv = TestServer::start(SHARDS);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/streams_8x.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(srv.addr.port().to_string())
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "redis-py script failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
