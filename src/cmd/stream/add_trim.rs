@@ -558,7 +558,7 @@ pub fn log_idmp_stats(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) {
 pub fn apply_xcfgset(db: &mut ShardDb, cx: &ExecCtx, req: &XcfgsetReq) -> Result<Reply, CmdError> {
     let s = db
         .get_stream_mut(cx.db, &req.key, cx.now_ms)?
-        .ok_or(CmdError::msg("ERR no such key"))?;
+        .ok_or(CmdError::NoSuchKey)?;
     let m = s.idmp_mut();
     let old = m.config();
     let config = IdmpConfig {
@@ -690,7 +690,7 @@ pub fn log_delete_with_refs(
 /// [`Stream::set_last_id`](crate::stream::Stream::set_last_id).
 pub fn apply_xsetid(db: &mut ShardDb, cx: &ExecCtx, req: &XsetidReq) -> Result<Reply, CmdError> {
     let Some(s) = db.stream_for_write(cx.db, &req.key, false, cx.now_ms)? else {
-        return Err(CmdError::msg("ERR no such key"));
+        return Err(CmdError::NoSuchKey);
     };
     s.set_last_id(req.last_id, req.entries_added, req.max_deleted)?;
     let (last, added, maxdel) = (s.last_id(), s.entries_added(), s.max_deleted_entry_id());

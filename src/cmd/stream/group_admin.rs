@@ -18,10 +18,6 @@ use bytes::Bytes;
 
 use super::*;
 
-pub(super) const ERR_XGROUP_NO_KEY: &str = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.";
-
-pub(super) const ERR_BUSYGROUP: &str = "BUSYGROUP Consumer Group name already exists";
-
 pub(super) const ERR_ENTRIESREAD: &str = "ERR value for ENTRIESREAD must be positive or -1";
 
 /// The ID argument of XGROUP CREATE / SETID.
@@ -279,7 +275,7 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
     let mkstream = matches!(req, XgroupReq::Create { mkstream: true, .. });
     let exists = db.get_stream(cx.db, &key, cx.now_ms)?.is_some();
     if !exists && !mkstream {
-        return Err(CmdError::msg(ERR_XGROUP_NO_KEY));
+        return Err(CmdError::XgroupNoKey);
     }
     let has_group = exists
         && db
@@ -299,9 +295,9 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             let id = id?;
             let s = db
                 .stream_for_write(cx.db, &key, true, cx.now_ms)?
-                .ok_or(CmdError::msg(ERR_XGROUP_NO_KEY))?;
+                .ok_or(CmdError::XgroupNoKey)?;
             if s.group(&group).is_some() {
-                return Err(CmdError::msg(ERR_BUSYGROUP));
+                return Err(CmdError::BusyGroup);
             }
             let last = match id {
                 GroupIdArg::Last => s.last_id(),
@@ -383,7 +379,7 @@ pub(super) fn stream_mut<'a>(
     key: &[u8],
 ) -> Result<&'a mut Stream, CmdError> {
     db.get_stream_mut(cx.db, key, cx.now_ms)?
-        .ok_or(CmdError::msg("ERR no such key"))
+        .ok_or(CmdError::NoSuchKey)
 }
 
 /// `XINFO STREAM | GROUPS | CONSUMERS | HELP`.
@@ -403,9 +399,7 @@ pub fn apply_xinfo(db: &mut ShardDb, cx: &ExecCtx, req: &XinfoReq) -> Result<Rep
         | XinfoReq::Consumers { key, .. } => key,
     };
     let now = cx.now_ms;
-    let s = db
-        .get_stream(cx.db, key, now)?
-        .ok_or(CmdError::msg("ERR no such key"))?;
+    let s = db.get_stream(cx.db, key, now)?.ok_or(CmdError::NoSuchKey)?;
     match req {
         XinfoReq::Groups { .. } => Ok(Reply::Array(
             s.groups()

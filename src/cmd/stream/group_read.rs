@@ -171,11 +171,10 @@ pub(super) fn first_invalid_key(
         if s.and_then(|s| s.group(&req.group)).is_none() {
             return Some((
                 n,
-                CmdError::msg(format!(
-                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                    text(key),
-                    text(&req.group)
-                )),
+                CmdError::NoGroupInXreadgroup {
+                    key: text(key),
+                    group: text(&req.group),
+                },
             ));
         }
         if let GroupFrom::Invalid(e) = from {

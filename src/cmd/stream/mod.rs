@@ -295,20 +295,20 @@ pub const GROUP_SPECS: &[CommandSpec] = &[
     },
 ];
 
+/// [`CmdError::NoGroupForKey`] for `group` of `key`.
 fn nogroup_for_key(group: &[u8], key: &[u8]) -> CmdError {
-    CmdError::msg(format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        text(group),
-        text(key)
-    ))
+    CmdError::NoGroupForKey {
+        key: text(key),
+        group: text(group),
+    }
 }
 
+/// [`CmdError::NoGroup`] for `group` of `key`.
 fn nogroup_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
-    CmdError::msg(format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        text(key),
-        text(group)
-    ))
+    CmdError::NoGroup {
+        key: text(key),
+        group: text(group),
+    }
 }
 
 fn subcommand_syntax(cmd: &str, sub: &[u8]) -> CmdError {

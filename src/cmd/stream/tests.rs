@@ -187,10 +187,7 @@ mod plain {
         );
         let setid =
             |db: &mut ShardDb, line: &str| apply_xsetid(db, &cx, &parse_xsetid_req(&argv(line))?);
-        assert_eq!(
-            setid(&mut db, "XSETID none 1"),
-            Err(CmdError::msg("ERR no such key"))
-        );
+        assert_eq!(setid(&mut db, "XSETID none 1"), Err(CmdError::NoSuchKey));
         assert_eq!(
             setid(&mut db, "XSETID s 4"),
             Err(CmdError::msg(crate::stream::ERR_XSETID_SMALLER_THAN_TOP))
@@ -393,7 +390,7 @@ mod groups {
         let (mut db, cx) = fresh();
         assert_eq!(
             run(&mut db, &cx, "XGROUP CREATE s g $"),
-            Err(CmdError::msg(ERR_XGROUP_NO_KEY))
+            Err(CmdError::XgroupNoKey)
         );
         assert_eq!(
             run(&mut db, &cx, "XGROUP CREATE s g $ MKSTREAM"),
@@ -401,7 +398,7 @@ mod groups {
         );
         assert_eq!(
             run(&mut db, &cx, "XGROUP CREATE s g $"),
-            Err(CmdError::msg(ERR_BUSYGROUP))
+            Err(CmdError::BusyGroup)
         );
         for i in 1..=3 {
             run(&mut db, &cx, &format!("XADD s {i} f v")).unwrap();
@@ -511,9 +508,10 @@ mod groups {
         crate::shard::blocking::serve_ready(&mut db, 1000, &mut out);
         assert_eq!(
             out.first().map(|o| o.1.clone()),
-            Some(Reply::Error(CmdError::msg(
-                "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
-            )))
+            Some(Reply::Error(CmdError::NoGroupInXreadgroup {
+                key: "s".into(),
+                group: "g".into()
+            }))
         );
     }
 }
