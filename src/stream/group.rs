@@ -560,6 +560,109 @@ impl StreamCounters {
     }
 }
 
+/// What a `>` read delivered from one stream ([`Stream::deliver_new`]).
+#[derive(Debug, Default)]
+pub struct Delivered {
+    /// The consumer was created by this read.
+    pub created: bool,
+    /// The entries delivered, ascending (empty when nothing was new).
+    pub entries: Vec<super::Entry>,
+}
+
+/// What a history read found ([`Stream::read_history`]).
+#[derive(Debug, Default)]
+pub struct History {
+    /// The consumer was created by this read.
+    pub created: bool,
+    /// The consumer's pending IDs read, ascending, each with its entry, or
+    /// `None` when the entry was deleted from the stream (Redis replies
+    /// `[id, nil]` for those).
+    pub entries: Vec<(StreamId, Option<super::Entry>)>,
+}
+
+impl Stream {
+    /// A `>` read of `group` by `consumer` (created if missing): the entries
+    /// after the group's last-delivered ID, at most `take`, while `admit`
+    /// accepts them (it is asked before each entry is delivered; the first
+    /// refusal ends the read). Each delivered entry advances last-delivered
+    /// and entries-read and, unless `noack`, enters both PELs; the consumer's
+    /// seen time is `now_ms`, and its active time too when an entry entered
+    /// its PEL. `None` when the group does not exist.
+    ///
+    /// # Source
+    /// `streamReplyWithRange` (group branch), t_stream.c.
+    pub fn deliver_new(
+        &mut self,
+        group: &[u8],
+        consumer: &Bytes,
+        take: usize,
+        noack: bool,
+        now_ms: u64,
+        mut admit: impl FnMut(&super::Entry) -> bool,
+    ) -> Option<Delivered> {
+        let counters = self.counters();
+        let last = self.group(group)?.last_id;
+        let entries: Vec<super::Entry> = match last.next() {
+            Some(start) => self
+                .iter_range(start, StreamId::MAX, false)
+                .take(take)
+                .take_while(|e| admit(e))
+                .collect(),
+            None => Vec::new(),
+        };
+        let g = self.group_mut(group)?;
+        let (cid, created) = g.get_or_create_consumer(consumer, now_ms);
+        g.touch_seen(cid, now_ms);
+        if !entries.is_empty() && !noack {
+            g.touch_active(cid, now_ms);
+        }
+        for e in &entries {
+            g.advance_last_delivered(e.id, &counters);
+            if !noack {
+                g.deliver(e.id, cid, now_ms);
+            }
+        }
+        Some(Delivered { created, entries })
+    }
+
+    /// A history read of `group` by `consumer` (created if missing): its
+    /// pending IDs from `start`, at most `take`, while `admit` accepts them
+    /// (asked with the entry, or `None` for one deleted from the stream).
+    /// Entries still in the stream are redelivered (delivery time `now_ms`,
+    /// count + 1). `None` when the group does not exist.
+    ///
+    /// # Source
+    /// `streamReplyWithRangeFromConsumerPEL`, t_stream.c.
+    pub fn read_history(
+        &mut self,
+        group: &[u8],
+        consumer: &Bytes,
+        start: StreamId,
+        take: usize,
+        now_ms: u64,
+        mut admit: impl FnMut(StreamId, Option<&super::Entry>) -> bool,
+    ) -> Option<History> {
+        let g = self.group_mut(group)?;
+        let (cid, created) = g.get_or_create_consumer(consumer, now_ms);
+        g.touch_seen(cid, now_ms);
+        let ids: Vec<StreamId> = g.consumer_pel_from(cid, start).take(take).collect();
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            let e = self.get(id);
+            if !admit(id, e.as_ref()) {
+                break;
+            }
+            entries.push((id, e));
+        }
+        if let Some(g) = self.group_mut(group) {
+            for (id, _) in entries.iter().filter(|(_, e)| e.is_some()) {
+                g.redeliver(*id, now_ms);
+            }
+        }
+        Some(History { created, entries })
+    }
+}
+
 impl Stream {
     /// The metadata snapshot lag computations need.
     pub fn counters(&self) -> StreamCounters {
@@ -799,6 +902,47 @@ mod tests {
         read_new(&mut s, "g", "c", 1, 0);
         assert_eq!(s.group(b"g").unwrap().entries_read, Some(5));
         assert_eq!(lag(&s, "g"), Some(1));
+    }
+
+    #[test]
+    fn deliver_new_and_read_history() {
+        let mut s = stream_with(4);
+        add_group(&mut s, "g", StreamId::MIN, Some(0));
+        let c = Bytes::from_static(b"c");
+        // The budget refuses the third entry: two are delivered.
+        let mut n = 0;
+        let d = s
+            .deliver_new(b"g", &c, 10, false, 5, |_| {
+                n += 1;
+                n <= 2
+            })
+            .unwrap();
+        assert!(d.created);
+        assert_eq!(
+            d.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
+            vec![id(1, 0), id(2, 0)]
+        );
+        let g = s.group(b"g").unwrap();
+        assert_eq!(
+            (g.last_id, g.entries_read, g.pel().len()),
+            (id(2, 0), Some(2), 2)
+        );
+        // NOACK: delivered, not pending, consumer not made active again.
+        let d = s.deliver_new(b"g", &c, 1, true, 9, |_| true).unwrap();
+        assert_eq!(d.entries.len(), 1);
+        assert_eq!(s.group(b"g").unwrap().pel().len(), 2);
+        assert!(s.deliver_new(b"nog", &c, 1, false, 9, |_| true).is_none());
+        // History: a deleted entry comes back as None and is not redelivered.
+        assert!(s.delete(id(1, 0)));
+        let h = s
+            .read_history(b"g", &c, StreamId::MIN, 10, 20, |_, _| true)
+            .unwrap();
+        assert!(!h.created);
+        assert_eq!(h.entries.len(), 2);
+        assert!(h.entries[0].1.is_none() && h.entries[1].1.is_some());
+        let g = s.group(b"g").unwrap();
+        assert_eq!(g.pending(id(1, 0)).map(|p| p.delivery_count), Some(1));
+        assert_eq!(g.pending(id(2, 0)).map(|p| p.delivery_count), Some(2));
     }
 
     #[test]

@@ -233,7 +233,6 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
         let Ok(Some(s)) = db.get_stream_mut(cx.db, key, cx.now_ms) else {
             continue;
         };
-        let counters = s.counters();
         match from {
             GroupFrom::Invalid(_) => continue,
             GroupFrom::New if req.claim_min_idle_ms.is_some() => {
@@ -253,24 +252,14 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 }
             }
             GroupFrom::New => {
-                let Some(last) = s.group(&req.group).map(|g| g.last_id) else {
+                let admit = |e: &crate::stream::Entry| budget.admit(entry_reply_bytes(e));
+                let Some(d) =
+                    s.deliver_new(&req.group, &req.consumer, take, req.noack, cx.now_ms, admit)
+                else {
                     continue;
                 };
-                let entries: Vec<_> = match last.next() {
-                    Some(start) => s
-                        .iter_range(start, StreamId::MAX, false)
-                        .take(take)
-                        .take_while(|e| budget.admit(entry_reply_bytes(e)))
-                        .collect(),
-                    None => Vec::new(),
-                };
-                let Some(g) = s.group_mut(&req.group) else {
-                    continue;
-                };
-                let (cid, created) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
-                g.touch_seen(cid, cx.now_ms);
-                if entries.is_empty() {
-                    if created {
+                if d.entries.is_empty() {
+                    if d.created {
                         let change = GroupChange {
                             consumer: Some(&req.consumer),
                             ..Default::default()
@@ -279,69 +268,49 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                     }
                     continue;
                 }
-                // Only an entry that enters the PEL makes the consumer active:
-                // a NOACK read leaves `inactive` where it was (Redis sets the
-                // active time where it creates the pending entry).
-                if !req.noack {
-                    g.touch_active(cid, cx.now_ms);
-                }
-                for e in &entries {
-                    g.advance_last_delivered(e.id, &counters);
-                    if !req.noack {
-                        g.deliver(e.id, cid, cx.now_ms);
-                    }
-                }
                 let change = GroupChange {
                     meta: true,
                     consumer: Some(&req.consumer),
                     pel: if req.noack {
                         Vec::new()
                     } else {
-                        entries.iter().map(|e| e.id).collect()
+                        d.entries.iter().map(|e| e.id).collect()
                     },
                     ..Default::default()
                 };
                 changes.push((key, change));
-                pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
+                pairs.push((Reply::Bulk(key.clone()), entries_reply(d.entries)));
             }
             GroupFrom::History(after) => {
                 // Nothing can follow MAX-MAX: Redis leaves the stream out.
                 let Some(start) = after.next() else {
                     continue;
                 };
-                let Some(g) = s.group_mut(&req.group) else {
+                let admit = |id: StreamId, e: Option<&crate::stream::Entry>| match e {
+                    Some(e) => budget.admit(entry_reply_bytes(e)),
+                    // `[id, nil]`: the ID's bulk plus `*2` and `*-1`.
+                    None => budget.admit(id.to_bytes().len() as u64 + 15),
+                };
+                let Some(h) =
+                    s.read_history(&req.group, &req.consumer, start, take, cx.now_ms, admit)
+                else {
                     continue;
                 };
-                let (cid, created) = g.get_or_create_consumer(&req.consumer, cx.now_ms);
-                g.touch_seen(cid, cx.now_ms);
-                let ids: Vec<StreamId> = g.consumer_pel_from(cid, start).take(take).collect();
-                let mut out = Vec::with_capacity(ids.len());
-                let mut found = Vec::with_capacity(ids.len());
-                for id in ids {
-                    match s.get(id) {
-                        Some(e) => {
-                            if !budget.admit(entry_reply_bytes(&e)) {
-                                break;
-                            }
-                            found.push(id);
-                            out.push(entry_reply(e));
-                        }
-                        None => {
-                            // `[id, nil]`: the ID's bulk plus `*2` and `*-1`.
-                            let id_bytes = id.to_bytes();
-                            if !budget.admit(id_bytes.len() as u64 + 15) {
-                                break;
-                            }
-                            out.push(Reply::Array(vec![Reply::Bulk(id_bytes), Reply::NullArray]))
-                        }
-                    }
-                }
-                if let Some(g) = s.group_mut(&req.group) {
-                    for &id in &found {
-                        g.redeliver(id, cx.now_ms);
-                    }
-                }
-                if created || !found.is_empty() {
+                let found: Vec<StreamId> = h
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.is_some())
+                    .map(|(id, _)| *id)
+                    .collect();
+                let out = h
+                    .entries
+                    .into_iter()
+                    .map(|(id, e)| match e {
+                        Some(e) => entry_reply(e),
+                        None => Reply::Array(vec![Reply::Bulk(id.to_bytes()), Reply::NullArray]),
+                    })
+                    .collect();
+                if h.created || !found.is_empty() {
                     let change = GroupChange {
                         consumer: Some(&req.consumer),
                         pel: found,
