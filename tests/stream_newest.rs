@@ -713,3 +713,28 @@ fn redis_py_drives_the_8x_stream_api() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Redis 7.2+ re-executes a woken XREAD: a key of it that now holds another
+/// type fails the read with WRONGTYPE, while a write that turns a key into
+/// another type does not wake it.
+#[test]
+fn woken_xread_checks_every_key_type_again() {
+    let srv = TestServer::start(SHARDS);
+    let (mut admin, mut r) = (srv.client(), srv.client());
+    run(&mut admin, "XADD {w}a 1-1 f v");
+    run(&mut admin, "XADD {w}b 1-1 f v");
+    r.send(&["XREAD", "BLOCK", "0", "STREAMS", "{w}a", "{w}b", "$", "$"]);
+    while !run(&mut admin, "CLIENT LIST").contains("cmd=xread ") {
+        std::thread::yield_now();
+    }
+    // {w}a becomes a string: no wake-up.
+    assert_eq!(run(&mut admin, "DEL {w}a"), ":1");
+    assert_eq!(run(&mut admin, "SET {w}a x"), "+OK");
+    assert!(run(&mut admin, "CLIENT LIST").contains("cmd=xread "));
+    // A write to {w}b wakes it; running again meets the string first.
+    run(&mut admin, "XADD {w}b 2-1 f v");
+    assert_eq!(
+        r.read_reply(),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+}

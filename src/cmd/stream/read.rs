@@ -471,8 +471,24 @@ pub(super) fn park_xread_apply(
             // The read runs again over all its streams (Redis 7.2+
             // re-executes an unblocked command), so every stream with data
             // is served, not only the one that woke the reader.
-            if !keys.iter().any(|k| k[..] == *ready) {
+            // Woken only by a key that is (still) a stream, as Redis checks
+            // the ready key's type before unblocking an XREAD.
+            if !keys.iter().any(|k| k[..] == *ready)
+                || !matches!(db.get_stream(cx.db, ready, cx.now_ms), Ok(Some(_)))
+            {
                 return Attempt::NotReady;
+            }
+            // Run again, the type checks come first: another of its keys
+            // now holding another type fails the whole read.
+            if let Some(e) = keys
+                .iter()
+                .find_map(|k| db.get_stream(cx.db, k, cx.now_ms).err())
+            {
+                return if ticket.claim() {
+                    Attempt::Served(Reply::Error(e))
+                } else {
+                    Attempt::Lost
+                };
             }
             match read_after(db, cx, &keys, &after, count, caps) {
                 Reply::NullArray => Attempt::NotReady,
