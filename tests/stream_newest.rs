@@ -738,3 +738,46 @@ fn woken_xread_checks_every_key_type_again() {
         "-WRONGTYPE Operation against a key holding the wrong kind of value"
     );
 }
+
+#[test]
+fn xidmprecord_records_a_pair_for_an_existing_entry() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for (line, want) in [
+        ("XIDMPRECORD s p i 1-1", "-ERR no such key"),
+        (
+            "XIDMPRECORD s p i x",
+            "-ERR Invalid stream ID specified as stream command argument",
+        ),
+        ("XADD s 1-1 f v", "$3\r\n1-1"),
+        ("XADD s 2-1 f v", "$3\r\n2-1"),
+        (
+            "XIDMPRECORD s p i 9-9",
+            "-ERR The stream ID does not exist in the stream",
+        ),
+        ("XIDMPRECORD s p i 1-1", "+OK"),
+        ("XIDMPRECORD s p i 1-1", "+OK"),
+        (
+            "XIDMPRECORD s p i 2-1",
+            "-ERR The pid/iid pair already maps to a different stream ID",
+        ),
+        // The recorded pair now answers an idempotent XADD.
+        ("XADD s IDMP p i * f w", "$3\r\n1-1"),
+        ("XLEN s", ":2"),
+        (
+            "XIDMPRECORD s",
+            "-ERR wrong number of arguments for 'xidmprecord' command",
+        ),
+    ] {
+        assert_eq!(run(&mut c, line), want, "{line}");
+    }
+    assert_eq!(
+        c.raw(&["XIDMPRECORD", "s", "", "i", "1-1"]),
+        "-ERR pid and iid must not be empty"
+    );
+    run(&mut c, "SET str x");
+    assert_eq!(
+        run(&mut c, "XIDMPRECORD str p i 1-1"),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+}

@@ -148,6 +148,16 @@ pub const SPECS: &[CommandSpec] = &[
         "8.6.0",
         parse_xcfgset,
     ),
+    // Redis 8.8 (internal, AOF): XIDMPRECORD key pid iid stream-id
+    row(
+        "XIDMPRECORD",
+        5,
+        Flags::WRITE.with(Flags::DENYOOM).with(Flags::FAST),
+        &["write", "stream", "fast"],
+        "An internal command for replicating IDMP metadata.",
+        "8.8.0",
+        parse_xidmprecord,
+    ),
     CommandSpec {
         name: "XREAD",
         arity: -4,
