@@ -28,7 +28,7 @@ pub const SERVER_NAME: &str = "redis";
 /// (`redis_version`). Clients gate features on it (RESP3, stream options added
 /// in 7.x), so it names the Redis release whose command set we follow rather
 /// than shardstream's own version (INFO `shardstream_version` carries that).
-pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
+pub const REDIS_COMPAT_VERSION: &str = "8.10.0";
 
 /// Flags Redis gives HELLO and AUTH: usable before authenticating.
 const CONN_AUTH_FLAGS: Flags = Flags::NOSCRIPT

@@ -22,7 +22,6 @@ pub mod object;
 pub mod persistence;
 pub mod server;
 pub mod stream;
-pub mod stream_group;
 pub mod string;
 pub mod table;
 pub mod tx;
@@ -45,7 +44,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     expire::SPECS,
     string::SPECS,
     stream::SPECS,
-    stream_group::SPECS,
+    stream::GROUP_SPECS,
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,

@@ -269,14 +269,12 @@ impl CommandSpec {
                 out
             }
             Keys::AfterStreamsToken => {
-                let Some(pos) = argv
-                    .iter()
-                    .skip(1)
-                    .position(|a| a.eq_ignore_ascii_case(b"STREAMS"))
-                else {
+                // Positional, as the parser reads the options: a group or
+                // consumer called STREAMS is not the STREAMS keyword.
+                let Some(pos) = crate::cmd::stream::streams_keyword_at(argv) else {
                     return Vec::new();
                 };
-                let start = pos + 2;
+                let start = pos + 1;
                 let n = argv.len().saturating_sub(start);
                 if n == 0 || n % 2 != 0 {
                     return Vec::new();

@@ -477,8 +477,8 @@ impl ShardDb {
     /// Redis's `activeExpireCycle` samples keys; here deadlines are ordered, so
     /// the cycle removes exactly the expired keys, oldest deadline first.
     /// Like every deletion, it marks the keys ready so that readers blocked
-    /// on them are woken (XREADGROUP answers `UNBLOCKED the stream key no
-    /// longer exists`, as Redis 7's `signalDeletedKeyAsReady` on expiry).
+    /// on them are woken (XREADGROUP runs again and answers its NOGROUP
+    /// error, as Redis 7.2+ after `signalDeletedKeyAsReady` on expiry).
     pub fn active_expire(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
         for (dbi, ks) in self.dbs.iter_mut().enumerate() {
