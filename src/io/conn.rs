@@ -234,6 +234,9 @@ pub struct Conn {
     /// The output buffer limit closed this connection, with this many bytes
     /// pending (for the connection's thread to count and log once).
     pub output_limit_hit: Option<usize>,
+    /// Decoding stopped with [`crate::io::MAX_PENDING_REPLIES`] replies
+    /// queued; resume once they drain.
+    pub paused: bool,
     /// The shard the latest single-shard commands went to, and how many in a
     /// row ([`Conn::note_shard`]); drives connection handover.
     pub streak_shard: ShardId,
