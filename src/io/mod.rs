@@ -193,6 +193,7 @@ pub fn new_conn(
         output_soft_since: None,
         output_limit_hit: None,
         paused: false,
+        hard_limit_bytes: 0,
         streak_shard: ShardId(thread),
         streak: 0,
     })
@@ -359,6 +360,7 @@ pub fn process_input(
     local: &mut dyn RunLocal,
 ) {
     let mut decode_limits = limits.decode();
+    conn.hard_limit_bytes = limits.output.hard_bytes;
     loop {
         if conn.dead || conn.close_after.is_some() || conn.hold_until.is_some() {
             return;

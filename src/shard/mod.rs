@@ -780,6 +780,7 @@ impl Exec<'_> {
             db: usize::from(job.db),
             now_ms: self.now_ms,
             reply_to: job.reply_to,
+            reply_budget_bytes: job.reply_budget_bytes,
         };
         let reply = job.req.apply(self.db, &cx);
         self.db.stats.ops += 1;
