@@ -18,6 +18,9 @@ use crate::route::slot::ShardId;
 use crate::shard::blocking::Ticket;
 use crate::shard::msg::{Job, ReplyTo, ShardReq};
 
+/// Bulk replies this large are written from the stored value without a copy, bytes.
+pub const BIG_BULK_BYTES: usize = 64 * 1024;
+
 /// Hasher for connection ids (`CLIENT ID`s, small unique integers): one
 /// multiply instead of SipHash, for the maps a shard thread consults per reply.
 #[derive(Default, Clone, Copy)]
@@ -214,6 +217,11 @@ pub struct Conn {
     pub need_bytes: usize,
     /// Encoded replies not yet written to the socket.
     pub wbuf: BytesMut,
+    /// Big bulk payloads queued whole, without copying, with the encoded
+    /// bytes that came before them; everything here goes out before `wbuf`.
+    pub wchain: VecDeque<Bytes>,
+    /// Bytes in `wchain`.
+    pub wchain_bytes: usize,
     /// Sequence number of the first slot in `slots`.
     pub base_seq: u64,
     pub slots: VecDeque<Pending>,
@@ -253,7 +261,7 @@ impl Conn {
     pub fn job(&self, thread: u16, seq: u64, part: u16, req: ShardReq) -> Job {
         let reply_budget_bytes = match self.hard_limit_bytes {
             0 => u64::MAX,
-            hard => hard.saturating_sub(self.wbuf.len() as u64),
+            hard => hard.saturating_sub(self.output_bytes() as u64),
         };
         Job {
             req,
@@ -289,7 +297,7 @@ impl Conn {
         self.slots.is_empty()
             && self.blocked.is_none()
             && self.hold_until.is_none()
-            && self.wbuf.is_empty()
+            && self.output_bytes() == 0
             && !self.dead
             && self.close_after.is_none()
             && !self.want_write
@@ -359,6 +367,40 @@ impl Conn {
         None
     }
 
+    /// Bytes waiting to be written (`omem`): the chain and the buffer.
+    pub fn output_bytes(&self) -> usize {
+        self.wchain_bytes + self.wbuf.len()
+    }
+
+    /// Close now, dropping queued replies and output (over an output limit).
+    fn drop_output(&mut self) {
+        self.dead = true;
+        self.slots.clear();
+        self.wbuf = BytesMut::new();
+        self.wchain.clear();
+        self.wchain_bytes = 0;
+    }
+
+    /// Encode one reply. A top-level bulk of [`BIG_BULK_BYTES`] or more (GET
+    /// of a big value) is queued as it is, behind its header, instead of
+    /// being copied into the output buffer.
+    fn encode(&mut self, r: Reply) {
+        match r {
+            Reply::Bulk(b) if b.len() >= BIG_BULK_BYTES => {
+                self.wbuf.extend_from_slice(b"$");
+                self.wbuf
+                    .extend_from_slice(itoa::Buffer::new().format(b.len()).as_bytes());
+                self.wbuf.extend_from_slice(b"\r\n");
+                let head = self.wbuf.split().freeze();
+                self.wchain_bytes += head.len() + b.len();
+                self.wchain.push_back(head);
+                self.wchain.push_back(b);
+                self.wbuf.extend_from_slice(b"\r\n");
+            }
+            r => crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf),
+        }
+    }
+
     /// Encode every ready reply at the front of the queue into `wbuf`.
     /// Returns true if anything was encoded.
     ///
@@ -375,20 +417,16 @@ impl Conn {
             }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
                 if matches!(r, Reply::OverOutputLimit) {
-                    self.dead = true;
-                    self.output_limit_hit = Some(self.wbuf.len());
-                    self.slots.clear();
-                    self.wbuf = BytesMut::new();
+                    self.output_limit_hit = Some(self.output_bytes());
+                    self.drop_output();
                     break;
                 }
-                crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
+                self.encode(r);
             }
             if let Some(limit) = limit {
                 if self.over_output_limit(limit, Instant::now) {
-                    self.dead = true;
-                    self.output_limit_hit = Some(self.wbuf.len());
-                    self.slots.clear();
-                    self.wbuf = BytesMut::new();
+                    self.output_limit_hit = Some(self.output_bytes());
+                    self.drop_output();
                     break;
                 }
             }
@@ -420,7 +458,7 @@ impl Conn {
         limit: &OutputBufferLimit,
         now: impl FnOnce() -> Instant,
     ) -> bool {
-        let used = self.wbuf.len() as u64;
+        let used = self.output_bytes() as u64;
         if limit.hard_bytes > 0 && used >= limit.hard_bytes {
             return true;
         }
@@ -438,6 +476,7 @@ impl Conn {
 
     /// Whether the connection should be closed now (after QUIT's reply was written).
     pub fn finished(&self) -> bool {
-        self.dead || (self.close_after.is_some_and(|s| self.base_seq > s) && self.wbuf.is_empty())
+        self.dead
+            || (self.close_after.is_some_and(|s| self.base_seq > s) && self.output_bytes() == 0)
     }
 }

@@ -183,6 +183,8 @@ pub fn new_conn(
         rbuf: BytesMut::with_capacity(16 * 1024),
         need_bytes: 0,
         wbuf: BytesMut::new(),
+        wchain: Default::default(),
+        wchain_bytes: 0,
         base_seq: 0,
         slots: Default::default(),
         close_after: None,
@@ -322,17 +324,34 @@ pub fn set_keepalive(sock: &TcpStream, idle_s: u64) {
     }
 }
 
-/// Write as much of `wbuf` as the socket takes; returns bytes written.
+/// Write as much of the connection's output (the chain of big payloads,
+/// then `wbuf`) as the socket takes; returns bytes written.
 pub fn write_conn(conn: &mut Conn) -> u64 {
     let mut written = 0u64;
-    while !conn.wbuf.is_empty() && !conn.dead {
-        match conn.sock.write(&conn.wbuf) {
+    while !conn.dead {
+        let chunk: &[u8] = match conn.wchain.front() {
+            Some(b) => b,
+            None if !conn.wbuf.is_empty() => &conn.wbuf,
+            None => break,
+        };
+        match conn.sock.write(chunk) {
             Ok(0) => {
                 conn.dead = true;
             }
             Ok(n) => {
-                let _ = conn.wbuf.split_to(n);
                 written += n as u64;
+                match conn.wchain.front_mut() {
+                    Some(b) => {
+                        bytes::Buf::advance(b, n);
+                        conn.wchain_bytes -= n;
+                        if b.is_empty() {
+                            conn.wchain.pop_front();
+                        }
+                    }
+                    None => {
+                        let _ = conn.wbuf.split_to(n);
+                    }
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -690,7 +690,7 @@ impl ShardThread {
             self.shared
                 .stats
                 .recent_max_output_bytes
-                .observe(conn.wbuf.len() as u64);
+                .observe(conn.output_bytes() as u64);
             let written = io::write_conn(conn);
             if written > 0 {
                 conn.session
@@ -705,7 +705,7 @@ impl ShardThread {
             conn.session
                 .shared
                 .omem_bytes
-                .store(conn.wbuf.len(), Ordering::Relaxed);
+                .store(conn.output_bytes(), Ordering::Relaxed);
             conn.session
                 .shared
                 .qbuf_bytes

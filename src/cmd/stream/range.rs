@@ -113,18 +113,22 @@ pub fn apply_xrange(db: &mut ShardDb, cx: &ExecCtx, req: &XrangeReq) -> Result<R
             req.rev,
         )));
     }
-    // Build the reply only while it fits under the client's hard output
-    // limit: past it Redis closes the client, so nothing more is needed.
-    let mut items = Vec::new();
+    // Measure the reply before building it: past the client's hard output
+    // limit Redis closes the client, so a reply that would not fit is never
+    // built (its reply tree is several times its encoded size).
     let mut bytes = 0u64;
     for e in s.iter_range(req.start, req.end, req.rev).take(count) {
         bytes += super::read::entry_reply_bytes(&e);
         if bytes > cx.reply_budget_bytes {
             return Ok(Reply::OverOutputLimit);
         }
-        items.push(entry_reply(e));
     }
-    Ok(Reply::Array(items))
+    Ok(entries_reply(s.range(
+        req.start,
+        req.end,
+        Some(count),
+        req.rev,
+    )))
 }
 
 /// One entry as Redis sends it: `[id, [field, value, ...]]`.
