@@ -137,7 +137,12 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 stopping: false,
             };
             t.run();
-            t.aof.shutdown(&mut t.db);
+            if !t.aof.shutdown(&mut t.db) {
+                t.shared
+                    .stats
+                    .aof_unflushed_at_shutdown
+                    .fetch_add(1, Ordering::SeqCst);
+            }
         })
 }
 
@@ -229,7 +234,7 @@ impl ShardThread {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    eprintln!("shard-{}: poll failed: {e}", self.me);
+                    log::warn!("shard-{}: poll failed: {e}", self.me);
                     return;
                 }
             }
@@ -472,7 +477,7 @@ impl ShardThread {
     }
 
     /// Serve a connection from the acceptor (or refuse it: `maxclients`).
-    fn accept(&mut self, sock: mio::net::TcpStream, addr: std::net::SocketAddr) {
+    fn accept(&mut self, sock: io::socket::Socket, addr: io::socket::Endpoint) {
         match io::new_conn(&self.shared, sock, addr, self.me) {
             Some(conn) => self.adopt(conn),
             None => {
@@ -658,7 +663,7 @@ impl ShardThread {
                     .stats
                     .client_output_buffer_limit_disconnections
                     .fetch_add(1, Ordering::Relaxed);
-                eprintln!(
+                log::warn!(
                     "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
                     conn.session.id, conn.session.shared.addr
                 );

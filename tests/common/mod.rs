@@ -25,9 +25,10 @@ impl TestServer {
         })
     }
 
-    /// Start with an explicit configuration (port is forced to 0).
+    /// Start with an explicit configuration, listening on a free loopback
+    /// port (bound here: `port 0` means "no TCP" to the server, as in Redis).
     pub fn with_config(config: Config) -> Self {
-        let handle = server::start(Config { port: 0, ..config }).expect("server starts");
+        let handle = server::start_on(config, bind_free()).expect("server starts");
         TestServer {
             addr: handle.addr(),
             handle: Some(handle),
@@ -403,4 +404,9 @@ pub fn assert_same_replies(ours: &mut RespClient, redis: &mut RespClient, script
             assert_eq!(a, b, "line {}: `{line}`\n ours: {a:?}\nredis: {b:?}", n + 1);
         }
     }
+}
+
+/// A TCP listener on a free loopback port, for [`server::start_on`].
+pub fn bind_free() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
 }
