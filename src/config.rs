@@ -23,6 +23,10 @@ pub struct Tunables {
     pub stream_node_max_bytes: AtomicUsize,
     /// `maxmemory`, bytes (0 = no limit); IO threads refuse DENYOOM commands above it.
     pub maxmemory_bytes: AtomicU64,
+    /// `maxmemory-policy` ([`EvictionPolicy`] as `u8`).
+    pub maxmemory_policy: std::sync::atomic::AtomicU8,
+    /// `maxmemory-samples`: keys sampled per eviction.
+    pub maxmemory_samples: AtomicUsize,
     /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
     /// are all served by this node instead of refusing them with CROSSSLOT.
     pub cluster_allow_local_multislot: AtomicBool,
@@ -43,6 +47,8 @@ impl Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
             maxmemory_bytes: AtomicU64::new(cfg.maxmemory_bytes),
+            maxmemory_policy: std::sync::atomic::AtomicU8::new(cfg.maxmemory_policy as u8),
+            maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
         }
@@ -56,9 +62,18 @@ impl Tunables {
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
         self.maxmemory_bytes
             .store(cfg.maxmemory_bytes, Ordering::Relaxed);
+        self.maxmemory_policy
+            .store(cfg.maxmemory_policy as u8, Ordering::Relaxed);
+        self.maxmemory_samples
+            .store(cfg.maxmemory_samples, Ordering::Relaxed);
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
+    }
+
+    /// The `maxmemory-policy` in force.
+    pub fn eviction_policy(&self) -> EvictionPolicy {
+        EvictionPolicy::from_u8(self.maxmemory_policy.load(Ordering::Relaxed))
     }
 
     /// Stream node caps for new appends.
@@ -97,6 +112,10 @@ pub struct Config {
     pub client_output_buffer_limit: [OutputBufferLimit; 3],
     /// `maxmemory`, bytes (0 = no limit).
     pub maxmemory_bytes: u64,
+    /// `maxmemory-policy` (default noeviction).
+    pub maxmemory_policy: EvictionPolicy,
+    /// `maxmemory-samples` (default 5): keys sampled to pick each victim.
+    pub maxmemory_samples: usize,
     /// `tcp-keepalive`: seconds of idleness before TCP keepalive probes
     /// (0 = keepalive off); applies to connections accepted afterwards.
     pub tcp_keepalive_s: u64,
@@ -280,6 +299,8 @@ impl Default for Config {
                 },
             ],
             maxmemory_bytes: 0,
+            maxmemory_policy: EvictionPolicy::NoEviction,
+            maxmemory_samples: 5,
             tcp_keepalive_s: 300,
             cluster_config: None,
             cluster_allow_local_multislot: false,
@@ -359,6 +380,50 @@ const POLICIES: &[&str] = &[
     "noeviction",
 ];
 
+/// `maxmemory-policy`: what to do when `maxmemory` is exceeded. Variants
+/// are in [`POLICIES`] order (the `u8` of [`Tunables::maxmemory_policy`]).
+///
+/// # Source
+/// `maxmemory_policy_enum`, redis/src/config.c; eviction in redis/src/evict.c.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+    NoEviction,
+}
+
+impl EvictionPolicy {
+    /// Inverse of `as u8`; out of range is noeviction.
+    pub fn from_u8(v: u8) -> EvictionPolicy {
+        use EvictionPolicy::*;
+        [
+            VolatileLru,
+            VolatileLfu,
+            VolatileRandom,
+            VolatileTtl,
+            AllkeysLru,
+            AllkeysLfu,
+            AllkeysRandom,
+        ]
+        .get(usize::from(v))
+        .copied()
+        .unwrap_or(NoEviction)
+    }
+
+    /// Only keys with a TTL may be evicted (`volatile-*`).
+    pub fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            Self::VolatileLru | Self::VolatileLfu | Self::VolatileRandom | Self::VolatileTtl
+        )
+    }
+}
+
 /// An integer setting in `0..=i32::MAX` (`timeout`, `tcp-keepalive`), with Redis's error.
 fn non_negative_i32(value: &str) -> Result<u64, String> {
     let v: i64 = value
@@ -430,16 +495,20 @@ impl Config {
             }
             "maxmemory-policy" => {
                 let v = value.to_ascii_lowercase();
-                if v != "noeviction" {
-                    return Err(if POLICIES.contains(&v.as_str()) {
-                        "only the noeviction policy is supported".to_string()
-                    } else {
-                        format!(
-                            "argument(s) must be one of the following: {}",
-                            POLICIES.join(", ")
-                        )
-                    });
-                }
+                let i = POLICIES.iter().position(|p| *p == v).ok_or_else(|| {
+                    format!(
+                        "argument(s) must be one of the following: {}",
+                        POLICIES.join(", ")
+                    )
+                })?;
+                self.maxmemory_policy = EvictionPolicy::from_u8(i as u8);
+            }
+            "maxmemory-samples" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.maxmemory_samples = usize::try_from(v)
+                    .ok()
+                    .filter(|v| (1..=64).contains(v))
+                    .ok_or("argument must be between 1 and 64 inclusive")?
             }
             "client-output-buffer-limit" => {
                 self.client_output_buffer_limit =
@@ -555,7 +624,8 @@ impl Config {
             "timeout" => self.timeout_s.to_string(),
             "tcp-keepalive" => self.tcp_keepalive_s.to_string(),
             "maxmemory" => self.maxmemory_bytes.to_string(),
-            "maxmemory-policy" => "noeviction".to_string(),
+            "maxmemory-policy" => POLICIES[self.maxmemory_policy as usize].to_string(),
+            "maxmemory-samples" => self.maxmemory_samples.to_string(),
             "client-output-buffer-limit" => OBUF_CLASSES
                 .iter()
                 .zip(&self.client_output_buffer_limit)
@@ -618,6 +688,7 @@ impl Config {
         "tcp-keepalive",
         "maxmemory",
         "maxmemory-policy",
+        "maxmemory-samples",
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
@@ -830,7 +901,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "lua-time-limit",
     "busy-reply-threshold",
     "tracking-table-max-keys",
-    "maxmemory-samples",
     "maxmemory-eviction-tenacity",
     "lfu-log-factor",
     "lfu-decay-time",

@@ -44,6 +44,10 @@ pub struct ServerStats {
     /// Shards whose append-only file could not be fully written and fsynced
     /// when they stopped (the shutdown log line reports it).
     pub aof_unflushed_at_shutdown: AtomicU64,
+    /// Keys evicted under `maxmemory` (INFO `evicted_keys`).
+    pub evicted_keys: AtomicU64,
+    /// Shards whose last eviction found nothing the policy may evict.
+    pub shards_with_nothing_to_evict: AtomicUsize,
 }
 
 /// A maximum over a sliding window of two periods: `observe` raises the
@@ -270,11 +274,22 @@ impl Shared {
         let _ = self.acceptor_waker.wake();
     }
 
-    /// Whether `maxmemory` is set and the last sampled `used_memory` exceeds it
-    /// (DENYOOM commands are then refused).
+    /// Whether DENYOOM commands are refused: `maxmemory` is set, the last
+    /// sampled `used_memory` exceeds it, and eviction cannot help (policy
+    /// `noeviction`, or no shard has a key the policy may evict). With an
+    /// evicting policy, shard threads evict between commands, so memory
+    /// may pass the limit by what one loop iteration writes.
     pub fn over_maxmemory(&self) -> bool {
         let max = self.tunables.maxmemory_bytes.load(Ordering::Relaxed);
-        max > 0 && self.stats.used_memory_cached_bytes.load(Ordering::Relaxed) > max
+        if max == 0 || self.stats.used_memory_cached_bytes.load(Ordering::Relaxed) <= max {
+            return false;
+        }
+        self.tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
+            || self
+                .stats
+                .shards_with_nothing_to_evict
+                .load(Ordering::Relaxed)
+                >= usize::from(self.shards)
     }
 
     /// Count one call of the table row named `name` (`"GET"`, `"CLIENT|LIST"`;

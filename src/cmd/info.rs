@@ -192,6 +192,8 @@ struct Snapshot {
     connections: u64,
     commands: u64,
     rejected: u64,
+    /// Keys evicted under `maxmemory`.
+    evicted_keys: u64,
     net_in: u64,
     net_out: u64,
     errors: u64,
@@ -274,6 +276,7 @@ impl Snapshot {
             connections: st.total_connections_received.load(Ordering::Relaxed),
             commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
+            evicted_keys: st.evicted_keys.load(Ordering::Relaxed),
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
             errors: st.total_error_replies.load(Ordering::Relaxed),
@@ -519,7 +522,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("total_net_output_bytes:{}", s.net_out);
             line!("rejected_connections:{}", s.rejected);
             line!("expired_keys:{}", sum(|i| i.expired_keys));
-            line!("evicted_keys:0");
+            line!("evicted_keys:{}", s.evicted_keys);
             line!("evicted_clients:0");
             line!("keyspace_hits:{}", sum(|i| i.keyspace_hits));
             line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));

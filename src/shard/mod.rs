@@ -130,6 +130,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 last_cron: Instant::now(),
                 last_peak_rotate: Instant::now(),
                 last_mem_sample: Instant::now(),
+                nothing_to_evict: false,
                 db,
                 aof,
                 next_expire_ms: now_ms() + EXPIRE_PERIOD_MS,
@@ -215,6 +216,9 @@ struct ShardThread {
     last_cron: Instant,
     last_peak_rotate: Instant,
     last_mem_sample: Instant,
+    /// This shard's last eviction found nothing `maxmemory-policy` may
+    /// evict (counted in `ServerStats::shards_with_nothing_to_evict`).
+    nothing_to_evict: bool,
     db: ShardDb,
     aof: crate::aof::writer::ShardAof,
     next_expire_ms: u64,
@@ -540,10 +544,70 @@ impl ShardThread {
             return;
         }
         self.last_mem_sample = Instant::now();
+        let used = crate::cmd::info::used_memory_bytes();
         self.shared
             .stats
             .used_memory_cached_bytes
-            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+            .store(used, Ordering::Relaxed);
+        if used > self.limits.maxmemory_bytes {
+            self.evict();
+        }
+    }
+
+    /// Over `maxmemory` with an evicting `maxmemory-policy`: evict this
+    /// shard's keys in small batches until the allocator reports memory
+    /// under the limit or nothing is left to evict. Every shard thread
+    /// does so for its own keys, so memory falls roughly in proportion.
+    /// Tells the OOM gate when this shard has nothing the policy may evict
+    /// (writes are then refused, as Redis does when eviction fails).
+    ///
+    /// # Source
+    /// `performEvictions`, redis/src/evict.c (run there before each command;
+    /// here once per loop iteration, at most every millisecond).
+    fn evict(&mut self) {
+        let policy = self.shared.tunables.eviction_policy();
+        if policy == crate::config::EvictionPolicy::NoEviction {
+            return;
+        }
+        let samples = self
+            .shared
+            .tunables
+            .maxmemory_samples
+            .load(Ordering::Relaxed);
+        let now = now_ms();
+        let mut total = 0;
+        let mut stuck = false;
+        for _ in 0..64 {
+            let n = self.db.evict(policy, samples, now, 16);
+            total += n;
+            if n == 0 {
+                stuck = true;
+                break;
+            }
+            let used = crate::cmd::info::used_memory_bytes();
+            self.shared
+                .stats
+                .used_memory_cached_bytes
+                .store(used, Ordering::Relaxed);
+            if used <= self.limits.maxmemory_bytes {
+                break;
+            }
+        }
+        if total > 0 {
+            self.shared
+                .stats
+                .evicted_keys
+                .fetch_add(total as u64, Ordering::Relaxed);
+        }
+        if stuck != self.nothing_to_evict {
+            self.nothing_to_evict = stuck;
+            let counter = &self.shared.stats.shards_with_nothing_to_evict;
+            if stuck {
+                counter.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counter.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Publish this iteration's local/remote command counts for INFO.
