@@ -185,8 +185,19 @@ fn notify_supervisor(supervised: &str) {
         }
         return;
     };
-    let sent = std::os::unix::net::UnixDatagram::unbound()
-        .and_then(|s| s.send_to(b"STATUS=Ready to accept connections\nREADY=1\n", &path));
+    let msg = b"STATUS=Ready to accept connections\nREADY=1\n";
+    let sent = std::os::unix::net::UnixDatagram::unbound().and_then(|s| {
+        use std::os::linux::net::SocketAddrExt;
+        let path = path.to_string_lossy();
+        match path.strip_prefix('@') {
+            // An abstract socket name (systemd's usual NOTIFY_SOCKET).
+            Some(name) => {
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+                s.send_to_addr(msg, &addr)
+            }
+            None => s.send_to(msg, &*path),
+        }
+    });
     match sent {
         Ok(_) => log::info!("Supervised by systemd. Please make sure you set appropriate values for TimeoutStartSec and TimeoutStopSec in your service unit."),
         Err(e) => log::warn!("Can't notify systemd ({e})"),

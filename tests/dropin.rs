@@ -150,3 +150,45 @@ fn logfile_and_pidfile() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `supervised systemd`: readiness is sent to `$NOTIFY_SOCKET` once the
+/// server accepts connections, as Redis does.
+#[test]
+fn supervised_systemd_notifies_readiness() {
+    let dir = std::env::temp_dir().join(format!("ss-dropin-notify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let notify = dir.join("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    listener
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let sock = dir.join("redis.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
+        .args([
+            "--port",
+            "0",
+            "--no-pin",
+            "--shards",
+            "1",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--supervised", "systemd"])
+        .arg("--unixsocket")
+        .arg(&sock)
+        .env("NOTIFY_SOCKET", &notify)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream");
+    let mut buf = [0u8; 256];
+    let got = listener.recv(&mut buf);
+    let ready = got.is_ok_and(|n| String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    let mut c = common::RespClient::connect_unix(&sock);
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ready, "no READY=1 on NOTIFY_SOCKET");
+}
