@@ -161,6 +161,28 @@ impl Banner {
             if self.appendonly { "yes" } else { "no" },
             self.appendfsync
         );
+        match &handle.shared.cluster {
+            Some(topo) => {
+                let me = topo.me();
+                let ranges: Vec<String> = me
+                    .sorted_ranges()
+                    .iter()
+                    .map(|(a, b)| format!("{a}-{b}"))
+                    .collect();
+                log::info!(
+                    "Cluster node {} of {}: slots {} ({} slots), split over {} shards",
+                    me.name,
+                    topo.ranges().len(),
+                    ranges.join(","),
+                    topo.local_slots(),
+                    self.shards
+                );
+            }
+            None => log::info!(
+                "Single node serving all 16384 hash slots over {} shards",
+                self.shards
+            ),
+        }
         if port != 0 {
             log::info!("Ready to accept connections tcp on {}", handle.addr());
         }
