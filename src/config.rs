@@ -21,7 +21,7 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
-    /// `maxmemory`, bytes (0 = no limit); IO threads refuse DENYOOM commands above it.
+    /// `maxmemory`, bytes (0 = no limit); shard threads refuse DENYOOM commands above it.
     pub maxmemory_bytes: AtomicU64,
     /// `maxmemory-policy` ([`EvictionPolicy`] as `u8`).
     pub maxmemory_policy: std::sync::atomic::AtomicU8,

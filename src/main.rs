@@ -7,7 +7,7 @@ use std::time::Duration;
 use shardstream::cmdline::{self, Invocation, Startup};
 
 fn main() {
-    // A panic in any shard or IO thread would leave a half-dead server whose
+    // A panic in any shard thread or the acceptor would leave a half-dead server whose
     // clients hang: log it and exit non-zero instead. (server::start installs
     // the same for server threads when the library is embedded.)
     let default_hook = std::panic::take_hook();

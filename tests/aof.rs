@@ -1049,3 +1049,92 @@ fn xnack_unowned_entries_survive_restart_and_rewrite() {
     assert_eq!(after_base[3], "*0");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn idmp_state_and_xcfgset_survive_restart_and_rewrite() {
+    let dir = scratch_dir("idmp");
+    let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
+    let script: &[&[&str]] = &[
+        &["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "a"],
+        &["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "dup"],
+        &["XADD", "ip", "IDMPAUTO", "p2", "*", "f", "b"],
+        &["XADD", "ip", "IDMPAUTO", "p2", "*", "f", "b"],
+        &["XADD", "ic", "*", "f", "x"],
+        &["XCFGSET", "ic", "IDMP-DURATION", "300"],
+        &["XCFGSET", "ic", "IDMP-DURATION", "300", "IDMP-MAXSIZE", "2"],
+        &["XADD", "ic", "IDMP", "p", "1", "*", "f", "1"],
+        &["XADD", "ic", "IDMP", "p", "2", "*", "f", "2"],
+        &["XADD", "ic", "IDMP", "p", "3", "*", "f", "3"],
+    ];
+    let probe = |c: &mut RespClient| {
+        vec![
+            c.raw(&["XINFO", "STREAM", "ip"]),
+            c.raw(&["XINFO", "STREAM", "ic"]),
+            c.raw(&["XLEN", "ip"]),
+        ]
+    };
+    let (before, ids) = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        let mut ids = Vec::new();
+        for args in script {
+            let r = c.raw(args);
+            assert!(!r.starts_with('-'), "{args:?} -> {r}");
+            ids.push(r);
+        }
+        (probe(&mut c), ids)
+    };
+    assert!(
+        before[0].contains("$15\r\niids-duplicates\r\n:2"),
+        "{}",
+        before[0]
+    );
+    assert!(
+        before[1].contains(
+            "$12\r\nidmp-maxsize\r\n:2\r\n$12\r\npids-tracked\r\n:1\r\n$12\r\niids-tracked\r\n:2"
+        ),
+        "{}",
+        before[1]
+    );
+    // After a restart and after a rewrite, duplicates are still recognised:
+    // the original IDs come back and nothing is added.
+    let check = |c: &mut RespClient| {
+        assert_eq!(
+            c.raw(&["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "again"]),
+            ids[0]
+        );
+        assert_eq!(
+            c.raw(&["XADD", "ip", "IDMPAUTO", "p2", "*", "f", "b"]),
+            ids[2]
+        );
+        assert_eq!(
+            c.raw(&["XADD", "ic", "IDMP", "p", "3", "*", "f", "3"]),
+            ids[9]
+        );
+        // "1" was evicted by IDMP-MAXSIZE 2: a new entry.
+        let fresh = c.raw(&["XADD", "ic", "IDMP", "p", "1", "*", "f", "1"]);
+        assert_ne!(fresh, ids[7]);
+    };
+    let after_incr = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        let s = probe(&mut c);
+        assert_eq!(
+            c.raw(&["BGREWRITEAOF"]),
+            "+Background append only file rewriting started"
+        );
+        wait_rewrite_done(&mut c);
+        s
+    };
+    for (i, (a, b)) in before.iter().zip(&after_incr).enumerate() {
+        assert_eq!(a, b, "item {i} differs after replaying the incr files");
+    }
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    let after_base = probe(&mut c);
+    for (i, (a, b)) in before.iter().zip(&after_base).enumerate() {
+        assert_eq!(a, b, "item {i} differs after loading the rewritten base");
+    }
+    check(&mut c);
+    let _ = std::fs::remove_dir_all(&dir);
+}

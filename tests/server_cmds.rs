@@ -35,7 +35,7 @@ fn hello_switches_protocol() {
     assert_eq!(
         hello2,
         format!(
-            "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.4.0\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:{id}\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0"
+            "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n8.10.0\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:{id}\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0"
         )
     );
     let hello3 = c.raw(&["HELLO", "3"]);
@@ -422,7 +422,7 @@ fn info_sections() {
     assert!(text.contains("\r\n\r\n# Clients\r\n"), "{text}");
     assert!(text.ends_with("\r\n"));
     assert!(!text.contains("# Commandstats"));
-    assert_eq!(info_field(text, "redis_version").as_deref(), Some("7.4.0"));
+    assert_eq!(info_field(text, "redis_version").as_deref(), Some("8.10.0"));
     assert_eq!(
         info_field(text, "redis_mode").as_deref(),
         Some("standalone")
@@ -615,7 +615,7 @@ fn redis_crate_client_reads_info() {
     let srv = TestServer::start(2);
     let mut con = srv.redis();
     let info: String = redis::cmd("INFO").query(&mut con).expect("INFO");
-    assert!(info.contains("redis_version:7.4.0"), "{info}");
+    assert!(info.contains("redis_version:8.10.0"), "{info}");
     let name: Option<String> = redis::cmd("CLIENT")
         .arg("GETNAME")
         .query(&mut con)

@@ -109,7 +109,11 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
                             &maxdel,
                         ],
                     );
-                    for g in super::effects::rewrite_groups(s, key) {
+                    let idmp = super::effects::rewrite_idmp(s, key, snap.taken_ms);
+                    for g in super::effects::rewrite_groups(s, key)
+                        .into_iter()
+                        .chain(idmp)
+                    {
                         let args: Vec<&[u8]> = g.iter().map(|b| &b[..]).collect();
                         encode(&mut rec, &args);
                         if rec.len() >= 1 << 16 {

@@ -2,11 +2,11 @@
 //! modules, commandstats, cluster, keyspace and shardstream sections, in
 //! Redis's field names.
 //!
-//! Values the IO thread can read (counters in [`Shared`], the client registry,
+//! Values the connection's thread can read (counters in [`Shared`], the client registry,
 //! process data from `/proc` and `getrusage`) are captured when the command
 //! arrives; per-shard values (ops, keys, expiries, hits/misses) come from a
 //! fan-out to every shard ([`ShardInfo`]) and are merged into the text on the
-//! IO thread.
+//! connection's thread.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -130,7 +130,7 @@ impl ShardInfo {
         }
     }
 
-    /// Carry the numbers back to the IO thread as an integer array.
+    /// Carry the numbers back to the connection's thread as an integer array.
     fn to_reply(&self) -> Reply {
         let mut v = vec![
             self.ops,
@@ -177,7 +177,7 @@ impl ShardInfo {
     }
 }
 
-/// Values read on the IO thread when INFO arrives.
+/// Values read on the connection's thread when INFO arrives.
 struct Snapshot {
     run_id: String,
     port: u16,

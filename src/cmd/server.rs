@@ -1,5 +1,5 @@
 //! Connection and server commands that need no key: PING, ECHO, QUIT, SELECT,
-//! CONFIG, COMMAND, SHUTDOWN. They run on the IO thread (CONFIG RESETSTAT also
+//! CONFIG, COMMAND, SHUTDOWN. They run on the connection's thread (CONFIG RESETSTAT also
 //! visits every shard).
 
 use std::sync::atomic::Ordering;
@@ -773,8 +773,8 @@ fn command_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErr
 
 /// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`
 ///
-/// Stops the server: every IO thread closes its connections and the shards
-/// exit. The calling connection is closed without a reply, as Redis does.
+/// Stops the server: every shard thread closes its connections, flushes its
+/// AOF and exits. The calling connection is closed without a reply, as Redis does.
 /// NOSAVE/SAVE/NOW/FORCE are accepted (there is nothing to save and no
 /// replica to wait for).
 ///

@@ -395,7 +395,7 @@ fn opts_ttl(o: &StrOpts, cmd: &str) -> Result<TtlChange, CmdError> {
     })
 }
 
-// ---------------------------------------------------------------- parsing (IO thread)
+// ---------------------------------------------------------------- parsing (connection's thread)
 
 fn key_at(argv: &[Bytes], i: usize) -> Result<Bytes, CmdError> {
     argv.get(i).cloned().ok_or(CmdError::Syntax)

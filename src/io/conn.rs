@@ -15,7 +15,32 @@ use crate::reply::Reply;
 use crate::route::router::Merge;
 use crate::route::slot::ShardId;
 use crate::shard::blocking::Ticket;
-use crate::shard::msg::ShardReq;
+use crate::shard::msg::{Job, ReplyTo, ShardReq};
+
+/// Hasher for connection ids (`CLIENT ID`s, small unique integers): one
+/// multiply instead of SipHash, for the maps a shard thread consults per reply.
+#[derive(Default, Clone, Copy)]
+pub struct ConnIdHasher(u64);
+
+impl std::hash::Hasher for ConnIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by connection id.
+pub type ConnMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<ConnIdHasher>>;
 
 /// A blocking read to park on shards if the first, non-blocking pass over
 /// several shards found nothing.
@@ -61,7 +86,7 @@ pub struct Blocked {
 }
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),
-/// shared between its IO thread and the server-wide registry.
+/// shared between its connection's thread and the server-wide registry.
 pub struct ClientShared {
     pub id: u64,
     /// The client's end (`addr=`).
@@ -208,7 +233,7 @@ pub struct Conn {
     /// `client-output-buffer-limit` (None = below it).
     pub output_soft_since: Option<Instant>,
     /// The output buffer limit closed this connection, with this many bytes
-    /// pending (for the IO thread to count and log once).
+    /// pending (for the connection's thread to count and log once).
     pub output_limit_hit: Option<usize>,
     /// The shard the latest single-shard commands went to, and how many in a
     /// row ([`Conn::note_shard`]); drives connection handover.
@@ -217,6 +242,22 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The request `req` of this connection, for reply slot `seq` (part
+    /// `part` of a fan-out), on the connection's shard thread `thread`: the
+    /// one way a request is addressed, whichever shard runs it.
+    pub fn job(&self, thread: u16, seq: u64, part: u16, req: ShardReq) -> Job {
+        Job {
+            req,
+            db: self.session.db as u16,
+            reply_to: ReplyTo {
+                io: thread,
+                conn: self.session.id,
+                seq,
+                part,
+            },
+        }
+    }
+
     /// Count a single-shard command for `shard` on a connection owned by
     /// shard thread `me`: consecutive commands for one other shard build a
     /// streak; anything else resets it.

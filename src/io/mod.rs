@@ -29,7 +29,7 @@ use crate::reply::Reply;
 use crate::route::router::{self, start_block, start_fan, Routed};
 use crate::route::slot::ShardId;
 use crate::server::Shared;
-use crate::shard::msg::{Job, ReplyTo};
+use crate::shard::msg::Job;
 use codec::{DecodeLimits, Decoded};
 use conn::{ClientShared, Conn, Pending, Session};
 
@@ -186,21 +186,28 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
     })
 }
 
-/// Read everything the socket has into the query buffer. Marks the
+/// How much one `read` takes from a socket at most, bytes (Redis: PROTO_IOBUF_LEN).
+pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Read everything the socket has into the query buffer, through `scratch`. Marks the
 /// connection dead on EOF, on a socket error, or when the query buffer
 /// passes `client-query-buffer-limit` (Redis closes such a client without a
 /// reply and counts it). Returns the bytes read.
-pub fn read_conn(shared: &Shared, conn: &mut Conn, query_buffer_bytes: usize) -> u64 {
-    let mut chunk = [0u8; 16 * 1024];
+pub fn read_conn(
+    shared: &Shared,
+    conn: &mut Conn,
+    query_buffer_bytes: usize,
+    scratch: &mut [u8],
+) -> u64 {
     let mut total = 0u64;
     loop {
-        match conn.sock.read(&mut chunk) {
+        match conn.sock.read(scratch) {
             Ok(0) => {
                 conn.dead = true;
                 break;
             }
             Ok(n) => {
-                conn.rbuf.extend_from_slice(&chunk[..n]);
+                conn.rbuf.extend_from_slice(&scratch[..n]);
                 total += n as u64;
                 if conn.rbuf.len() > query_buffer_bytes {
                     log::warn!(
@@ -364,16 +371,8 @@ fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec
                 out.remote_commands += 1;
             }
             let seq = conn.push_slot(Pending::Waiting);
-            out.batches[usize::from(shard.0)].push(Job {
-                req,
-                db: conn.session.db as u16,
-                reply_to: ReplyTo {
-                    io: out.me,
-                    conn: conn.session.id,
-                    seq,
-                    part: 0,
-                },
-            });
+            let job = conn.job(out.me, seq, 0, req);
+            out.batches[usize::from(shard.0)].push(job);
         }
         Routed::Block(plan) => {
             shared.count_call(name, false, false);

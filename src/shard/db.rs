@@ -19,6 +19,9 @@ use crate::error::CmdError;
 use crate::route::slot::{slot_of, ShardId};
 use crate::stream::Stream;
 
+/// Strings shorter than this are copied when stored (see [`ShardDb::set`]), bytes.
+pub const OWN_COPY_MAX_BYTES: usize = 64 * 1024;
+
 /// A value stored under a key. `Clone` + `Send` so an AOF rewrite can copy a
 /// shard's data and serialize it on another thread.
 #[derive(Clone)]
@@ -165,6 +168,10 @@ impl Keyspace {
     }
 
     fn is_expired(&self, key: &[u8], now_ms: u64) -> bool {
+        // No key of this database has a TTL (the common case): no lookup.
+        if self.expires.is_empty() {
+            return false;
+        }
         matches!(self.map.get(key), Some(Entry { expire_at_ms: Some(at), .. }) if *at <= now_ms)
     }
 }
@@ -436,6 +443,13 @@ impl ShardDb {
 
     /// Store `value` under `key` with the given expiry, replacing any old value
     /// (and its TTL). Returns the old entry.
+    ///
+    /// Arguments arrive as zero-copy slices of a connection's read buffer; a
+    /// stored key or small string is copied into an allocation of its own, as
+    /// Redis copies into an sds, so that it neither pins the whole read buffer
+    /// nor shares its reference count with the thread that read it. Values of
+    /// [`OWN_COPY_MAX_BYTES`] or more fill their read buffer anyway and are
+    /// kept as they are (no copy of a big bulk).
     pub fn set(
         &mut self,
         db: usize,
@@ -444,6 +458,10 @@ impl ShardDb {
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
         let created_ms = self.clock_ms;
+        let value = match value {
+            Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
+            v => v,
+        };
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
@@ -466,6 +484,7 @@ impl ShardDb {
                 access,
             });
         }
+        let key = Bytes::copy_from_slice(&key);
         if let Some(at) = expire_at_ms {
             ks.expires.insert((at, key.clone()));
         }
@@ -646,8 +665,8 @@ impl ShardDb {
     /// Redis's `activeExpireCycle` samples keys; here deadlines are ordered, so
     /// the cycle removes exactly the expired keys, oldest deadline first.
     /// Like every deletion, it marks the keys ready so that readers blocked
-    /// on them are woken (XREADGROUP answers `UNBLOCKED the stream key no
-    /// longer exists`, as Redis 7's `signalDeletedKeyAsReady` on expiry).
+    /// on them are woken (XREADGROUP runs again and answers its NOGROUP
+    /// error, as Redis 7.2+ after `signalDeletedKeyAsReady` on expiry).
     pub fn active_expire(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
         for (dbi, ks) in self.dbs.iter_mut().enumerate() {

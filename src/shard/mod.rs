@@ -28,7 +28,8 @@ pub mod blocking;
 pub mod db;
 pub mod msg;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -37,7 +38,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Receiver;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::io::conn::{Conn, Then};
+use crate::io::conn::{Conn, ConnIdHasher, ConnMap, Then};
 use crate::io::{self, Limits, Outgoing, HANDOVER_STREAK, KILL_EPOCH};
 use crate::reply::Reply;
 use crate::route::router::{start_block, start_fan};
@@ -116,15 +117,16 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
             let mut t = ShardThread {
                 me: seed.id.0,
                 poll: seed.poll,
-                conns: HashMap::new(),
+                conns: ConnMap::default(),
                 inbox: seed.inbox,
                 parked: seed.parked,
                 shared: seed.shared,
                 out: Outgoing::new(seed.id.0, shards),
                 replies: (0..shards).map(|_| Vec::new()).collect(),
                 touched: Vec::new(),
+                scratch: vec![0u8; io::READ_CHUNK_BYTES].into_boxed_slice(),
                 kill_epoch: 0,
-                blocked_ids: HashSet::new(),
+                blocked_ids: HashSet::default(),
                 limits,
                 config_epoch: 0,
                 last_cron: Instant::now(),
@@ -197,7 +199,7 @@ fn load_aof(
 struct ShardThread {
     me: u16,
     poll: Poll,
-    conns: HashMap<u64, Conn>,
+    conns: ConnMap<Conn>,
     inbox: Receiver<ShardMsg>,
     parked: Arc<AtomicBool>,
     shared: Arc<Shared>,
@@ -207,9 +209,12 @@ struct ShardThread {
     replies: Vec<Vec<(ReplyTo, Reply)>>,
     /// Connections with something to write or to close.
     touched: Vec<u64>,
+    /// Where sockets are read into before the bytes join a query buffer
+    /// (allocated once: zeroing a fresh buffer per read cost more than the read).
+    scratch: Box<[u8]>,
     kill_epoch: u64,
     /// Connections parked in a blocking read (their deadlines are checked every iteration).
-    blocked_ids: HashSet<u64>,
+    blocked_ids: HashSet<u64, BuildHasherDefault<ConnIdHasher>>,
     limits: Limits,
     /// `Shared::config_epoch` when `limits` was read.
     config_epoch: u64,
@@ -336,7 +341,12 @@ impl ShardThread {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let total = io::read_conn(&self.shared, conn, self.limits.query_buffer_bytes);
+        let total = io::read_conn(
+            &self.shared,
+            conn,
+            self.limits.query_buffer_bytes,
+            &mut self.scratch,
+        );
         let stats = &self.shared.stats;
         stats
             .total_net_input_bytes
