@@ -415,6 +415,11 @@ impl EvictionPolicy {
         .unwrap_or(NoEviction)
     }
 
+    /// Victims are chosen by access frequency (`*-lfu`).
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Self::AllkeysLfu | Self::VolatileLfu)
+    }
+
     /// Only keys with a TTL may be evicted (`volatile-*`).
     pub fn volatile_only(self) -> bool {
         matches!(

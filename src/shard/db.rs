@@ -326,9 +326,18 @@ impl ShardDb {
     pub fn get_mut(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
         self.clock_ms = now_ms;
-        let rand01 = self.rand01();
+        // As Redis's lookupKey: the LFU counter moves only under an LFU
+        // policy (it costs a random draw); otherwise only the access time.
+        let rand01 = if self.tunables.eviction_policy().is_lfu() {
+            Some(self.rand01())
+        } else {
+            None
+        };
         let e = self.ks(db).map.get_mut(key)?;
-        e.access.touch(now_ms, rand01);
+        match rand01 {
+            Some(r) => e.access.touch(now_ms, r),
+            None => e.access.last_access_ms = now_ms,
+        }
         Some(e)
     }
 
