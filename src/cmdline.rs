@@ -162,6 +162,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, String> {
         }
     }
     warnings.extend(config.check_startup()?);
+    config.config_file.clone_from(&config_file);
     Ok(Invocation::Run(Box::new(Startup {
         config,
         config_file,

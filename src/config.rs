@@ -159,6 +159,9 @@ pub struct Config {
     /// `supervised` (no, upstart, systemd, auto; default no). With systemd
     /// (or auto under systemd), readiness is reported on `$NOTIFY_SOCKET`.
     pub supervised: String,
+    /// The config file the server was started with (INFO `config_file`);
+    /// not a directive.
+    pub config_file: Option<PathBuf>,
 }
 
 /// Redis's log levels, least verbose last.
@@ -317,6 +320,7 @@ impl Default for Config {
             loglevel: LogLevel::Notice,
             protected_mode: true,
             supervised: "no".into(),
+            config_file: None,
         }
     }
 }

@@ -192,3 +192,46 @@ fn supervised_systemd_notifies_readiness() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(ready, "no READY=1 on NOTIFY_SOCKET");
 }
+
+/// A config file plus options: the file's directives (quoted as Redis
+/// quotes them) apply, options override them, and INFO names the file.
+#[test]
+fn config_file_then_options_and_info_config_file() {
+    let dir = std::env::temp_dir().join(format!("ss-dropin-conf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("redis.sock");
+    let conf = dir.join("shardstream.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# a redis.conf\nport 6399\nunixsocket \"{}\"\nappendonly no\nsave \"\"\nhz 10\nrequirepass 'it\\'s'\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
+        .arg(&conf)
+        .args([
+            "--port",
+            "0",
+            "--no-pin",
+            "--shards",
+            "1",
+            "--requirepass",
+            "",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream");
+    assert!(common::eventually(20, || sock.exists()), "no socket");
+    let mut c = common::RespClient::connect_unix(&sock);
+    let info = c.raw(&["INFO", "server"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(info.contains("tcp_port:0\r\n"), "{info}");
+    let want = format!("config_file:{}\r\n", conf.display());
+    assert!(info.contains(&want), "{want:?} in {info}");
+}
