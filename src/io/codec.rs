@@ -401,7 +401,7 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 bulk(out, b);
             }
         }
-        Reply::NoReply => {}
+        Reply::NoReply | Reply::OverOutputLimit => {}
         Reply::Error(e) => {
             out.put_u8(b'-');
             // Error text must stay on one line.

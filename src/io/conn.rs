@@ -235,6 +235,12 @@ pub struct Conn {
     /// The output buffer limit closed this connection, with this many bytes
     /// pending (for the connection's thread to count and log once).
     pub output_limit_hit: Option<usize>,
+    /// The hard `client-output-buffer-limit` in force (0 = none), bytes: the
+    /// room left under it goes with each request ([`Job::reply_budget_bytes`]).
+    pub hard_limit_bytes: u64,
+    /// Decoding stopped with [`crate::io::MAX_PENDING_REPLIES`] replies
+    /// queued; resume once they drain.
+    pub paused: bool,
     /// The shard the latest single-shard commands went to, and how many in a
     /// row ([`Conn::note_shard`]); drives connection handover.
     pub streak_shard: ShardId,
@@ -246,8 +252,13 @@ impl Conn {
     /// `part` of a fan-out), on the connection's shard thread `thread`: the
     /// one way a request is addressed, whichever shard runs it.
     pub fn job(&self, thread: u16, seq: u64, part: u16, req: ShardReq) -> Job {
+        let reply_budget_bytes = match self.hard_limit_bytes {
+            0 => u64::MAX,
+            hard => hard.saturating_sub(self.wbuf.len() as u64),
+        };
         Job {
             req,
+            reply_budget_bytes,
             db: self.session.db as u16,
             reply_to: ReplyTo {
                 io: thread,
@@ -364,6 +375,13 @@ impl Conn {
                 break;
             }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
+                if matches!(r, Reply::OverOutputLimit) {
+                    self.dead = true;
+                    self.output_limit_hit = Some(self.wbuf.len());
+                    self.slots.clear();
+                    self.wbuf = BytesMut::new();
+                    break;
+                }
                 crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
             }
             if let Some(limit) = limit {

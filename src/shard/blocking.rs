@@ -259,6 +259,7 @@ pub fn serve_ready(db: &mut ShardDb, now_ms: u64, out: &mut Vec<(ReplyTo, Reply)
                 let cx = ExecCtx {
                     db: key.0,
                     now_ms,
+                    reply_budget_bytes: u64::MAX,
                     reply_to: w.reply_to,
                 };
                 let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);

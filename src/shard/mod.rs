@@ -124,6 +124,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 out: Outgoing::new(seed.id.0, shards),
                 replies: (0..shards).map(|_| Vec::new()).collect(),
                 touched: Vec::new(),
+                read_again: Vec::new(),
                 scratch: vec![0u8; io::READ_CHUNK_BYTES].into_boxed_slice(),
                 kill_epoch: 0,
                 blocked_ids: HashSet::default(),
@@ -137,6 +138,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 aof,
                 next_expire_ms: now_ms() + EXPIRE_PERIOD_MS,
                 panic_after: debug_panic_after_ops(),
+                now_ms: now_ms(),
                 stopping: false,
             };
             t.run();
@@ -209,6 +211,9 @@ struct ShardThread {
     replies: Vec<Vec<(ReplyTo, Reply)>>,
     /// Connections with something to write or to close.
     touched: Vec<u64>,
+    /// Connections that stopped reading at their per-iteration budget with
+    /// input left in the socket: read again next iteration.
+    read_again: Vec<u64>,
     /// Where sockets are read into before the bytes join a query buffer
     /// (allocated once: zeroing a fresh buffer per read cost more than the read).
     scratch: Box<[u8]>,
@@ -228,6 +233,8 @@ struct ShardThread {
     aof: crate::aof::writer::ShardAof,
     next_expire_ms: u64,
     panic_after: Option<u64>,
+    /// Wall clock snapshot of this loop iteration, ms since the Unix epoch.
+    now_ms: u64,
     /// A [`ShardMsg::Shutdown`] arrived.
     stopping: bool,
 }
@@ -248,12 +255,16 @@ impl ShardThread {
                 }
             }
             self.parked.store(false, Ordering::SeqCst);
+            self.now_ms = now_ms();
             let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
             if epoch != self.config_epoch {
                 self.config_epoch = epoch;
                 self.limits = Limits::read(&self.shared, Some(self.limits));
             }
             self.sample_memory();
+            for id in std::mem::take(&mut self.read_again) {
+                self.read(id);
+            }
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -280,6 +291,7 @@ impl ShardThread {
         let me = usize::from(self.me);
         if !self.inbox.is_empty()
             || !self.out.batches[me].is_empty()
+            || !self.read_again.is_empty()
             || self.db.blocking.has_ready()
         {
             return Duration::ZERO;
@@ -294,7 +306,7 @@ impl ShardThread {
 
     /// Everything after the sockets were read (see the module doc).
     fn turn(&mut self) {
-        let now = now_ms();
+        let now = self.now_ms;
         self.drain_inbox(now);
         let me = usize::from(self.me);
         let local = std::mem::take(&mut self.out.batches[me]);
@@ -341,22 +353,31 @@ impl ShardThread {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let total = io::read_conn(
+        let read = io::read_conn(
             &self.shared,
             conn,
             self.limits.query_buffer_bytes,
             &mut self.scratch,
         );
+        if read.more {
+            self.read_again.push(id);
+        }
         let stats = &self.shared.stats;
         stats
             .total_net_input_bytes
-            .fetch_add(total, Ordering::Relaxed);
+            .fetch_add(read.bytes, Ordering::Relaxed);
         stats.recent_max_input_bytes.observe(conn.rbuf.len() as u64);
         conn.session
             .shared
             .last_interaction_ms
             .store(self.shared.uptime_ms(), Ordering::Relaxed);
-        io::process_input(&self.shared, &mut self.out, conn, self.limits.decode());
+        let mut exec = Exec {
+            db: &mut self.db,
+            replies: &mut self.replies,
+            now_ms: self.now_ms,
+            panic_after: self.panic_after,
+        };
+        io::process_input(&self.shared, &mut self.out, conn, &self.limits, &mut exec);
         if conn.blocked.is_some() {
             self.blocked_ids.insert(id);
         }
@@ -384,45 +405,28 @@ impl ShardThread {
     /// the thread that owns its connection; then serve readers parked on keys
     /// the requests made ready.
     fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
+        let mut exec = self.exec(now);
         for job in jobs {
-            let cx = msg::ExecCtx {
-                db: usize::from(job.db),
-                now_ms: now,
-                reply_to: job.reply_to,
-            };
-            let reply = job.req.apply(&mut self.db, &cx);
-            self.db.stats.ops += 1;
-            if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
-                panic!(
-                    "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
-                    self.db.id.0
-                );
+            if let Some((to, reply)) = exec.run(job) {
+                exec.queue_reply(to, reply);
             }
-            if matches!(reply, Reply::NoReply) {
-                continue;
-            }
-            self.queue_reply(job.reply_to, reply);
         }
-        if self.db.blocking.has_ready() {
-            self.serve_waiters(now);
-        }
+        exec.serve_waiters();
     }
 
-    /// Queue a reply for the thread that owns its connection; it leaves
-    /// after this iteration's group commit.
-    fn queue_reply(&mut self, to: ReplyTo, reply: Reply) {
-        if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
-            o.push((to, reply));
+    /// The shard's data, ready to run requests at time `now`.
+    fn exec(&mut self, now: u64) -> Exec<'_> {
+        Exec {
+            db: &mut self.db,
+            replies: &mut self.replies,
+            now_ms: now,
+            panic_after: self.panic_after,
         }
     }
 
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
     fn serve_waiters(&mut self, now: u64) {
-        let mut served = Vec::new();
-        blocking::serve_ready(&mut self.db, now, &mut served);
-        for (to, reply) in served {
-            self.queue_reply(to, reply);
-        }
+        self.exec(now).serve_waiters();
     }
 
     /// Send this iteration's requests for other shards, one message each.
@@ -723,9 +727,19 @@ impl ShardThread {
                     b.ticket.finish();
                 }
             }
-            if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
-                // A blocking command finished: go on with the pipeline.
-                io::process_input(&self.shared, &mut self.out, conn, limits.decode());
+            let resume = (was_held && conn.hold_until.is_none())
+                || (conn.paused && conn.slots.len() < io::MAX_PENDING_REPLIES);
+            if resume && !conn.rbuf.is_empty() {
+                // A blocking command finished, or queued replies drained:
+                // go on with the pipeline.
+                conn.paused = false;
+                let mut exec = Exec {
+                    db: &mut self.db,
+                    replies: &mut self.replies,
+                    now_ms: self.now_ms,
+                    panic_after: self.panic_after,
+                };
+                io::process_input(&self.shared, &mut self.out, conn, &limits, &mut exec);
                 conn.encode_ready(Some(&limits.output));
             }
             if let Some(pending) = conn.output_limit_hit.take() {
@@ -815,6 +829,75 @@ impl ShardThread {
             }
             self.remove_conn(id);
         }
+    }
+}
+
+/// A shard's data and this iteration's reply queues, borrowed to run requests.
+struct Exec<'a> {
+    db: &'a mut ShardDb,
+    /// Replies per shard thread owning the connection; they leave after
+    /// this iteration's group commit.
+    replies: &'a mut [Vec<(ReplyTo, Reply)>],
+    now_ms: u64,
+    panic_after: Option<u64>,
+}
+
+impl Exec<'_> {
+    /// Run one request; its reply, unless it parked (a blocking read).
+    fn run(&mut self, job: Job) -> Option<(ReplyTo, Reply)> {
+        let cx = msg::ExecCtx {
+            db: usize::from(job.db),
+            now_ms: self.now_ms,
+            reply_to: job.reply_to,
+            reply_budget_bytes: job.reply_budget_bytes,
+        };
+        let reply = job.req.apply(self.db, &cx);
+        self.db.stats.ops += 1;
+        if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
+            panic!(
+                "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
+                self.db.id.0
+            );
+        }
+        (!matches!(reply, Reply::NoReply)).then_some((job.reply_to, reply))
+    }
+
+    /// Queue a reply for the thread that owns its connection.
+    fn queue_reply(&mut self, to: ReplyTo, reply: Reply) {
+        if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
+            o.push((to, reply));
+        }
+    }
+
+    /// Serve the waiters of keys the requests made ready (Redis:
+    /// `handleClientsBlockedOnKeys`).
+    fn serve_waiters(&mut self) {
+        if !self.db.blocking.has_ready() {
+            return;
+        }
+        let mut served = Vec::new();
+        blocking::serve_ready(self.db, self.now_ms, &mut served);
+        for (to, reply) in served {
+            self.queue_reply(to, reply);
+        }
+    }
+}
+
+impl io::RunLocal for Exec<'_> {
+    fn run_local(&mut self, out: &mut Outgoing, conn: &mut Conn, job: Job) {
+        // Requests queued for this shard earlier in the iteration (fan-out
+        // parts, parked reads) run first, so this shard sees them in order.
+        let me = usize::from(job.reply_to.io);
+        for queued in std::mem::take(&mut out.batches[me]) {
+            if let Some((to, reply)) = self.run(queued) {
+                self.queue_reply(to, reply);
+            }
+        }
+        if let Some((to, reply)) = self.run(job) {
+            // A single-shard request's slot: filling it never starts a next step.
+            let _ = conn.fill(to.seq, to.part, reply);
+        }
+        self.serve_waiters();
     }
 }
 

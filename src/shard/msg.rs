@@ -38,6 +38,11 @@ pub struct ExecCtx {
     pub now_ms: u64,
     /// Where the reply goes (blocking commands park a waiter with it).
     pub reply_to: ReplyTo,
+    /// Room left under the client's hard output buffer limit when the
+    /// request was sent, bytes (`u64::MAX`: no limit). Commands whose reply
+    /// can be huge (XRANGE) stop building it past this and answer
+    /// [`Reply::OverOutputLimit`].
+    pub reply_budget_bytes: u64,
 }
 
 impl ExecCtx {
@@ -46,6 +51,7 @@ impl ExecCtx {
         ExecCtx {
             db,
             now_ms,
+            reply_budget_bytes: u64::MAX,
             reply_to: ReplyTo {
                 io: 0,
                 conn: 0,
@@ -94,6 +100,8 @@ pub struct Job {
     /// Selected database of the connection when it sent the request.
     pub db: u16,
     pub reply_to: ReplyTo,
+    /// See [`ExecCtx::reply_budget_bytes`].
+    pub reply_budget_bytes: u64,
 }
 
 /// A message to a shard thread's inbox.

@@ -1,5 +1,5 @@
 //! The stream family, one file per concern. Data structures live in
-//! `crate::stream`; these files parse (IO thread), apply on the owning shard
+//! `crate::stream`; these files parse (connection's thread), apply on the owning shard
 //! and shape replies.
 //!
 //! * `add_trim`: XADD (IDMP), XDEL, XDELEX, XTRIM, XSETID, XCFGSET;
@@ -9,7 +9,7 @@
 //! * `pending`: XACK, XACKDEL, XNACK, XPENDING, XCLAIM, XAUTOCLAIM;
 //! * `group_admin`: XGROUP, XINFO.
 //!
-//! Argument errors are found on the IO thread, except where Redis reports
+//! Argument errors are found on the connection's thread, except where Redis reports
 //! them only after looking the key (and group) up (XDEL's IDs, XREAD's and
 //! XREADGROUP's per-stream IDs, XCLAIM's options, XGROUP's ID): those are
 //! carried to the shard as `Result`s and reported in Redis's order.

@@ -102,8 +102,29 @@ pub fn apply_xrange(db: &mut ShardDb, cx: &ExecCtx, req: &XrangeReq) -> Result<R
     if req.count == Some(0) {
         return Ok(Reply::NullArray);
     }
-    let count = req.count.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
-    Ok(entries_reply(s.range(req.start, req.end, count, req.rev)))
+    let count = req
+        .count
+        .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+    if cx.reply_budget_bytes == u64::MAX {
+        return Ok(entries_reply(s.range(
+            req.start,
+            req.end,
+            Some(count),
+            req.rev,
+        )));
+    }
+    // Build the reply only while it fits under the client's hard output
+    // limit: past it Redis closes the client, so nothing more is needed.
+    let mut items = Vec::new();
+    let mut bytes = 0u64;
+    for e in s.iter_range(req.start, req.end, req.rev).take(count) {
+        bytes += super::read::entry_reply_bytes(&e);
+        if bytes > cx.reply_budget_bytes {
+            return Ok(Reply::OverOutputLimit);
+        }
+        items.push(entry_reply(e));
+    }
+    Ok(Reply::Array(items))
 }
 
 /// One entry as Redis sends it: `[id, [field, value, ...]]`.
