@@ -35,10 +35,12 @@
 pub mod aof;
 pub mod cluster;
 pub mod cmd;
+pub mod cmdline;
 pub mod config;
 pub mod error;
 pub mod io;
 pub mod listener;
+pub mod logging;
 pub mod reply;
 pub mod route;
 pub mod server;

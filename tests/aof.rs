@@ -335,7 +335,7 @@ fn corruption_in_the_middle_refuses_to_start_naming_file_and_offset() {
     let pos = at + bytes[at..].iter().position(|&b| b == b'$').unwrap();
     bytes[pos] = b'#';
     std::fs::write(&incr, &bytes).unwrap();
-    let err = match shardstream::server::start(cfg) {
+    let err = match shardstream::server::start_on(cfg, common::bind_free()) {
         Ok(h) => {
             h.shutdown();
             panic!("a corrupted AOF must not load");
@@ -354,7 +354,10 @@ fn a_changed_shard_count_refuses_to_load() {
         let srv = TestServer::with_config(aof_config(&dir, 2, FsyncPolicy::No));
         srv.client().raw(&["SET", "k", "v"]);
     }
-    let err = match shardstream::server::start(aof_config(&dir, 3, FsyncPolicy::No)) {
+    let err = match shardstream::server::start_on(
+        aof_config(&dir, 3, FsyncPolicy::No),
+        common::bind_free(),
+    ) {
         Ok(h) => {
             h.shutdown();
             panic!("must not load 2-shard data into 3 shards");
@@ -470,19 +473,15 @@ fn config_values_and_errors() {
         c.raw(&["CONFIG", "GET", "auto-aof-rewrite-min-size"]),
         "*2\r\n$25\r\nauto-aof-rewrite-min-size\r\n$8\r\n67108864"
     );
-    let cli = shardstream::config::Cli {
-        appendonly: Some("no".into()),
-        appendfsync: Some("always".into()),
-        ..Default::default()
+    let args = ["--appendonly", "no", "--appendfsync", "always"].map(String::from);
+    let shardstream::cmdline::Invocation::Run(st) = shardstream::cmdline::parse(&args).unwrap()
+    else {
+        panic!("a server start");
     };
-    let (cfg, _) = Config::from_cli(&cli).unwrap();
-    assert!(!cfg.appendonly);
-    assert_eq!(cfg.appendfsync, FsyncPolicy::Always);
-    let bad = shardstream::config::Cli {
-        appendfsync: Some("sometimes".into()),
-        ..Default::default()
-    };
-    assert!(Config::from_cli(&bad).is_err());
+    assert!(!st.config.appendonly);
+    assert_eq!(st.config.appendfsync, FsyncPolicy::Always);
+    let bad = ["--appendfsync", "sometimes"].map(String::from);
+    assert!(shardstream::cmdline::parse(&bad).is_err());
 }
 
 #[test]

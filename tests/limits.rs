@@ -128,16 +128,28 @@ fn config_shapes_match_redis() {
 }
 
 #[test]
-fn maxmemory_policy_other_than_noeviction_is_refused() {
+fn maxmemory_policies_round_trip() {
     let srv = TestServer::start(1);
     let mut c = srv.client();
+    for p in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "noeviction",
+    ] {
+        assert_eq!(c.raw(&["CONFIG", "SET", "maxmemory-policy", p]), "+OK");
+        assert_eq!(
+            c.raw(&["CONFIG", "GET", "maxmemory-policy"]),
+            format!("*2\r\n$16\r\nmaxmemory-policy\r\n${}\r\n{p}", p.len())
+        );
+    }
     assert_eq!(
-        c.raw(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]),
-        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - only the noeviction policy is supported"
-    );
-    assert_eq!(
-        c.raw(&["CONFIG", "GET", "maxmemory-policy"]),
-        "*2\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction"
+        c.raw(&["CONFIG", "SET", "maxmemory-samples", "0"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-samples') - argument must be between 1 and 64 inclusive"
     );
 }
 

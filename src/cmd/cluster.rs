@@ -259,7 +259,13 @@ fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
             let port = cx.shared.addr.port();
             vec![NodeView {
                 id: cx.shared.run_id.clone(),
-                ip: cx.conn.shared.laddr.ip().to_string(),
+                ip: cx
+                    .conn
+                    .shared
+                    .laddr
+                    .ip()
+                    .map(|ip| ip.to_string())
+                    .unwrap_or_else(|| cx.shared.addr.ip().to_string()),
                 port,
                 cport: port.checked_add(10000).unwrap_or(0),
                 ranges: vec![(0, SLOTS - 1)],

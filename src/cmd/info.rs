@@ -181,6 +181,10 @@ impl ShardInfo {
 struct Snapshot {
     run_id: String,
     port: u16,
+    /// `config_file`: absolute path of the config file given, or "".
+    config_file: String,
+    /// `process_supervised`.
+    supervised: String,
     uptime_s: u64,
     now_usec: u128,
     connected_clients: usize,
@@ -192,6 +196,8 @@ struct Snapshot {
     connections: u64,
     commands: u64,
     rejected: u64,
+    /// Keys evicted under `maxmemory`.
+    evicted_keys: u64,
     net_in: u64,
     net_out: u64,
     errors: u64,
@@ -241,17 +247,32 @@ impl AofInfo {
 
 impl Snapshot {
     fn take(shared: &Shared) -> Self {
-        let (port, maxclients) = shared
+        let (port, maxclients, config_file, supervised) = shared
             .config
             .read()
-            .map(|c| (c.port, c.maxclients))
-            .unwrap_or((shared.addr.port(), 0));
+            .map(|c| {
+                let file = c.config_file.as_ref().map(|p| {
+                    std::fs::canonicalize(p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                        .to_string()
+                });
+                (
+                    c.port,
+                    c.maxclients,
+                    file.unwrap_or_default(),
+                    c.supervised.clone(),
+                )
+            })
+            .unwrap_or((shared.addr.port(), 0, String::new(), "no".into()));
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
             cluster: shared.cluster.is_some(),
             run_id: shared.run_id.clone(),
             port,
+            config_file,
+            supervised,
             uptime_s: shared.uptime_ms() / 1000,
             now_usec: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -274,6 +295,7 @@ impl Snapshot {
             connections: st.total_connections_received.load(Ordering::Relaxed),
             commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
+            evicted_keys: st.evicted_keys.load(Ordering::Relaxed),
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
             errors: st.total_error_replies.load(Ordering::Relaxed),
@@ -435,7 +457,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("arch_bits:{}", usize::BITS);
             line!("multiplexing_api:epoll");
             line!("process_id:{}", std::process::id());
-            line!("process_supervised:no");
+            line!("process_supervised:{}", s.supervised);
             line!("run_id:{}", s.run_id);
             line!("tcp_port:{}", s.port);
             line!("server_time_usec:{}", s.now_usec);
@@ -449,7 +471,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             );
-            line!("config_file:");
+            line!("config_file:{}", s.config_file);
         }
         "clients" => {
             line!("# Clients");
@@ -519,7 +541,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("total_net_output_bytes:{}", s.net_out);
             line!("rejected_connections:{}", s.rejected);
             line!("expired_keys:{}", sum(|i| i.expired_keys));
-            line!("evicted_keys:0");
+            line!("evicted_keys:{}", s.evicted_keys);
             line!("evicted_clients:0");
             line!("keyspace_hits:{}", sum(|i| i.keyspace_hits));
             line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));

@@ -327,6 +327,12 @@ const IMMUTABLE: &[&str] = &[
     "databases",
     "cluster-config",
     "tcp-backlog",
+    "unixsocket",
+    "unixsocketperm",
+    "pidfile",
+    "logfile",
+    "daemonize",
+    "supervised",
 ];
 
 /// Every name CONFIG GET knows, each once, in a fixed order.
@@ -441,6 +447,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     }
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    crate::logging::set_level(cfg.loglevel);
     cx.shared.config_epoch.fetch_add(1, Ordering::SeqCst);
     if cfg.maxmemory_bytes > 0 {
         // Sample now, so a pipelined write right after this is judged fairly.

@@ -628,6 +628,7 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         Some(Entry {
             value: Value::Str(s),
             expire_at_ms,
+            ..
         }) => (true, *expire_at_ms, Some(s.clone())),
         #[allow(unreachable_patterns)]
         Some(e) => {

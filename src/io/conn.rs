@@ -2,16 +2,15 @@
 //! queue, and the session state commands see (`Session`).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use mio::net::TcpStream;
 
 use crate::config::OutputBufferLimit;
 use crate::error::CmdError;
+use crate::io::socket::{Endpoint, Socket};
 use crate::reply::Reply;
 use crate::route::router::Merge;
 use crate::route::slot::ShardId;
@@ -93,8 +92,10 @@ pub struct Blocked {
 /// shared between its connection's thread and the server-wide registry.
 pub struct ClientShared {
     pub id: u64,
-    pub addr: SocketAddr,
-    pub laddr: SocketAddr,
+    /// The client's end (`addr=`).
+    pub addr: Endpoint,
+    /// The server's end (`laddr=`).
+    pub laddr: Endpoint,
     /// Shard thread owning the connection (changes when it is handed over).
     pub thread: AtomicU16,
     pub created: Instant,
@@ -209,7 +210,7 @@ pub enum Pending {
 
 /// A connection owned by a shard thread.
 pub struct Conn {
-    pub sock: TcpStream,
+    pub sock: Socket,
     pub session: Session,
     /// Bytes read and not yet decoded.
     pub rbuf: BytesMut,

@@ -13,15 +13,16 @@ pub mod acceptor;
 pub mod codec;
 pub mod conn;
 pub mod gates;
+pub mod socket;
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
+use socket::{Endpoint, Socket};
 
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -120,12 +121,7 @@ pub trait RunLocal {
 /// Admit a freshly accepted socket (or refuse it: `maxclients`), register it in
 /// the server-wide client registry, and build its connection state for shard
 /// thread `thread`.
-pub fn new_conn(
-    shared: &Shared,
-    mut sock: TcpStream,
-    addr: SocketAddr,
-    thread: u16,
-) -> Option<Conn> {
+pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) -> Option<Conn> {
     shared
         .stats
         .total_connections_received
@@ -145,7 +141,11 @@ pub fn new_conn(
         return None;
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let laddr = sock.local_addr().unwrap_or(shared.addr);
+    let laddr = match &addr {
+        // A Unix client's `laddr` is the socket path, like its `addr`.
+        Endpoint::Unix(_) => addr.clone(),
+        Endpoint::Tcp(_) => sock.local_endpoint(&Endpoint::Tcp(shared.addr)),
+    };
     let client = Arc::new(ClientShared {
         id,
         addr,
@@ -264,7 +264,7 @@ pub fn read_conn(
                 conn.rbuf.extend_from_slice(&scratch[..n]);
                 total += n as u64;
                 if conn.rbuf.len() > query_buffer_bytes {
-                    eprintln!(
+                    log::warn!(
                         "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
                         conn.session.id,
                         conn.session.shared.addr,

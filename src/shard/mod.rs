@@ -133,6 +133,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 last_cron: Instant::now(),
                 last_peak_rotate: Instant::now(),
                 last_mem_sample: Instant::now(),
+                nothing_to_evict: false,
                 db,
                 aof,
                 next_expire_ms: now_ms() + EXPIRE_PERIOD_MS,
@@ -141,7 +142,12 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 stopping: false,
             };
             t.run();
-            t.aof.shutdown(&mut t.db);
+            if !t.aof.shutdown(&mut t.db) {
+                t.shared
+                    .stats
+                    .aof_unflushed_at_shutdown
+                    .fetch_add(1, Ordering::SeqCst);
+            }
         })
 }
 
@@ -220,6 +226,9 @@ struct ShardThread {
     last_cron: Instant,
     last_peak_rotate: Instant,
     last_mem_sample: Instant,
+    /// This shard's last eviction found nothing `maxmemory-policy` may
+    /// evict (counted in `ServerStats::shards_with_nothing_to_evict`).
+    nothing_to_evict: bool,
     db: ShardDb,
     aof: crate::aof::writer::ShardAof,
     next_expire_ms: u64,
@@ -241,7 +250,7 @@ impl ShardThread {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    eprintln!("shard-{}: poll failed: {e}", self.me);
+                    log::warn!("shard-{}: poll failed: {e}", self.me);
                     return;
                 }
             }
@@ -486,7 +495,7 @@ impl ShardThread {
     }
 
     /// Serve a connection from the acceptor (or refuse it: `maxclients`).
-    fn accept(&mut self, sock: mio::net::TcpStream, addr: std::net::SocketAddr) {
+    fn accept(&mut self, sock: io::socket::Socket, addr: io::socket::Endpoint) {
         match io::new_conn(&self.shared, sock, addr, self.me) {
             Some(conn) => self.adopt(conn),
             None => {
@@ -549,10 +558,70 @@ impl ShardThread {
             return;
         }
         self.last_mem_sample = Instant::now();
+        let used = crate::cmd::info::used_memory_bytes();
         self.shared
             .stats
             .used_memory_cached_bytes
-            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+            .store(used, Ordering::Relaxed);
+        if used > self.limits.maxmemory_bytes {
+            self.evict();
+        }
+    }
+
+    /// Over `maxmemory` with an evicting `maxmemory-policy`: evict this
+    /// shard's keys in small batches until the allocator reports memory
+    /// under the limit or nothing is left to evict. Every shard thread
+    /// does so for its own keys, so memory falls roughly in proportion.
+    /// Tells the OOM gate when this shard has nothing the policy may evict
+    /// (writes are then refused, as Redis does when eviction fails).
+    ///
+    /// # Source
+    /// `performEvictions`, redis/src/evict.c (run there before each command;
+    /// here once per loop iteration, at most every millisecond).
+    fn evict(&mut self) {
+        let policy = self.shared.tunables.eviction_policy();
+        if policy == crate::config::EvictionPolicy::NoEviction {
+            return;
+        }
+        let samples = self
+            .shared
+            .tunables
+            .maxmemory_samples
+            .load(Ordering::Relaxed);
+        let now = now_ms();
+        let mut total = 0;
+        let mut stuck = false;
+        for _ in 0..64 {
+            let n = self.db.evict(policy, samples, now, 16);
+            total += n;
+            if n == 0 {
+                stuck = true;
+                break;
+            }
+            let used = crate::cmd::info::used_memory_bytes();
+            self.shared
+                .stats
+                .used_memory_cached_bytes
+                .store(used, Ordering::Relaxed);
+            if used <= self.limits.maxmemory_bytes {
+                break;
+            }
+        }
+        if total > 0 {
+            self.shared
+                .stats
+                .evicted_keys
+                .fetch_add(total as u64, Ordering::Relaxed);
+        }
+        if stuck != self.nothing_to_evict {
+            self.nothing_to_evict = stuck;
+            let counter = &self.shared.stats.shards_with_nothing_to_evict;
+            if stuck {
+                counter.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counter.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Publish this iteration's local/remote command counts for INFO.
@@ -682,7 +751,7 @@ impl ShardThread {
                     .stats
                     .client_output_buffer_limit_disconnections
                     .fetch_add(1, Ordering::Relaxed);
-                eprintln!(
+                log::warn!(
                     "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
                     conn.session.id, conn.session.shared.addr
                 );

@@ -114,7 +114,7 @@ pub enum ShardMsg {
     /// produced in one loop iteration there. Dropped only with the connection.
     Replies(Vec<(ReplyTo, Reply)>),
     /// A new connection from the acceptor: serve it from now on.
-    Accept(mio::net::TcpStream, std::net::SocketAddr),
+    Accept(crate::io::socket::Socket, crate::io::socket::Endpoint),
     /// A connection handed over by another shard thread because its requests
     /// keep landing here (its socket, buffers and session; no reply is in flight).
     Adopt(Box<crate::io::conn::Conn>),
