@@ -263,6 +263,10 @@ pub fn read_conn(
             Ok(n) => {
                 conn.rbuf.extend_from_slice(&scratch[..n]);
                 total += n as u64;
+                // A short read drained the stream socket's receive queue:
+                // skip the read that would only say EAGAIN (data arriving
+                // later raises a new edge-triggered event).
+                let drained = n < scratch.len();
                 if conn.rbuf.len() > query_buffer_bytes {
                     log::warn!(
                         "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
@@ -280,6 +284,9 @@ pub fn read_conn(
                         .observe(conn.rbuf.len() as u64);
                     conn.dead = true;
                     conn.rbuf = BytesMut::new();
+                    break;
+                }
+                if drained {
                     break;
                 }
             }
