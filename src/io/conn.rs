@@ -243,6 +243,9 @@ pub struct Conn {
     /// The output buffer limit closed this connection, with this many bytes
     /// pending (for the connection's thread to count and log once).
     pub output_limit_hit: Option<usize>,
+    /// An event said the peer closed its side (or the socket failed): read
+    /// until EOF, since no further event will announce it.
+    pub peer_closed: bool,
     /// The hard `client-output-buffer-limit` in force (0 = none), bytes: the
     /// room left under it goes with each request ([`Job::reply_budget_bytes`]).
     pub hard_limit_bytes: u64,

@@ -206,6 +206,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         output_soft_since: None,
         output_limit_hit: None,
         paused: false,
+        peer_closed: false,
         hard_limit_bytes: 0,
         streak_shard: ShardId(thread),
         streak: 0,
@@ -276,8 +277,10 @@ pub fn read_conn(
                 total += n as u64;
                 // A short read drained the stream socket's receive queue:
                 // skip the read that would only say EAGAIN (data arriving
-                // later raises a new edge-triggered event).
-                let drained = n < scratch.len();
+                // later raises a new edge-triggered event). Not when the
+                // event already said the peer closed: its EOF raises no
+                // new event, so read on until it shows.
+                let drained = n < scratch.len() && !conn.peer_closed;
                 if conn.rbuf.len() > query_buffer_bytes {
                     log::warn!(
                         "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",

@@ -263,7 +263,7 @@ impl ShardThread {
             }
             self.sample_memory();
             for id in std::mem::take(&mut self.read_again) {
-                self.read(id);
+                self.read(id, false);
             }
             for ev in events.iter() {
                 match ev.token() {
@@ -271,7 +271,7 @@ impl ShardThread {
                     Token(t) => {
                         let id = t as u64;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.read(id);
+                            self.read(id, ev.is_read_closed() || ev.is_error());
                         }
                         if ev.is_writable() {
                             self.touched.push(id);
@@ -349,10 +349,14 @@ impl ShardThread {
     }
 
     /// Read a readable connection and route what it sent.
-    fn read(&mut self, id: u64) {
+    ///
+    /// `closing`: the event said the peer closed (or the socket failed), so
+    /// read until EOF rather than stopping at a short read.
+    fn read(&mut self, id: u64, closing: bool) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
+        conn.peer_closed |= closing;
         let read = io::read_conn(
             &self.shared,
             conn,
@@ -524,7 +528,7 @@ impl ShardThread {
         conn.want_write = false;
         self.conns.insert(id, conn);
         // Input may have arrived while the socket was between threads.
-        self.read(id);
+        self.read(id, false);
     }
 
     /// Move a connection to shard thread `to`: its commands keep landing
