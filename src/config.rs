@@ -174,6 +174,12 @@ pub struct Config {
     /// to `listen(2)` (the kernel caps it at `net.core.somaxconn`). Fixed at
     /// start; see [`crate::listener::bind_listener`].
     pub tcp_backlog: i32,
+    /// `enable-debug-command`: `no` (default, as Redis), `yes` or `local`
+    /// (loopback clients only). Fixed at start.
+    pub enable_debug_command: &'static str,
+    /// `aof-use-rdb-preamble`: accepted for compatibility (Redis test suites
+    /// set it); shardstream's rewrites always write effect records.
+    pub aof_use_rdb_preamble: bool,
 }
 
 /// One class of `client-output-buffer-limit`: a client whose pending output
@@ -274,6 +280,8 @@ impl Default for Config {
             auto_aof_rewrite_min_size_bytes: 64 * 1024 * 1024,
             aof_load_truncated: true,
             tcp_backlog: 511,
+            enable_debug_command: "no",
+            aof_use_rdb_preamble: true,
         }
     }
 }
@@ -467,6 +475,16 @@ impl Config {
                     .filter(|v| *v >= 0)
                     .ok_or("argument must be between 0 and 2147483647 inclusive")?
             }
+            "enable-debug-command" => {
+                self.enable_debug_command = ["no", "yes", "local"]
+                    .into_iter()
+                    .find(|v| v.eq_ignore_ascii_case(value))
+                    .ok_or("argument(s) must be one of the following: no, yes, local")?
+            }
+            "aof-use-rdb-preamble" => {
+                self.aof_use_rdb_preamble =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -518,6 +536,13 @@ impl Config {
             "auto-aof-rewrite-min-size" => self.auto_aof_rewrite_min_size_bytes.to_string(),
             "aof-load-truncated" => if self.aof_load_truncated { "yes" } else { "no" }.to_string(),
             "tcp-backlog" => self.tcp_backlog.to_string(),
+            "enable-debug-command" => self.enable_debug_command.to_string(),
+            "aof-use-rdb-preamble" => if self.aof_use_rdb_preamble {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
             _ => return None,
         })
     }
@@ -549,6 +574,8 @@ impl Config {
         "auto-aof-rewrite-min-size",
         "aof-load-truncated",
         "tcp-backlog",
+        "enable-debug-command",
+        "aof-use-rdb-preamble",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in

@@ -13,7 +13,9 @@
 pub mod args;
 pub mod cluster;
 pub mod connection;
+pub mod debug;
 pub mod expire;
+pub mod function;
 pub mod glob;
 pub mod info;
 pub mod keys;
@@ -24,6 +26,8 @@ pub mod stream;
 pub mod stream_group;
 pub mod string;
 pub mod table;
+#[cfg(test)]
+pub mod testing;
 pub mod tx;
 
 use crate::reply::Reply;
@@ -49,6 +53,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     cluster::SPECS,
     tx::SPECS,
     persistence::SPECS,
+    function::SPECS,
+    debug::SPECS,
 ];
 
 /// What a connection-level handler asks the IO thread to do.

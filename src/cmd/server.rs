@@ -327,6 +327,7 @@ const IMMUTABLE: &[&str] = &[
     "databases",
     "cluster-config",
     "tcp-backlog",
+    "enable-debug-command",
 ];
 
 /// Every name CONFIG GET knows, each once, in a fixed order.

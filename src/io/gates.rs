@@ -1,5 +1,5 @@
 //! The checks a command passes before it runs, in the order Redis's
-//! `processCommand` makes them: known command → arity → subcommand → NOAUTH →
+//! `processCommand` makes them: known command → arity → subcommand → protected (DEBUG) → NOAUTH →
 //! cluster redirection → AOF write errors (MISCONF) → OOM → MULTI queueing.
 //! Each `gate_*` answers `Err` with the reply that refuses the command;
 //! [`admit`] runs them in order, counts the refusal as Redis does
@@ -53,6 +53,11 @@ pub fn admit(
             return None;
         }
     };
+    if let Err(e) = gate_protected(shared, spec, &conn.session) {
+        shared.count_call(spec.name, true, true);
+        reject(shared, conn, e);
+        return None;
+    }
     if let Some(i) = shared.cmdstats.index_of(spec.name) {
         conn.session.shared.last_cmd.store(i, Ordering::Relaxed);
     }
@@ -105,6 +110,19 @@ fn gate_subcommand(
         return Ok(spec);
     }
     cmd::connection::resolve_subcommand(spec, argv)
+}
+
+/// Protected commands (DEBUG) run only as `enable-debug-command` allows.
+fn gate_protected(shared: &Shared, spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
+    if spec.name != "DEBUG" {
+        return Ok(());
+    }
+    let setting = shared
+        .config
+        .read()
+        .map(|c| c.enable_debug_command)
+        .unwrap_or("no");
+    cmd::debug::gate_debug(setting, session.shared.addr)
 }
 
 /// `requirepass` is set and the connection has not authenticated: only

@@ -137,6 +137,8 @@ pub struct ShardDb {
     pub tunables: std::sync::Arc<crate::config::Tunables>,
     /// Effect records for the append-only file (see [`crate::aof`]).
     pub aof: crate::aof::AofLog,
+    /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
+    pub active_expire_enabled: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -152,6 +154,7 @@ impl ShardDb {
             tunables: Default::default(),
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
+            active_expire_enabled: true,
             _not_send: PhantomData,
         }
     }
@@ -210,6 +213,15 @@ impl ShardDb {
     /// Stream node caps currently configured (`stream-node-max-entries/bytes`).
     pub fn node_limits(&self) -> crate::stream::NodeLimits {
         self.tunables.node_limits()
+    }
+
+    /// Replace every database's keys with `other`'s (DEBUG RELOAD), waking
+    /// readers blocked on this shard so they re-check what they wait for.
+    pub fn take_keyspaces(&mut self, other: ShardDb) {
+        self.dbs = other.dbs;
+        for db in 0..self.dbs.len() {
+            self.blocking.mark_db_ready(db);
+        }
     }
 
     /// Number of databases.

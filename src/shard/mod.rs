@@ -289,7 +289,9 @@ impl ShardThread {
         }
         let timer = now >= self.next_expire_ms;
         if timer {
-            self.db.active_expire(now, EXPIRE_BUDGET);
+            if self.db.active_expire_enabled {
+                self.db.active_expire(now, EXPIRE_BUDGET);
+            }
             self.db.blocking.sweep();
             // Expired streams and CLAIM readers waiting for entries to idle
             // are served on the timer too.
