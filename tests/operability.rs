@@ -173,3 +173,125 @@ fn aof_use_rdb_preamble_is_accepted() {
         "-ERR CONFIG SET failed (possibly related to argument 'aof-use-rdb-preamble') - argument must be 'yes' or 'no'"
     );
 }
+
+/// Keys `a` (slot 15495) and `b` (slot 3300) live on different shards of a
+/// 2-shard server; `{a}x` lives with `a`.
+const RENAME_SCRIPT: &str = "
+    RENAME nokey b
+    RENAMENX nokey b
+    SET a 1
+    RENAME a a
+    RENAMENX a a
+    RENAME a b
+    GET a
+    GET b
+    SET a 2
+    RENAMENX a b
+    GET b
+    RENAMENX a {a}x
+    GET {a}x
+    EXISTS a
+    SET a 3 PX 100000
+    RENAME a b
+    ~PTTL b
+    EXISTS a
+    TTL a
+    XADD s1 1-1 f v
+    XGROUP CREATE s1 g 0
+    RENAME s1 b
+    TYPE b
+    XINFO GROUPS b
+    XRANGE b - +
+    RENAME b s1
+    RENAME s1 {s1}y
+    XLEN {s1}y
+    COPY nokey b
+    COPY {s1}y b
+    COPY {s1}y b
+    COPY {s1}y b REPLACE
+    XRANGE b - +
+    COPY b b
+    COPY b b DB 1
+    COPY b c DB 99
+    COPY b c DB x
+    COPY b c DB 4294967296
+    COPY b c BOGUS
+    COPY b c DB
+    SELECT 1
+    XLEN b
+    SELECT 0
+    SET str v EX 1000
+    COPY str a
+    ~PTTL a
+    TTL a
+    GET a
+    COPY str str2 DB 2 REPLACE
+    SELECT 2
+    GET str2
+    SELECT 0
+    RENAME
+    COPY a
+";
+
+#[test]
+fn rename_and_copy_match_redis_within_and_across_shards() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    for shards in [1, 2] {
+        let srv = TestServer::start(shards);
+        let mut ours = srv.client();
+        let mut theirs = redis.client();
+        theirs.raw(&["FLUSHALL"]);
+        assert_same_replies(&mut ours, &mut theirs, RENAME_SCRIPT);
+    }
+}
+
+#[test]
+fn cross_shard_rename_inside_multi_is_refused() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    c.raw(&["SET", "a", "1"]);
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["RENAME", "a", "b"]), "+QUEUED");
+    assert_eq!(
+        c.raw(&["EXEC"]),
+        format!("-{}", shardstream::cmd::tx::CROSS_SHARD)
+    );
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["RENAME", "a", "{a}b"]), "+QUEUED");
+    assert_eq!(c.raw(&["GET", "{a}b"]), "+QUEUED");
+    assert_eq!(c.raw(&["EXEC"]), "*2\r\n+OK\r\n$1\r\n1");
+}
+
+#[test]
+fn cross_shard_rename_survives_aof_restart() {
+    let dir = std::env::temp_dir().join(format!("ss-rename-aof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = Config {
+        shards: 2,
+        appendonly: true,
+        dir: dir.clone(),
+        ..test_config()
+    };
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        c.raw(&["XADD", "a", "1-1", "f", "v"]);
+        c.raw(&["XGROUP", "CREATE", "a", "g", "0"]);
+        c.raw(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", ">"]);
+        assert_eq!(c.raw(&["RENAME", "a", "b"]), "+OK");
+        assert_eq!(c.raw(&["COPY", "b", "a"]), ":1");
+        assert_eq!(c.raw(&["RENAME", "a", "{b}z"]), "+OK");
+    }
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["EXISTS", "a"]), ":0");
+    for k in ["b", "{b}z"] {
+        assert_eq!(c.raw(&["XLEN", k]), ":1");
+        let p = c.raw(&["XPENDING", k, "g"]);
+        assert!(p.starts_with("*4\r\n:1\r\n"), "{k}: {p}");
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

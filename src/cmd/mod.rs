@@ -21,6 +21,7 @@ pub mod info;
 pub mod keys;
 pub mod object;
 pub mod persistence;
+pub mod rename;
 pub mod server;
 pub mod stream;
 pub mod stream_group;
@@ -54,6 +55,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     tx::SPECS,
     persistence::SPECS,
     function::SPECS,
+    rename::SPECS,
     debug::SPECS,
 ];
 
@@ -65,6 +67,13 @@ pub enum Action {
     FanOut {
         parts: Vec<(ShardId, ShardReq)>,
         merge: Merge,
+    },
+    /// Like `FanOut`, then continue with `then` (a next step, or parking a
+    /// blocking read) unless the merged reply is an error.
+    FanOutThen {
+        parts: Vec<(ShardId, ShardReq)>,
+        merge: Merge,
+        then: crate::io::conn::Then,
     },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),

@@ -236,7 +236,9 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                         outs.push(Out::Step(steps.len()));
                         steps.push((cx.conn.db, req));
                     }
-                    Routed::Block(_) => {
+                    // Steps that follow one another (a cross-shard RENAME)
+                    // cannot run inside one shard's EXEC.
+                    Routed::Block(_) | Routed::Fan(_, _, Some(_)) => {
                         restore(cx.conn, saved);
                         return Err(CmdError::msg(CROSS_SHARD));
                     }

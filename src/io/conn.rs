@@ -33,14 +33,15 @@ pub enum Then {
     /// A null-array merged reply parks the read on its shards (blocking
     /// XREAD / XREADGROUP over several shards, DESIGN.md "Blocking reads").
     Block(BlockPlan),
-    /// The fan-out was a side-effect-free validation pass: an error merged
-    /// reply is the answer; anything else starts this second fan-out in the
-    /// same reply slot (multi-shard XREADGROUP checks every key's type and
-    /// group on every shard before any shard delivers).
+    /// The fan-out was one step of several: an error merged reply is the
+    /// answer; anything else starts this next fan-out in the same reply slot,
+    /// which may itself be followed by `then` (multi-shard XREADGROUP checks
+    /// every key's type and group on every shard before any shard delivers;
+    /// a cross-shard RENAME copies, writes, then deletes).
     Fan {
         parts: Vec<(ShardId, ShardReq)>,
         merge: Merge,
-        then_block: Option<BlockPlan>,
+        then: Option<Box<Then>>,
     },
 }
 

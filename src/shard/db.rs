@@ -194,6 +194,26 @@ impl ShardDb {
         }
     }
 
+    /// Record the whole current state of `key` (any type, with its TTL) as
+    /// effects: `DEL key`, then the records an AOF rewrite writes for it.
+    /// Used where the simplest statement of the effect is the result (a
+    /// value moved in by RENAME or COPY).
+    pub fn log_key_state(&mut self, cx: &crate::shard::msg::ExecCtx, key: &[u8]) {
+        if !self.aof.is_enabled() {
+            return;
+        }
+        self.log_effect(cx, &[b"DEL", key]);
+        let mut rec = Vec::new();
+        if let Some(e) = self.ks(cx.db).map.get(key) {
+            let mut out = Vec::new();
+            let _ =
+                crate::aof::rewrite::encode_key(&mut rec, &mut out, key, &e.value, e.expire_at_ms);
+            out.extend_from_slice(&rec);
+            rec = out;
+        }
+        self.aof.append_encoded(&rec);
+    }
+
     /// Record the TTL state of `key` as an effect: `PEXPIREAT key deadline`,
     /// `PERSIST key`, or `DEL key` when it is gone.
     pub fn log_ttl_state(&mut self, cx: &crate::shard::msg::ExecCtx, key: &[u8]) {

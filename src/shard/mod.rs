@@ -455,18 +455,14 @@ impl ShardThread {
                     self.blocked_ids.insert(to.conn);
                 }
             }
-            Some(Then::Fan {
-                parts,
-                merge,
-                then_block,
-            }) => start_fan(
+            Some(Then::Fan { parts, merge, then }) => start_fan(
                 self.me,
                 &mut self.out.batches,
                 conn,
                 to.seq,
                 parts,
                 merge,
-                then_block.map(Then::Block),
+                then.map(|t| *t),
             ),
             None => {}
         }
