@@ -295,3 +295,151 @@ fn cross_shard_rename_survives_aof_restart() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Run `script` against both servers with two clients each: lines start with
+/// `1 ` or `2 ` (which client), or are `sleep <ms>`; replies must match.
+fn two_clients_same_replies(ours: &TestServer, redis: &RedisServer, script: &str) {
+    let mut o = [ours.client(), ours.client()];
+    let mut r = [redis.client(), redis.client()];
+    r[0].raw(&["FLUSHALL"]);
+    for (n, line) in script.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(ms) = line.strip_prefix("sleep ") {
+            std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
+            continue;
+        }
+        let (who, cmd) = line.split_at(1);
+        let i: usize = who.parse::<usize>().unwrap() - 1;
+        let args = common::words(cmd);
+        let a = o[i].raw(&args);
+        let b = r[i].raw(&args);
+        assert_eq!(a, b, "line {}: `{line}`", n + 1);
+    }
+}
+
+/// `a` and `b` live on different shards of a 2-shard server.
+const WATCH_SCRIPT: &str = "
+    1 WATCH
+    1 SET a 1
+    1 WATCH a
+    2 SET a 2
+    1 MULTI
+    1 SET a 3
+    1 EXEC
+    1 GET a
+    1 WATCH a
+    1 MULTI
+    1 PING
+    1 GET a
+    1 EXEC
+    1 WATCH a b
+    2 SET b 1
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH b
+    1 MULTI
+    1 WATCH a
+    1 SET {a}x 1
+    1 EXEC
+    1 WATCH a
+    1 UNWATCH
+    2 SET a 9
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH a
+    1 MULTI
+    1 DISCARD
+    2 SET a 10
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH a
+    1 MULTI
+    1 UNWATCH
+    1 EXEC
+    2 SET a 11
+    1 WATCH a
+    1 MULTI
+    1 NOSUCHCMD
+    1 EXEC
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH nokey
+    2 SET nokey 1
+    1 MULTI
+    1 EXEC
+    1 WATCH nokey2
+    2 DEL nokey2
+    1 MULTI
+    1 EXEC
+    1 WATCH a
+    2 FLUSHALL
+    1 MULTI
+    1 EXEC
+    1 WATCH nokey3
+    2 SET other 1
+    2 FLUSHALL
+    1 MULTI
+    1 EXEC
+    1 SET t v PX 100
+    1 WATCH t
+    sleep 250
+    1 MULTI
+    1 EXEC
+    1 SET s v
+    1 WATCH s
+    2 EXPIRE s 100
+    1 MULTI
+    1 EXEC
+    1 WATCH st
+    2 XADD st 1-1 f v
+    1 MULTI
+    1 XLEN st
+    1 EXEC
+    1 XGROUP CREATE st g 0
+    1 WATCH st
+    2 XREADGROUP GROUP g c STREAMS st >
+    1 MULTI
+    1 XLEN st
+    1 EXEC
+    1 SELECT 1
+    1 WATCH a
+    2 SET a 12
+    1 MULTI
+    1 GET a
+    1 EXEC
+";
+
+#[test]
+fn watch_matches_redis_within_and_across_shards() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    for shards in [1, 2] {
+        let srv = TestServer::start(shards);
+        two_clients_same_replies(&srv, &redis, WATCH_SCRIPT);
+    }
+}
+
+#[test]
+fn watches_of_a_closed_connection_are_released() {
+    let srv = TestServer::start(2);
+    {
+        let mut c = srv.client();
+        assert_eq!(c.raw(&["WATCH", "a", "b"]), "+OK");
+    }
+    // A new connection watching the same keys is not disturbed by the old one.
+    let mut c = srv.client();
+    let mut other = srv.client();
+    assert_eq!(c.raw(&["WATCH", "a"]), "+OK");
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["SET", "a", "1"]), "+QUEUED");
+    assert_eq!(c.raw(&["EXEC"]), "*1\r\n+OK");
+    assert_eq!(other.raw(&["SET", "b", "1"]), "+OK");
+}

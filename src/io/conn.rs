@@ -161,6 +161,8 @@ pub struct Session {
     pub multi_failed: bool,
     /// READONLY (cluster replica reads) was sent.
     pub readonly: bool,
+    /// Shards holding this connection's WATCHed keys (each once).
+    pub watching: Vec<crate::route::slot::ShardId>,
     pub shared: Arc<ClientShared>,
 }
 

@@ -157,7 +157,7 @@ fn gate_oom(shared: &Shared, spec: &CommandSpec, session: &Session) -> Result<()
 fn runs_inside_multi(name: &str) -> bool {
     matches!(
         name,
-        "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "UNWATCH" | "QUIT" | "RESET"
+        "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
     )
 }
 

@@ -167,6 +167,7 @@ pub fn new_conn(
             multi: None,
             multi_failed: false,
             readonly: false,
+            watching: Vec::new(),
             shared: client,
         },
         rbuf: BytesMut::with_capacity(16 * 1024),

@@ -137,6 +137,8 @@ pub struct ShardDb {
     pub tunables: std::sync::Arc<crate::config::Tunables>,
     /// Effect records for the append-only file (see [`crate::aof`]).
     pub aof: crate::aof::AofLog,
+    /// Watched keys and their versions (WATCH; see [`crate::shard::watch`]).
+    pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire_enabled: bool,
     _not_send: PhantomData<*const ()>,
@@ -155,6 +157,7 @@ impl ShardDb {
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
             active_expire_enabled: true,
+            watch: Default::default(),
             _not_send: PhantomData,
         }
     }
@@ -238,6 +241,9 @@ impl ShardDb {
     /// Replace every database's keys with `other`'s (DEBUG RELOAD), waking
     /// readers blocked on this shard so they re-check what they wait for.
     pub fn take_keyspaces(&mut self, other: ShardDb) {
+        for (db, ks) in self.dbs.iter().enumerate() {
+            self.watch.touch_db(db, |k| ks.map.contains_key(k));
+        }
         self.dbs = other.dbs;
         for db in 0..self.dbs.len() {
             self.blocking.mark_db_ready(db);
@@ -286,6 +292,8 @@ impl ShardDb {
     /// Changing `expire_at_ms` through this reference is not allowed: use [`set_expire`](Self::set_expire).
     pub fn get_mut(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
+        // Mutable access is how commands write: watchers see a change.
+        self.watch.touch(db, key);
         self.ks(db).map.get_mut(key)
     }
 
@@ -296,6 +304,23 @@ impl ShardDb {
         } else {
             self.stats.keyspace_misses += 1;
         }
+    }
+
+    /// EXEC's WATCH check for connection `conn` on this shard (see
+    /// [`crate::shard::watch`]): whether a watched key changed; forgets the
+    /// connection's watches here either way.
+    pub fn take_watch_dirty(&mut self, conn: u64, now_ms: u64) -> bool {
+        let dbs = &self.dbs;
+        self.watch.take_dirty(conn, |db, key| {
+            let ks = &dbs[db.min(dbs.len() - 1)];
+            ks.map.contains_key(key) && !ks.is_expired(key, now_ms)
+        })
+    }
+
+    /// Whether `key` exists and has not expired, without lazy expiry (no side effects).
+    pub fn is_live(&self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        let ks = self.keyspace(db);
+        ks.map.contains_key(key) && !ks.is_expired(key, now_ms)
     }
 
     /// Whether a live key exists.
@@ -342,6 +367,9 @@ impl ShardDb {
     }
 
     /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.
+    /// Does not count as a write for WATCH: as in Redis, only XADD, XDEL,
+    /// XTRIM (and creating or deleting the key) touch a watched stream;
+    /// consumer-group commands do not. Those call `watch.touch` themselves.
     ///
     /// # Errors
     /// `WrongType` when the key holds another type.
@@ -351,7 +379,8 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&mut Stream>, CmdError> {
-        match self.get_mut(db, key, now_ms) {
+        self.expire_if_needed(db, key, now_ms);
+        match self.ks(db).map.get_mut(key) {
             None => Ok(None),
             Some(Entry {
                 value: Value::Stream(s),
@@ -407,6 +436,7 @@ impl ShardDb {
         value: Value,
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
+        self.watch.touch(db, &key);
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
@@ -448,6 +478,7 @@ impl ShardDb {
         }
         let old = self.ks(db).remove(key);
         if old.is_some() {
+            self.watch.touch(db, key);
             // Blocked XREADGROUP readers of a deleted stream get an error.
             self.blocking.mark_ready(db, key);
         }
@@ -456,6 +487,9 @@ impl ShardDb {
 
     /// Set or clear the TTL of an existing key. Returns false when the key is missing.
     pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at_ms: Option<u64>) -> bool {
+        if self.ks(db).map.contains_key(key) {
+            self.watch.touch(db, key);
+        }
         let ks = self.ks(db);
         let Some((k, entry)) = ks.map.get_key_value(key) else {
             return false;
@@ -476,6 +510,8 @@ impl ShardDb {
 
     /// Remove every key of database `db`. Returns how many were removed.
     pub fn flush(&mut self, db: usize) -> usize {
+        let map = &self.dbs[db.min(self.dbs.len() - 1)].map;
+        self.watch.touch_db(db, |k| map.contains_key(k));
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();

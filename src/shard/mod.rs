@@ -27,6 +27,7 @@
 pub mod blocking;
 pub mod db;
 pub mod msg;
+pub mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -706,6 +707,20 @@ impl ShardThread {
                 b.ticket.finish();
             }
             self.blocked_ids.remove(&id);
+            // Its watches go with it (the replies find no connection and are dropped).
+            for shard in std::mem::take(&mut conn.session.watching) {
+                let req = crate::cmd::tx::unwatch_req();
+                self.out.batches[usize::from(shard.0)].push(msg::Job {
+                    req,
+                    db: 0,
+                    reply_to: msg::ReplyTo {
+                        io: self.me,
+                        conn: id,
+                        seq: 0,
+                        part: 0,
+                    },
+                });
+            }
             if let Ok(mut c) = self.shared.clients.lock() {
                 c.remove(&id);
             }
