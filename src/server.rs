@@ -94,7 +94,15 @@ struct CounterBlock {
     calls: Vec<AtomicU64>,
     failed: Vec<AtomicU64>,
     rejected: Vec<AtomicU64>,
+    /// Execution time on the shard, nanoseconds (INFO reports µs).
+    exec_ns: Vec<AtomicU64>,
+    /// Error replies by their first word (`ERR`, `NOGROUP`...), INFO errorstats.
+    /// Only error paths take this (uncontended: one per thread) lock.
+    errors: std::sync::Mutex<HashMap<String, u64>>,
 }
+
+/// Redis stops adding new error names to errorstats past this many.
+const MAX_ERROR_NAMES: usize = 128;
 
 thread_local! {
     /// Which [`CounterBlock`] this thread counts into; shard threads set it
@@ -124,6 +132,8 @@ impl CmdStats {
                     calls: zeros(),
                     failed: zeros(),
                     rejected: zeros(),
+                    exec_ns: zeros(),
+                    errors: Default::default(),
                 })
                 .collect(),
         }
@@ -159,8 +169,9 @@ impl CmdStats {
         self.sum(|b| &b.processed)
     }
 
-    /// `(name, calls, failed_calls, rejected_calls)` of every command used so far, by name.
-    pub fn snapshot(&self) -> Vec<(String, u64, u64, u64)> {
+    /// `(name, calls, failed_calls, rejected_calls, usec)` of every command
+    /// used so far, by name.
+    pub fn snapshot(&self) -> Vec<(String, u64, u64, u64, u64)> {
         let mut out: Vec<_> = (0..self.names.len())
             .map(|i| {
                 (
@@ -168,22 +179,81 @@ impl CmdStats {
                     self.sum(|b| &b.calls[i]),
                     self.sum(|b| &b.failed[i]),
                     self.sum(|b| &b.rejected[i]),
+                    self.sum(|b| &b.exec_ns[i]) / 1000,
                 )
             })
-            .filter(|(_, c, f, r)| c + f + r > 0)
+            .filter(|(_, c, f, r, _)| c + f + r > 0)
             .collect();
         out.sort();
         out
+    }
+
+    /// A command (row `cmd`, or [`NO_CMD`](crate::shard::msg::NO_CMD) for a
+    /// part of one) ran on this thread's shard for `ns` nanoseconds and
+    /// answered `err` if it failed: its time, and `failed_calls` and
+    /// errorstats for an error reply (Redis counts an error the command
+    /// itself answers as failed, not rejected).
+    pub fn count_exec(&self, cmd: u32, ns: u64, err: Option<&crate::error::CmdError>) {
+        let st = self.block();
+        let i = cmd as usize;
+        if let Some(c) = st.exec_ns.get(i) {
+            c.fetch_add(ns, Ordering::Relaxed);
+        }
+        if let Some(e) = err {
+            if let Some(c) = st.failed.get(i) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            self.count_error(e);
+        }
+    }
+
+    /// One error reply, under its first word (INFO errorstats).
+    pub fn count_error(&self, err: &crate::error::CmdError) {
+        let text = err.to_string();
+        let name = text.split(' ').next().unwrap_or("ERR");
+        if let Ok(mut m) = self.block().errors.lock() {
+            if let Some(n) = m.get_mut(name) {
+                *n += 1;
+            } else if m.len() < MAX_ERROR_NAMES {
+                m.insert(name.to_string(), 1);
+            }
+        }
+    }
+
+    /// `(error name, count)` summed over threads, by name (INFO errorstats).
+    pub fn error_snapshot(&self) -> Vec<(String, u64)> {
+        let mut all: HashMap<String, u64> = HashMap::new();
+        for b in &self.blocks {
+            if let Ok(m) = b.errors.lock() {
+                for (k, v) in m.iter() {
+                    *all.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+        let mut out: Vec<_> = all.into_iter().collect();
+        out.sort();
+        out
+    }
+
+    /// Error replies counted in errorstats (INFO `total_error_replies`).
+    pub fn total_errors(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter_map(|b| b.errors.lock().ok().map(|m| m.values().sum::<u64>()))
+            .sum()
     }
 
     /// Zero every counter (CONFIG RESETSTAT).
     pub fn reset(&self) {
         for b in &self.blocks {
             b.processed.store(0, Ordering::Relaxed);
-            for v in [&b.calls, &b.failed, &b.rejected] {
+            for v in [&b.calls, &b.failed, &b.rejected, &b.exec_ns] {
                 for c in v {
                     c.store(0, Ordering::Relaxed);
                 }
+            }
+            if let Ok(mut m) = b.errors.lock() {
+                m.clear();
             }
         }
     }

@@ -443,3 +443,101 @@ fn watches_of_a_closed_connection_are_released() {
     assert_eq!(c.raw(&["EXEC"]), "*1\r\n+OK");
     assert_eq!(other.raw(&["SET", "b", "1"]), "+OK");
 }
+
+/// The INFO lines starting with any of `prefixes`, with `usec` figures blanked.
+fn stat_lines(c: &mut common::RespClient, section: &str, prefixes: &[&str]) -> Vec<String> {
+    let text = c.raw(&["INFO", section]);
+    let mut out: Vec<String> = text
+        .lines()
+        .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
+        .map(|l| {
+            l.split(',')
+                .filter(|f| !f.starts_with("usec"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn failed_rejected_and_error_stats_match_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let script = "
+        CONFIG RESETSTAT
+        XADD s 1-1 f v
+        XADD s 1-1 f v
+        XADD s
+        XREADGROUP GROUP nogroup c STREAMS s >
+        XACK s nogroup 1-1
+        SET str v
+        XADD str * f v
+        NOSUCHCOMMAND x
+        GET
+        XGROUP CREATE s g 0
+        XGROUP CREATE s g 0
+        CLIENT NOSUCH
+    ";
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let args = common::words(line);
+        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
+    }
+    let prefixes = [
+        "cmdstat_xadd",
+        "cmdstat_xreadgroup",
+        "cmdstat_xack",
+        "cmdstat_set",
+        "cmdstat_get",
+        "cmdstat_xgroup|create",
+        "errorstat_",
+        "total_error_replies",
+    ];
+    for section in ["commandstats", "errorstats", "stats"] {
+        assert_eq!(
+            stat_lines(&mut ours, section, &prefixes),
+            stat_lines(&mut theirs, section, &prefixes),
+            "{section}"
+        );
+    }
+}
+
+#[test]
+fn commandstats_measure_execution_time() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for i in 0..200 {
+        c.raw(&["XADD", &format!("s{}", i % 7), "*", "f", "v"]);
+    }
+    let info = c.raw(&["INFO", "commandstats"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_xadd:"))
+        .unwrap();
+    let usec: u64 = line
+        .split("usec=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(usec > 0, "{line}");
+    assert!(line.contains("calls=200,"), "{line}");
+    let per_call: f64 = line
+        .split("usec_per_call=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((per_call - usec as f64 / 200.0).abs() < 0.01, "{line}");
+}

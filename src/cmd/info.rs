@@ -46,6 +46,7 @@ const SECTIONS: &[(&str, bool)] = &[
     ("cpu", true),
     ("modules", true),
     ("commandstats", false),
+    ("errorstats", true),
     ("cluster", true),
     ("keyspace", true),
     ("shardstream", true),
@@ -202,7 +203,8 @@ struct Snapshot {
     obuf_disconnections: u64,
     maxmemory: u64,
     /// `(name, calls, failed, rejected)`, sorted by name.
-    cmdstats: Vec<(String, u64, u64, u64)>,
+    cmdstats: Vec<(String, u64, u64, u64, u64)>,
+    errorstats: Vec<(String, u64)>,
     mem: MemInfo,
     cpu: (f64, f64),
     /// A multi-node topology is configured (`cluster_enabled:1`).
@@ -276,7 +278,8 @@ impl Snapshot {
             rejected: st.rejected_connections.load(Ordering::Relaxed),
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
-            errors: st.total_error_replies.load(Ordering::Relaxed),
+            errors: shared.cmdstats.total_errors(),
+            errorstats: shared.cmdstats.error_snapshot(),
             blocked_clients: shared.blocked_clients.load(Ordering::Relaxed),
             recent_max_input: st.recent_max_input_bytes.get(),
             recent_max_output: st.recent_max_output_bytes.get(),
@@ -556,10 +559,21 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         "modules" => line!("# Modules"),
         "commandstats" => {
             line!("# Commandstats");
-            for (name, calls, failed, rejected) in &s.cmdstats {
+            for (name, calls, failed, rejected, usec) in &s.cmdstats {
+                let per_call = if *calls > 0 {
+                    *usec as f64 / *calls as f64
+                } else {
+                    0.0
+                };
                 line!(
-                    "cmdstat_{name}:calls={calls},usec=0,usec_per_call=0.00,rejected_calls={rejected},failed_calls={failed}"
+                    "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"
                 );
+            }
+        }
+        "errorstats" => {
+            line!("# Errorstats");
+            for (name, count) in &s.errorstats {
+                line!("errorstat_{name}:count={count}");
             }
         }
         "cluster" => {

@@ -36,25 +36,25 @@ pub fn admit(
     let args = argv.as_deref()?;
     let Some(spec) = table::lookup(&args[0]) else {
         let err = table::unknown_command(args);
-        shared.count_call("unknown", true, true);
+        shared.count_call("unknown", false, true);
         reject(shared, conn, err);
         return None;
     };
     if !spec.arity_ok(args.len()) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, CmdError::arity(spec.name));
         return None;
     }
     let spec = match gate_subcommand(spec, args) {
         Ok(sub) => sub,
         Err(e) => {
-            shared.count_call(spec.name, true, true);
+            shared.count_call(spec.name, false, true);
             reject(shared, conn, e);
             return None;
         }
     };
     if let Err(e) = gate_protected(shared, spec, &conn.session) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject(shared, conn, e);
         return None;
     }
@@ -62,7 +62,7 @@ pub fn admit(
         conn.session.shared.last_cmd.store(i, Ordering::Relaxed);
     }
     if let Err(e) = gate_auth(spec, &conn.session) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, e);
         return None;
     }
@@ -78,7 +78,7 @@ pub fn admit(
         return None;
     }
     if let Err(e) = gate_aof(shared, spec).and_then(|()| gate_oom(shared, spec, &conn.session)) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, e);
         return None;
     }
@@ -237,10 +237,7 @@ fn gate_cluster(
 /// Answer a command that was refused before running; inside MULTI this also
 /// dooms the transaction (EXECABORT), as Redis does.
 pub fn reject(shared: &Shared, conn: &mut Conn, err: CmdError) {
-    shared
-        .stats
-        .total_error_replies
-        .fetch_add(1, Ordering::Relaxed);
+    shared.cmdstats.count_error(&err);
     if conn.session.multi.is_some() {
         conn.session.multi_failed = true;
     }
@@ -258,6 +255,7 @@ fn reject_cmd(shared: &Shared, conn: &mut Conn, spec: &CommandSpec, err: CmdErro
         let err = CmdError::msg(format!(
             "EXECABORT Transaction discarded because of: {reason}"
         ));
+        shared.cmdstats.count_error(&err);
         conn.push_slot(Pending::Ready(Reply::Error(err)));
         return;
     }

@@ -339,11 +339,8 @@ fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec
     match router::route(spec, &argv, &mut conn.session, shared) {
         Routed::Reply(r) => {
             shared.count_call(name, r.is_error(), false);
-            if r.is_error() {
-                shared
-                    .stats
-                    .total_error_replies
-                    .fetch_add(1, Ordering::Relaxed);
+            if let Some(e) = r.error_text() {
+                shared.cmdstats.count_error(e);
             }
             conn.push_slot(Pending::Ready(r));
         }
@@ -367,6 +364,10 @@ fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec
             let seq = conn.push_slot(Pending::Waiting);
             out.batches[usize::from(shard.0)].push(Job {
                 req,
+                cmd: shared
+                    .cmdstats
+                    .index_of(name)
+                    .map_or(crate::shard::msg::NO_CMD, |i| i as u32),
                 db: conn.session.db as u16,
                 reply_to: ReplyTo {
                     io: out.me,

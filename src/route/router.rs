@@ -286,6 +286,7 @@ pub fn start_fan(
     for (part, (shard, req)) in parts.into_iter().enumerate() {
         batches[usize::from(shard.0)].push(Job {
             req,
+            cmd: crate::shard::msg::NO_CMD,
             db: conn.session.db as u16,
             reply_to: ReplyTo {
                 io,
@@ -315,6 +316,7 @@ pub fn start_block(
         match (plan.park)(part_argv, ticket.clone()) {
             Ok(req) => batches[usize::from(shard.0)].push(Job {
                 req,
+                cmd: crate::shard::msg::NO_CMD,
                 db: conn.session.db as u16,
                 reply_to: ReplyTo {
                     io,

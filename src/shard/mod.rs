@@ -368,6 +368,8 @@ impl ShardThread {
     /// the thread that owns its connection; then serve readers parked on keys
     /// the requests made ready.
     fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
+        // One clock read per command: each command's end is the next one's start.
+        let mut started = std::time::Instant::now();
         for job in jobs {
             let cx = msg::ExecCtx {
                 db: usize::from(job.db),
@@ -375,6 +377,13 @@ impl ShardThread {
                 reply_to: job.reply_to,
             };
             let reply = job.req.apply(&mut self.db, &cx);
+            let ended = std::time::Instant::now();
+            self.shared.cmdstats.count_exec(
+                job.cmd,
+                ended.duration_since(started).as_nanos() as u64,
+                reply.error_text(),
+            );
+            started = ended;
             self.db.stats.ops += 1;
             if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
                 panic!(
@@ -712,6 +721,7 @@ impl ShardThread {
                 let req = crate::cmd::tx::unwatch_req();
                 self.out.batches[usize::from(shard.0)].push(msg::Job {
                     req,
+                    cmd: msg::NO_CMD,
                     db: 0,
                     reply_to: msg::ReplyTo {
                         io: self.me,

@@ -94,7 +94,13 @@ pub struct Job {
     /// Selected database of the connection when it sent the request.
     pub db: u16,
     pub reply_to: ReplyTo,
+    /// Command table row index for INFO commandstats (`usec`, `failed_calls`),
+    /// [`NO_CMD`] when the request is a part of a larger command.
+    pub cmd: u32,
 }
+
+/// [`Job::cmd`] for requests that are not counted as a command of their own.
+pub const NO_CMD: u32 = u32::MAX;
 
 /// A message to a shard thread's inbox.
 pub enum ShardMsg {
