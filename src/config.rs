@@ -180,6 +180,11 @@ pub struct Config {
     /// `aof-use-rdb-preamble`: accepted for compatibility (Redis test suites
     /// set it); shardstream's rewrites always write effect records.
     pub aof_use_rdb_preamble: bool,
+    /// `latency-tracking` (default yes): per-command latency histograms (INFO latencystats).
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles` (default `50 99 99.9`): the
+    /// percentiles INFO latencystats reports.
+    pub latency_tracking_info_percentiles: Vec<f64>,
 }
 
 /// One class of `client-output-buffer-limit`: a client whose pending output
@@ -282,6 +287,8 @@ impl Default for Config {
             tcp_backlog: 511,
             enable_debug_command: "no",
             aof_use_rdb_preamble: true,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
         }
     }
 }
@@ -485,6 +492,22 @@ impl Config {
                 self.aof_use_rdb_preamble =
                     parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
             }
+            "latency-tracking" => {
+                self.latency_tracking = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "latency-tracking-info-percentiles" => {
+                let mut v = Vec::new();
+                for w in value.split_whitespace() {
+                    let p: f64 = w.parse().map_err(|_| {
+                        "Invalid latency-tracking-info-percentiles parameters".to_string()
+                    })?;
+                    if !(0.0..=100.0).contains(&p) {
+                        return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
+                    }
+                    v.push(p);
+                }
+                self.latency_tracking_info_percentiles = v;
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -543,6 +566,13 @@ impl Config {
                 "no"
             }
             .to_string(),
+            "latency-tracking" => if self.latency_tracking { "yes" } else { "no" }.to_string(),
+            "latency-tracking-info-percentiles" => self
+                .latency_tracking_info_percentiles
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
             _ => return None,
         })
     }
@@ -576,6 +606,8 @@ impl Config {
         "tcp-backlog",
         "enable-debug-command",
         "aof-use-rdb-preamble",
+        "latency-tracking",
+        "latency-tracking-info-percentiles",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in

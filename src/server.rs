@@ -80,6 +80,8 @@ impl PeakWindow {
 pub struct CmdStats {
     /// Lowercase names (`get`, `client|list`), by row index.
     names: Vec<String>,
+    /// `latency-tracking`: record per-command latency histograms.
+    pub latency_tracking: std::sync::atomic::AtomicBool,
     index: HashMap<&'static str, usize, BuildHasherDefault<crate::cmd::table::NameHasher>>,
     /// One block per shard thread, then one for every other thread.
     blocks: Vec<CounterBlock>,
@@ -99,7 +101,19 @@ struct CounterBlock {
     /// Error replies by their first word (`ERR`, `NOGROUP`...), INFO errorstats.
     /// Only error paths take this (uncontended: one per thread) lock.
     errors: std::sync::Mutex<HashMap<String, u64>>,
+    /// Execution-time histograms (ns) by command row, created on first use
+    /// (INFO latencystats). Written by this block's thread only; the lock is
+    /// uncontended except while INFO reads.
+    latency: std::sync::Mutex<Vec<Option<LatencyHistogram>>>,
 }
+
+/// One command's execution times in ns, 1 ns..1 s at 2 significant digits
+/// (Redis's `LATENCY_HISTOGRAM_MIN/MAX_VALUE` and precision).
+pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
+
+/// Highest execution time recorded in a latency histogram (1 s, in ns); longer
+/// ones are recorded as this, as Redis clamps them.
+const LATENCY_MAX_NS: u64 = 1_000_000_000;
 
 /// Redis stops adding new error names to errorstats past this many.
 const MAX_ERROR_NAMES: usize = 128;
@@ -124,6 +138,7 @@ impl CmdStats {
         }
         let zeros = || rows.iter().map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
         CmdStats {
+            latency_tracking: std::sync::atomic::AtomicBool::new(true),
             names: rows.iter().map(|n| n.to_ascii_lowercase()).collect(),
             index: rows.iter().enumerate().map(|(i, n)| (*n, i)).collect(),
             blocks: (0..=threads)
@@ -134,6 +149,7 @@ impl CmdStats {
                     rejected: zeros(),
                     exec_ns: zeros(),
                     errors: Default::default(),
+                    latency: std::sync::Mutex::new((0..rows.len()).map(|_| None).collect()),
                 })
                 .collect(),
         }
@@ -198,6 +214,17 @@ impl CmdStats {
         let i = cmd as usize;
         if let Some(c) = st.exec_ns.get(i) {
             c.fetch_add(ns, Ordering::Relaxed);
+            if self.latency_tracking.load(Ordering::Relaxed) {
+                if let Ok(mut hists) = st.latency.lock() {
+                    if let Some(slot) = hists.get_mut(i) {
+                        let h = slot.get_or_insert_with(|| {
+                            LatencyHistogram::new_with_bounds(1, LATENCY_MAX_NS, 2)
+                                .expect("valid histogram bounds")
+                        });
+                        h.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
+                    }
+                }
+            }
         }
         if let Some(e) = err {
             if let Some(c) = st.failed.get(i) {
@@ -235,6 +262,34 @@ impl CmdStats {
         out
     }
 
+    /// `(name, merged histogram)` of every command with recorded latencies,
+    /// by name (INFO latencystats).
+    pub fn latency_snapshot(&self) -> Vec<(String, LatencyHistogram)> {
+        let mut merged: Vec<Option<LatencyHistogram>> =
+            (0..self.names.len()).map(|_| None).collect();
+        for b in &self.blocks {
+            let Ok(hists) = b.latency.lock() else {
+                continue;
+            };
+            for (i, h) in hists.iter().enumerate() {
+                let Some(h) = h else { continue };
+                match &mut merged[i] {
+                    Some(m) => {
+                        let _ = m.add(h);
+                    }
+                    slot @ None => *slot = Some(h.clone()),
+                }
+            }
+        }
+        let mut out: Vec<_> = merged
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.map(|h| (self.names[i].clone(), h)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     /// Error replies counted in errorstats (INFO `total_error_replies`).
     pub fn total_errors(&self) -> u64 {
         self.blocks
@@ -254,6 +309,9 @@ impl CmdStats {
             }
             if let Ok(mut m) = b.errors.lock() {
                 m.clear();
+            }
+            if let Ok(mut h) = b.latency.lock() {
+                h.iter_mut().for_each(|s| *s = None);
             }
         }
     }
@@ -568,7 +626,12 @@ fn start_with(
         clients: Mutex::new(HashMap::new()),
         next_client_id: AtomicU64::new(1),
         stats: ServerStats::default(),
-        cmdstats: CmdStats::new(usize::from(shards)),
+        cmdstats: {
+            let c = CmdStats::new(usize::from(shards));
+            c.latency_tracking
+                .store(config.latency_tracking, Ordering::Relaxed);
+            c
+        },
         started: Instant::now(),
         addr,
         run_id: random_hex40(),

@@ -541,3 +541,57 @@ fn commandstats_measure_execution_time() {
         .unwrap();
     assert!((per_call - usec as f64 / 200.0).abs() < 0.01, "{line}");
 }
+
+#[test]
+fn latencystats_report_configured_percentiles() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for i in 0..50 {
+        c.raw(&["XADD", &format!("s{}", i % 5), "*", "f", "v"]);
+    }
+    let line = |c: &mut common::RespClient| {
+        c.raw(&["INFO", "latencystats"])
+            .lines()
+            .find(|l| l.starts_with("latency_percentiles_usec_xadd:"))
+            .map(str::to_string)
+    };
+    let l = line(&mut c).expect("xadd latencies");
+    let fields: Vec<&str> = l.split(':').nth(1).unwrap().split(',').collect();
+    assert_eq!(fields.len(), 3, "{l}");
+    for (f, p) in fields.iter().zip(["p50=", "p99=", "p99.9="]) {
+        assert!(f.starts_with(p), "{l}");
+        let v: f64 = f[p.len()..].parse().unwrap();
+        assert!(v > 0.0, "{l}");
+        assert_eq!(f[p.len()..].split('.').nth(1).map(str::len), Some(3), "{l}");
+        assert!(
+            v > 0.0 && f.split('.').nth(1).map(str::len) == Some(3) || p == "p99.9=",
+            "{l}"
+        );
+    }
+    assert!(!c.raw(&["INFO"]).contains("# Latencystats"));
+    assert_eq!(
+        c.raw(&[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "50 90"
+        ]),
+        "+OK"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "latency-tracking-info-percentiles"]),
+        "*2\r\n$33\r\nlatency-tracking-info-percentiles\r\n$5\r\n50 90"
+    );
+    let l = line(&mut c).unwrap();
+    assert!(
+        l.contains(":p50=") && l.contains(",p90=") && !l.contains("p99"),
+        "{l}"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "latency-tracking", "no"]), "+OK");
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    c.raw(&["XADD", "s", "*", "f", "v"]);
+    assert_eq!(line(&mut c), None);
+    assert_eq!(c.raw(&["CONFIG", "SET", "latency-tracking", "yes"]), "+OK");
+    c.raw(&["XADD", "s", "*", "f", "v"]);
+    assert!(line(&mut c).is_some());
+}

@@ -314,7 +314,7 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Redis settings shardstream does not implement but clients commonly read
 /// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
 /// them; CONFIG SET accepts only their current value.
-const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", "")];
+const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", ""), ("latency-monitor-threshold", "0")];
 
 /// Settings fixed for the life of the process (threads, sockets and data
 /// layout are built from them at start).
@@ -442,6 +442,10 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     }
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    cx.shared
+        .cmdstats
+        .latency_tracking
+        .store(cfg.latency_tracking, Ordering::Relaxed);
     cx.shared.config_epoch.fetch_add(1, Ordering::SeqCst);
     if cfg.maxmemory_bytes > 0 {
         // Sample now, so a pipelined write right after this is judged fairly.
