@@ -595,3 +595,45 @@ fn latencystats_report_configured_percentiles() {
     c.raw(&["XADD", "s", "*", "f", "v"]);
     assert!(line(&mut c).is_some());
 }
+
+#[test]
+fn latency_and_role_match_redis_without_events() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    assert_same_replies(
+        &mut srv.client(),
+        &mut redis.client(),
+        "ROLE
+         LATENCY LATEST
+         LATENCY HISTORY command
+         LATENCY RESET
+         LATENCY RESET command fast-command
+         LATENCY HISTOGRAM nosuchcommand
+         LATENCY NOPE
+         LATENCY",
+    );
+}
+
+#[test]
+fn latency_histogram_reports_calls_and_cumulative_buckets() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for _ in 0..10 {
+        c.raw(&["SET", "k", "v"]);
+    }
+    c.raw(&["XADD", "s", "*", "f", "v"]);
+    let r = c.raw(&["LATENCY", "HISTOGRAM", "set", "nosuch"]);
+    // One command: *2 (RESP2 map) name, {calls 10, histogram_usec {...}}.
+    assert!(
+        r.starts_with("*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:10\r\n$14\r\nhistogram_usec\r\n*"),
+        "{r}"
+    );
+    assert!(r.ends_with(":10"), "cumulative count ends at calls: {r}");
+    let all = c.raw(&["LATENCY", "HISTOGRAM"]);
+    assert!(
+        all.contains("$4\r\nxadd\r\n") && all.contains("$3\r\nset\r\n"),
+        "{all}"
+    );
+}

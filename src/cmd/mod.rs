@@ -19,6 +19,7 @@ pub mod function;
 pub mod glob;
 pub mod info;
 pub mod keys;
+pub mod latency;
 pub mod object;
 pub mod persistence;
 pub mod rename;
@@ -56,6 +57,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     persistence::SPECS,
     function::SPECS,
     rename::SPECS,
+    latency::SPECS,
     debug::SPECS,
 ];
 
