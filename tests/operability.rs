@@ -637,3 +637,22 @@ fn latency_histogram_reports_calls_and_cumulative_buckets() {
         "{all}"
     );
 }
+
+#[test]
+fn client_list_shows_real_fd_and_tot_mem() {
+    let srv = TestServer::start(2);
+    let mut a = srv.client();
+    let mut b = srv.client();
+    let line = |c: &mut common::RespClient| c.raw(&["CLIENT", "INFO"]);
+    let field = |l: &str, f: &str| -> i64 {
+        l.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{f}=")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (la, lb) = (line(&mut a), line(&mut b));
+    let (fa, fb) = (field(&la, "fd"), field(&lb, "fd"));
+    assert!(fa > 2 && fb > 2 && fa != fb, "{la}\n{lb}");
+    assert!(field(&la, "tot-mem") >= 16 * 1024, "{la}");
+}

@@ -68,6 +68,8 @@ pub struct ClientShared {
     pub id: u64,
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
+    /// The socket's file descriptor (`fd=`; it stays the same across handovers).
+    pub fd: i32,
     /// Shard thread owning the connection (changes when it is handed over).
     pub thread: AtomicU16,
     pub created: Instant,
@@ -95,6 +97,16 @@ pub struct ClientShared {
 }
 
 impl ClientShared {
+    /// Memory the client holds (`tot-mem=`): the connection state, its read
+    /// buffer (16 KiB, `rbs=`), and its query and output buffers' contents.
+    pub fn tot_mem_bytes(&self) -> usize {
+        std::mem::size_of::<Conn>()
+            + std::mem::size_of::<ClientShared>()
+            + 16 * 1024
+            + self.qbuf_bytes.load(Ordering::Relaxed)
+            + self.omem_bytes.load(Ordering::Relaxed)
+    }
+
     /// One `CLIENT LIST` / `CLIENT INFO` line (Redis 7 field order, the fields we track).
     /// `stats` names the last command (`cmd=`).
     pub fn info_line(&self, now_ms_since_start: u64, stats: &crate::server::CmdStats) -> String {
@@ -120,10 +132,11 @@ impl ClientShared {
         let multi = self.multi.load(Ordering::Relaxed);
         let multi = if multi == u64::MAX { -1 } else { multi as i64 };
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch=0 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch=0 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
+            self.fd,
             name,
             self.created.elapsed().as_secs(),
             idle_s,
@@ -138,6 +151,7 @@ impl ClientShared {
             multi,
             self.qbuf_bytes.load(Ordering::Relaxed),
             self.omem_bytes.load(Ordering::Relaxed),
+            self.tot_mem_bytes(),
             cmd,
             self.resp.load(Ordering::Relaxed),
             lib_name,

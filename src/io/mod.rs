@@ -139,6 +139,7 @@ pub fn new_conn(
         id,
         addr,
         laddr,
+        fd: std::os::fd::AsRawFd::as_raw_fd(&sock),
         thread: AtomicU16::new(thread),
         created: Instant::now(),
         name: Mutex::new(None),
