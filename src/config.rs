@@ -182,6 +182,10 @@ pub struct Config {
     pub aof_use_rdb_preamble: bool,
     /// `latency-tracking` (default yes): per-command latency histograms (INFO latencystats).
     pub latency_tracking: bool,
+    /// `slowlog-log-slower-than`, µs (default 10000; negative disables, 0 logs every command).
+    pub slowlog_log_slower_than_us: i64,
+    /// `slowlog-max-len` (default 128).
+    pub slowlog_max_len: usize,
     /// `latency-tracking-info-percentiles` (default `50 99 99.9`): the
     /// percentiles INFO latencystats reports.
     pub latency_tracking_info_percentiles: Vec<f64>,
@@ -288,6 +292,8 @@ impl Default for Config {
             enable_debug_command: "no",
             aof_use_rdb_preamble: true,
             latency_tracking: true,
+            slowlog_log_slower_than_us: 10_000,
+            slowlog_max_len: 128,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
         }
     }
@@ -492,6 +498,16 @@ impl Config {
                 self.aof_use_rdb_preamble =
                     parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
             }
+            "slowlog-log-slower-than" => {
+                self.slowlog_log_slower_than_us = value.parse().map_err(|_| bad())?
+            }
+            "slowlog-max-len" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.slowlog_max_len = usize::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= i32::MAX as usize)
+                    .ok_or("argument must be between 0 and 2147483647 inclusive")?
+            }
             "latency-tracking" => {
                 self.latency_tracking = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
             }
@@ -567,6 +583,8 @@ impl Config {
             }
             .to_string(),
             "latency-tracking" => if self.latency_tracking { "yes" } else { "no" }.to_string(),
+            "slowlog-log-slower-than" => self.slowlog_log_slower_than_us.to_string(),
+            "slowlog-max-len" => self.slowlog_max_len.to_string(),
             "latency-tracking-info-percentiles" => self
                 .latency_tracking_info_percentiles
                 .iter()
@@ -608,6 +626,8 @@ impl Config {
         "aof-use-rdb-preamble",
         "latency-tracking",
         "latency-tracking-info-percentiles",
+        "slowlog-log-slower-than",
+        "slowlog-max-len",
     ];
 
     /// Apply a redis.conf-style text. Unknown Redis directives are reported in

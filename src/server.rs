@@ -365,6 +365,8 @@ pub struct Shared {
     /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
     /// cluster serving every slot, with no redirections.
     pub cluster: Option<crate::cluster::Topology>,
+    /// SLOWLOG entries and settings.
+    pub slowlog: crate::cmd::slowlog::SlowLog,
 }
 
 impl Shared {
@@ -637,6 +639,10 @@ fn start_with(
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: Arc::new(AtomicU64::new(0)),
+        slowlog: crate::cmd::slowlog::SlowLog::new(
+            config.slowlog_log_slower_than_us,
+            config.slowlog_max_len,
+        ),
         cluster,
     });
 

@@ -656,3 +656,67 @@ fn client_list_shows_real_fd_and_tot_mem() {
     assert!(fa > 2 && fb > 2 && fa != fb, "{la}\n{lb}");
     assert!(field(&la, "tot-mem") >= 16 * 1024, "{la}");
 }
+
+#[test]
+fn slowlog_errors_and_empty_log_match_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    assert_same_replies(
+        &mut srv.client(),
+        &mut redis.client(),
+        "SLOWLOG RESET
+         SLOWLOG LEN
+         SLOWLOG GET
+         SLOWLOG GET -2
+         SLOWLOG GET x
+         SLOWLOG GET 1 2
+         SLOWLOG NOPE
+         CONFIG GET slowlog-log-slower-than
+         CONFIG GET slowlog-max-len",
+    );
+}
+
+#[test]
+fn slowlog_records_slow_shard_commands() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CLIENT", "SETNAME", "slowpoke"]), "+OK");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        "+OK"
+    );
+    c.raw(&["XADD", "s", "1-1", "f", "v"]);
+    let long = "x".repeat(130);
+    c.raw(&["SET", "k", &long]);
+    let mut many: Vec<String> = vec!["DEL".into()];
+    many.extend((0..40).map(|i| format!("{{t}}k{i}")));
+    c.raw(&many);
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":3");
+    let got = c.raw(&["SLOWLOG", "GET", "1"]);
+    assert!(got.starts_with("*1\r\n*6\r\n:2\r\n:"), "{got}");
+    assert!(got.contains("*32\r\n$3\r\nDEL\r\n"), "{got}");
+    assert!(got.contains("$23\r\n... (10 more arguments)\r\n"), "{got}");
+    assert!(got.ends_with("$8\r\nslowpoke"), "{got}");
+    let all = c.raw(&["SLOWLOG", "GET", "-1"]);
+    assert!(all.starts_with("*3\r\n"), "{all}");
+    assert!(
+        all.contains(&format!("{}... (2 more bytes)", "x".repeat(128))),
+        "{all}"
+    );
+    assert!(
+        all.contains("$4\r\nXADD\r\n$1\r\ns\r\n$3\r\n1-1\r\n"),
+        "{all}"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "slowlog-max-len", "1"]), "+OK");
+    c.raw(&["GET", "k"]);
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":1");
+    assert_eq!(c.raw(&["SLOWLOG", "RESET"]), "+OK");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+        "+OK"
+    );
+    c.raw(&["GET", "k"]);
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":0");
+}

@@ -24,6 +24,7 @@ pub mod object;
 pub mod persistence;
 pub mod rename;
 pub mod server;
+pub mod slowlog;
 pub mod stream;
 pub mod stream_group;
 pub mod string;
@@ -58,6 +59,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     function::SPECS,
     rename::SPECS,
     latency::SPECS,
+    slowlog::SPECS,
     debug::SPECS,
 ];
 

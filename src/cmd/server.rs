@@ -446,6 +446,14 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         .cmdstats
         .latency_tracking
         .store(cfg.latency_tracking, Ordering::Relaxed);
+    cx.shared
+        .slowlog
+        .slower_than_us
+        .store(cfg.slowlog_log_slower_than_us, Ordering::Relaxed);
+    cx.shared
+        .slowlog
+        .max_len
+        .store(cfg.slowlog_max_len, Ordering::Relaxed);
     cx.shared.config_epoch.fetch_add(1, Ordering::SeqCst);
     if cfg.maxmemory_bytes > 0 {
         // Sample now, so a pipelined write right after this is judged fairly.

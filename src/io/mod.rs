@@ -369,6 +369,7 @@ fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec
                     .cmdstats
                     .index_of(name)
                     .map_or(crate::shard::msg::NO_CMD, |i| i as u32),
+                argv: Some(argv),
                 db: conn.session.db as u16,
                 reply_to: ReplyTo {
                     io: out.me,

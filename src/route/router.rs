@@ -287,6 +287,7 @@ pub fn start_fan(
         batches[usize::from(shard.0)].push(Job {
             req,
             cmd: crate::shard::msg::NO_CMD,
+            argv: None,
             db: conn.session.db as u16,
             reply_to: ReplyTo {
                 io,
@@ -317,6 +318,7 @@ pub fn start_block(
             Ok(req) => batches[usize::from(shard.0)].push(Job {
                 req,
                 cmd: crate::shard::msg::NO_CMD,
+                argv: None,
                 db: conn.session.db as u16,
                 reply_to: ReplyTo {
                     io,

@@ -378,11 +378,15 @@ impl ShardThread {
             };
             let reply = job.req.apply(&mut self.db, &cx);
             let ended = std::time::Instant::now();
-            self.shared.cmdstats.count_exec(
-                job.cmd,
-                ended.duration_since(started).as_nanos() as u64,
-                reply.error_text(),
-            );
+            let ns = ended.duration_since(started).as_nanos() as u64;
+            self.shared
+                .cmdstats
+                .count_exec(job.cmd, ns, reply.error_text());
+            if self.shared.slowlog.is_slow(ns) {
+                if let Some(argv) = &job.argv {
+                    self.log_slow(argv, ns / 1000, job.reply_to.conn);
+                }
+            }
             started = ended;
             self.db.stats.ops += 1;
             if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
@@ -399,6 +403,26 @@ impl ShardThread {
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
         }
+    }
+
+    /// Record a slow command in SLOWLOG with its client's address and name.
+    fn log_slow(&self, argv: &[bytes::Bytes], duration_us: u64, conn: u64) {
+        let client = self
+            .shared
+            .clients
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&conn).cloned());
+        let (addr, name) = client.map_or((String::new(), String::new()), |c| {
+            let name = c
+                .name
+                .lock()
+                .ok()
+                .and_then(|n| n.clone())
+                .unwrap_or_default();
+            (c.addr.to_string(), name)
+        });
+        self.shared.slowlog.push(argv, duration_us, addr, name);
     }
 
     /// Queue a reply for the thread that owns its connection; it leaves
@@ -722,6 +746,7 @@ impl ShardThread {
                 self.out.batches[usize::from(shard.0)].push(msg::Job {
                     req,
                     cmd: msg::NO_CMD,
+                    argv: None,
                     db: 0,
                     reply_to: msg::ReplyTo {
                         io: self.me,

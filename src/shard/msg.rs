@@ -97,6 +97,9 @@ pub struct Job {
     /// Command table row index for INFO commandstats (`usec`, `failed_calls`),
     /// [`NO_CMD`] when the request is a part of a larger command.
     pub cmd: u32,
+    /// The command line, kept (moved, not copied) for SLOWLOG when it turns
+    /// out slow; `None` for parts of larger commands.
+    pub argv: Option<Vec<bytes::Bytes>>,
 }
 
 /// [`Job::cmd`] for requests that are not counted as a command of their own.
