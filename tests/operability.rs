@@ -720,3 +720,30 @@ fn slowlog_records_slow_shard_commands() {
     c.raw(&["GET", "k"]);
     assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":0");
 }
+
+#[test]
+fn unblocked_reader_errors_count_in_errorstats() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let mut reader = srv.client();
+    c.raw(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    reader.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    assert!(common::eventually(3, || c
+        .raw(&["INFO", "clients"])
+        .contains("blocked_clients:1")));
+    assert_eq!(c.raw(&["XGROUP", "DESTROY", "s", "g"]), ":1");
+    assert!(reader.read_reply().starts_with("-NOGROUP"));
+    assert!(c
+        .raw(&["INFO", "errorstats"])
+        .contains("errorstat_NOGROUP:count=1"));
+}

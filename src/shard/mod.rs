@@ -438,6 +438,11 @@ impl ShardThread {
         let mut served = Vec::new();
         blocking::serve_ready(&mut self.db, now, &mut served);
         for (to, reply) in served {
+            // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
+            // error reply like any other (INFO errorstats).
+            if let Some(e) = reply.error_text() {
+                self.shared.cmdstats.count_error(e);
+            }
             self.queue_reply(to, reply);
         }
     }
