@@ -20,7 +20,7 @@
 //! in 40 hex characters, so every node computes the same id for every other
 //! node without talking to it. Config epochs are the line order (1, 2, ...).
 //! The topology never changes while the server runs (no gossip, no failover,
-//! no slot migration yet), so it is plain immutable data shared by IO threads.
+//! no slot migration yet), so it is plain immutable data shared by shard threads.
 
 use std::path::Path;
 

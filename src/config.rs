@@ -1,15 +1,17 @@
 //! Server configuration: defaults, a redis.conf-style file, command-line flags.
 //!
 //! Precedence: built-in defaults < config file (`shardstream path/to/file.conf`,
-//! one `key value` directive per line, `#` comments) < command-line flags.
-//! Directive names are Redis's (`port`, `bind`, `requirepass`, `maxclients`,
-//! `databases`, `dir`, `proto-max-bulk-len`, ...), plus shardstream's own
-//! (`shards`, `io-threads`, `no-pin`).
+//! one `key value` directive per line, `#` comments) < `--directive value`
+//! on the command line (see [`crate::cmdline`], parsed as redis-server
+//! parses its argv). Directive names are Redis's (`port`, `bind`,
+//! `unixsocket`, `requirepass`, `maxclients`, `databases`, `dir`,
+//! `proto-max-bulk-len`, ...), plus shardstream's own (`shards`,
+//! `cluster-config`, `no-pin`). Redis directives shardstream does not
+//! implement are refused with a reason ([`UNSUPPORTED_FATAL`]) or accepted
+//! with a warning ([`UNSUPPORTED_IGNORED`]); any other name is an error.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-
-use clap::Parser;
 
 /// Settings that shards read while they run and `CONFIG SET` may change:
 /// plain atomics shared by one server's shards (configuration, not data).
@@ -19,8 +21,12 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
-    /// `maxmemory`, bytes (0 = no limit); IO threads refuse DENYOOM commands above it.
+    /// `maxmemory`, bytes (0 = no limit); shard threads refuse DENYOOM commands above it.
     pub maxmemory_bytes: AtomicU64,
+    /// `maxmemory-policy` ([`EvictionPolicy`] as `u8`).
+    pub maxmemory_policy: std::sync::atomic::AtomicU8,
+    /// `maxmemory-samples`: keys sampled per eviction.
+    pub maxmemory_samples: AtomicUsize,
     /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
     /// are all served by this node instead of refusing them with CROSSSLOT.
     pub cluster_allow_local_multislot: AtomicBool,
@@ -41,6 +47,8 @@ impl Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
             maxmemory_bytes: AtomicU64::new(cfg.maxmemory_bytes),
+            maxmemory_policy: std::sync::atomic::AtomicU8::new(cfg.maxmemory_policy as u8),
+            maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
         }
@@ -54,9 +62,18 @@ impl Tunables {
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
         self.maxmemory_bytes
             .store(cfg.maxmemory_bytes, Ordering::Relaxed);
+        self.maxmemory_policy
+            .store(cfg.maxmemory_policy as u8, Ordering::Relaxed);
+        self.maxmemory_samples
+            .store(cfg.maxmemory_samples, Ordering::Relaxed);
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
+    }
+
+    /// The `maxmemory-policy` in force.
+    pub fn eviction_policy(&self) -> EvictionPolicy {
+        EvictionPolicy::from_u8(self.maxmemory_policy.load(Ordering::Relaxed))
     }
 
     /// Stream node caps for new appends.
@@ -66,60 +83,6 @@ impl Tunables {
             max_bytes: self.stream_node_max_bytes.load(Ordering::Relaxed),
         }
     }
-}
-
-/// Command line of the `shardstream` binary.
-#[derive(Parser, Debug, Default, Clone)]
-#[command(
-    name = "shardstream",
-    version,
-    about = "A Redis-compatible server for Redis Streams: a shared-nothing engine with one pinned thread per shard."
-)]
-pub struct Cli {
-    /// Optional redis.conf-style file (`key value` per line); flags override it.
-    pub config_file: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1].
-    #[arg(long)]
-    pub bind: Option<String>,
-    /// TCP port to listen on; 0 picks a free port [default: 6379].
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Number of shard threads, each owning a contiguous range of hash slots
-    /// [default: number of CPU cores].
-    #[arg(long)]
-    pub shards: Option<u16>,
-    /// Deprecated and ignored: each shard thread reads, runs and writes for
-    /// its own connections (there are no separate IO threads); use --shards.
-    #[arg(long, hide = true)]
-    pub io_threads: Option<u16>,
-    /// Do not pin shard threads to CPU cores (they are pinned only when the
-    /// machine has a core for every shard and IO thread).
-    #[arg(long)]
-    pub no_pin: bool,
-    /// Data directory (append-only files) [default: ./data].
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    /// Require clients to AUTH with this password (Redis `requirepass`).
-    #[arg(long)]
-    pub requirepass: Option<String>,
-    /// Maximum number of connected clients [default: 10000].
-    #[arg(long)]
-    pub maxclients: Option<usize>,
-    /// Number of databases for SELECT [default: 16].
-    #[arg(long)]
-    pub databases: Option<usize>,
-    /// Static cluster topology: one `<node-name> <host> <port> <slot-range>[,...]`
-    /// line per node; this node finds itself by its port (and bind address).
-    /// Without it the node is a one-node cluster owning every slot.
-    #[arg(long)]
-    pub cluster_config: Option<PathBuf>,
-    /// Keep an append-only file per shard in --dir: yes or no [default: yes].
-    #[arg(long, value_name = "yes|no")]
-    pub appendonly: Option<String>,
-    /// When AOF writes are fsynced: always (group commit before replying),
-    /// everysec or no [default: everysec].
-    #[arg(long, value_name = "always|everysec|no")]
-    pub appendfsync: Option<String>,
 }
 
 /// The effective configuration.
@@ -149,6 +112,10 @@ pub struct Config {
     pub client_output_buffer_limit: [OutputBufferLimit; 3],
     /// `maxmemory`, bytes (0 = no limit).
     pub maxmemory_bytes: u64,
+    /// `maxmemory-policy` (default noeviction).
+    pub maxmemory_policy: EvictionPolicy,
+    /// `maxmemory-samples` (default 5): keys sampled to pick each victim.
+    pub maxmemory_samples: usize,
     /// `tcp-keepalive`: seconds of idleness before TCP keepalive probes
     /// (0 = keepalive off); applies to connections accepted afterwards.
     pub tcp_keepalive_s: u64,
@@ -189,6 +156,76 @@ pub struct Config {
     /// `latency-tracking-info-percentiles` (default `50 99 99.9`): the
     /// percentiles INFO latencystats reports.
     pub latency_tracking_info_percentiles: Vec<f64>,
+    /// `unixsocket`: also (or, with `port 0`, only) listen on this Unix
+    /// domain socket. Fixed at start.
+    pub unixsocket: Option<PathBuf>,
+    /// `unixsocketperm`: mode of the socket file (octal; 0 = leave it to the umask).
+    pub unixsocketperm: u32,
+    /// `pidfile`: written at start, removed at a clean shutdown ("" = none).
+    pub pidfile: Option<PathBuf>,
+    /// `logfile`: where the log goes ("" = standard error). Fixed at start.
+    pub logfile: String,
+    /// `loglevel` (default notice).
+    pub loglevel: LogLevel,
+    /// `protected-mode` (default yes). Accepted for compatibility: shardstream
+    /// listens on 127.0.0.1 unless `bind` says otherwise, and `requirepass`
+    /// protects other interfaces.
+    pub protected_mode: bool,
+    /// `supervised` (no, upstart, systemd, auto; default no). With systemd
+    /// (or auto under systemd), readiness is reported on `$NOTIFY_SOCKET`.
+    pub supervised: String,
+    /// The config file the server was started with (INFO `config_file`);
+    /// not a directive.
+    pub config_file: Option<PathBuf>,
+}
+
+/// Redis's log levels, least verbose last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Debug,
+    Verbose,
+    Notice,
+    Warning,
+    Nothing,
+}
+
+impl LogLevel {
+    const NAMES: [(&'static str, LogLevel); 5] = [
+        ("debug", LogLevel::Debug),
+        ("verbose", LogLevel::Verbose),
+        ("notice", LogLevel::Notice),
+        ("warning", LogLevel::Warning),
+        ("nothing", LogLevel::Nothing),
+    ];
+
+    /// Parse a `loglevel` value (any case).
+    pub fn parse(s: &str) -> Option<LogLevel> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(s))
+            .map(|(_, l)| *l)
+    }
+
+    /// The name CONFIG GET prints.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, l)| *l == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("notice")
+    }
+
+    /// The `log` crate's filter for this level: Redis's debug, verbose,
+    /// notice and warning are `Trace`, `Debug`, `Info` and `Warn`.
+    pub fn filter(self) -> log::LevelFilter {
+        match self {
+            LogLevel::Debug => log::LevelFilter::Trace,
+            LogLevel::Verbose => log::LevelFilter::Debug,
+            LogLevel::Notice => log::LevelFilter::Info,
+            LogLevel::Warning => log::LevelFilter::Warn,
+            LogLevel::Nothing => log::LevelFilter::Off,
+        }
+    }
 }
 
 /// One class of `client-output-buffer-limit`: a client whose pending output
@@ -280,6 +317,8 @@ impl Default for Config {
                 },
             ],
             maxmemory_bytes: 0,
+            maxmemory_policy: EvictionPolicy::NoEviction,
+            maxmemory_samples: 5,
             tcp_keepalive_s: 300,
             cluster_config: None,
             cluster_allow_local_multislot: false,
@@ -295,6 +334,14 @@ impl Default for Config {
             slowlog_log_slower_than_us: 10_000,
             slowlog_max_len: 128,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
+            unixsocket: None,
+            unixsocketperm: 0,
+            pidfile: None,
+            logfile: String::new(),
+            loglevel: LogLevel::Notice,
+            protected_mode: true,
+            supervised: "no".into(),
+            config_file: None,
         }
     }
 }
@@ -357,6 +404,55 @@ const POLICIES: &[&str] = &[
     "allkeys-random",
     "noeviction",
 ];
+
+/// `maxmemory-policy`: what to do when `maxmemory` is exceeded. Variants
+/// are in [`POLICIES`] order (the `u8` of [`Tunables::maxmemory_policy`]).
+///
+/// # Source
+/// `maxmemory_policy_enum`, redis/src/config.c; eviction in redis/src/evict.c.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+    NoEviction,
+}
+
+impl EvictionPolicy {
+    /// Inverse of `as u8`; out of range is noeviction.
+    pub fn from_u8(v: u8) -> EvictionPolicy {
+        use EvictionPolicy::*;
+        [
+            VolatileLru,
+            VolatileLfu,
+            VolatileRandom,
+            VolatileTtl,
+            AllkeysLru,
+            AllkeysLfu,
+            AllkeysRandom,
+        ]
+        .get(usize::from(v))
+        .copied()
+        .unwrap_or(NoEviction)
+    }
+
+    /// Victims are chosen by access frequency (`*-lfu`).
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Self::AllkeysLfu | Self::VolatileLfu)
+    }
+
+    /// Only keys with a TTL may be evicted (`volatile-*`).
+    pub fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            Self::VolatileLru | Self::VolatileLfu | Self::VolatileRandom | Self::VolatileTtl
+        )
+    }
+}
 
 /// An integer setting in `0..=i32::MAX` (`timeout`, `tcp-keepalive`), with Redis's error.
 fn non_negative_i32(value: &str) -> Result<u64, String> {
@@ -429,16 +525,20 @@ impl Config {
             }
             "maxmemory-policy" => {
                 let v = value.to_ascii_lowercase();
-                if v != "noeviction" {
-                    return Err(if POLICIES.contains(&v.as_str()) {
-                        "only the noeviction policy is supported".to_string()
-                    } else {
-                        format!(
-                            "argument(s) must be one of the following: {}",
-                            POLICIES.join(", ")
-                        )
-                    });
-                }
+                let i = POLICIES.iter().position(|p| *p == v).ok_or_else(|| {
+                    format!(
+                        "argument(s) must be one of the following: {}",
+                        POLICIES.join(", ")
+                    )
+                })?;
+                self.maxmemory_policy = EvictionPolicy::from_u8(i as u8);
+            }
+            "maxmemory-samples" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.maxmemory_samples = usize::try_from(v)
+                    .ok()
+                    .filter(|v| (1..=64).contains(v))
+                    .ok_or("argument must be between 1 and 64 inclusive")?
             }
             "client-output-buffer-limit" => {
                 self.client_output_buffer_limit =
@@ -524,6 +624,47 @@ impl Config {
                 }
                 self.latency_tracking_info_percentiles = v;
             }
+            "unixsocket" => self.unixsocket = (!value.is_empty()).then(|| PathBuf::from(value)),
+            "unixsocketperm" => {
+                self.unixsocketperm = u32::from_str_radix(value, 8)
+                    .ok()
+                    .filter(|v| *v <= 0o777)
+                    .ok_or("argument couldn't be parsed as an octal number")?
+            }
+            "pidfile" => self.pidfile = (!value.is_empty()).then(|| PathBuf::from(value)),
+            "logfile" => self.logfile = value.to_string(),
+            "loglevel" => {
+                self.loglevel = LogLevel::parse(value).ok_or(
+                    "argument(s) must be one of the following: debug, verbose, notice, warning, nothing",
+                )?
+            }
+            "protected-mode" => {
+                self.protected_mode = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "supervised" => {
+                let v = value.to_ascii_lowercase();
+                if !["upstart", "systemd", "auto", "no"].contains(&v.as_str()) {
+                    return Err(
+                        "argument(s) must be one of the following: upstart, systemd, auto, no"
+                            .into(),
+                    );
+                }
+                self.supervised = v;
+            }
+            "daemonize" => {
+                if parse_bool(value).ok_or("argument must be 'yes' or 'no'")? {
+                    return Err("daemonize yes is not supported: run shardstream in the \
+                                foreground under a supervisor (systemd, docker, ...)"
+                        .into());
+                }
+            }
+            "save" => {
+                if !value.trim().is_empty() {
+                    return Err("snapshots (RDB) are not supported, use appendonly yes \
+                                (save \"\" turns snapshots off)"
+                        .into());
+                }
+            }
             _ => {
                 return Err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -549,7 +690,8 @@ impl Config {
             "timeout" => self.timeout_s.to_string(),
             "tcp-keepalive" => self.tcp_keepalive_s.to_string(),
             "maxmemory" => self.maxmemory_bytes.to_string(),
-            "maxmemory-policy" => "noeviction".to_string(),
+            "maxmemory-policy" => POLICIES[self.maxmemory_policy as usize].to_string(),
+            "maxmemory-samples" => self.maxmemory_samples.to_string(),
             "client-output-buffer-limit" => OBUF_CLASSES
                 .iter()
                 .zip(&self.client_output_buffer_limit)
@@ -591,6 +733,23 @@ impl Config {
                 .map(|p| p.to_string())
                 .collect::<Vec<_>>()
                 .join(" "),
+            "unixsocket" => self
+                .unixsocket
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            "unixsocketperm" => format!("{:o}", self.unixsocketperm),
+            "pidfile" => self
+                .pidfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            "logfile" => self.logfile.clone(),
+            "loglevel" => self.loglevel.name().to_string(),
+            "protected-mode" => if self.protected_mode { "yes" } else { "no" }.to_string(),
+            "supervised" => self.supervised.clone(),
+            "daemonize" => "no".to_string(),
+            "save" => String::new(),
             _ => return None,
         })
     }
@@ -611,6 +770,7 @@ impl Config {
         "tcp-keepalive",
         "maxmemory",
         "maxmemory-policy",
+        "maxmemory-samples",
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
@@ -628,11 +788,76 @@ impl Config {
         "latency-tracking-info-percentiles",
         "slowlog-log-slower-than",
         "slowlog-max-len",
+        "unixsocket",
+        "unixsocketperm",
+        "pidfile",
+        "logfile",
+        "loglevel",
+        "protected-mode",
+        "supervised",
+        "daemonize",
+        "save",
     ];
 
-    /// Apply a redis.conf-style text. Unknown Redis directives are reported in
-    /// the returned warnings and otherwise ignored, so an existing redis.conf
-    /// can be reused; a bad value for a known directive is an error naming the line.
+    /// Apply one directive as redis-server reads it at start-up (a config
+    /// file line, or `--name args...` on the command line): `args` are the
+    /// line's words after the name. Returns a warning for a Redis directive
+    /// shardstream accepts but ignores.
+    ///
+    /// # Errors
+    /// `Bad directive or wrong number of arguments` for a name neither
+    /// shardstream nor Redis knows; the reason for a Redis directive whose
+    /// absence would change what the server does ([`UNSUPPORTED_FATAL`]);
+    /// `wrong number of arguments`; the value error of [`Config::set`].
+    /// # Source
+    /// `loadServerConfigFromString`, redis/src/config.c (7.x): the same
+    /// error texts.
+    pub fn apply_directive(
+        &mut self,
+        name: &str,
+        args: &[String],
+    ) -> Result<Option<String>, String> {
+        let lower = name.to_ascii_lowercase();
+        let known = self.get(&lower).is_some() || lower == "no-pin";
+        if !known {
+            if let Some((_, why)) = UNSUPPORTED_FATAL.iter().find(|(n, _)| *n == lower) {
+                return Err(why.to_string());
+            }
+            if lower == "tls-port" && args.iter().all(|a| a == "0") {
+                return Ok(Some(format!("ignoring '{lower} 0' (TLS is not supported)")));
+            }
+            if lower.starts_with("tls-") || UNSUPPORTED_IGNORED.contains(&lower.as_str()) {
+                return Ok(Some(format!(
+                    "ignoring unsupported directive '{lower}' (it changes nothing shardstream does)"
+                )));
+            }
+            return Err("Bad directive or wrong number of arguments".into());
+        }
+        let multi = MULTI_ARG.contains(&lower.as_str());
+        let value = match (args.len(), lower.as_str()) {
+            (0, "no-pin") => "yes".to_string(),
+            (0, "save") => String::new(),
+            (1, _) => args[0].clone(),
+            (n, _) if n > 1 && multi => args.join(" "),
+            _ => return Err("wrong number of arguments".into()),
+        };
+        self.set(&lower, &value)?;
+        if lower == "bind" && args.len() > 1 {
+            return Ok(Some(format!(
+                "bind: listening on {} only (one TCP address is supported)",
+                self.bind
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Apply a redis.conf-style text: one directive per line, words split
+    /// as Redis splits them (quotes, escapes; see
+    /// [`crate::cmdline::split_config_line`]), `#` comments. Returns the
+    /// warnings of ignored directives.
+    ///
+    /// # Errors
+    /// The first bad line, Redis-style: its number, its text and the reason.
     pub fn apply_file_text(&mut self, text: &str) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
         for (n, line) in text.lines().enumerate() {
@@ -640,88 +865,203 @@ impl Config {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (key, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            let value = value.trim().trim_matches('"');
-            if self.get(&key.to_ascii_lowercase()).is_none() && key != "no-pin" {
-                warnings.push(format!(
-                    "line {}: ignoring unsupported directive '{key}'",
-                    n + 1
-                ));
+            let fail = |why: String| format!("at line {}\n>>> '{line}'\n{why}", n + 1);
+            let words = crate::cmdline::split_config_line(line).map_err(fail)?;
+            let Some((name, args)) = words.split_first() else {
                 continue;
+            };
+            if let Some(w) = self.apply_directive(name, args).map_err(fail)? {
+                warnings.push(format!("line {}: {w}", n + 1));
             }
-            self.set(key, value)
-                .map_err(|e| format!("line {}: '{key}': {e}", n + 1))?;
         }
         Ok(warnings)
     }
 
-    /// Build the configuration from a parsed command line (reading its config file, if any).
-    pub fn from_cli(cli: &Cli) -> Result<(Config, Vec<String>), String> {
-        let mut cfg = Config::default();
+    /// Check the settings that are fixed at start-up once every directive
+    /// has been applied. Returns warnings (deprecated settings).
+    ///
+    /// # Errors
+    /// A value out of its start-up range (`shards`, `io-threads`, `databases`).
+    pub fn check_startup(&self) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
-        if let Some(path) = &cli.config_file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-            warnings = cfg
-                .apply_file_text(&text)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-        }
-        if let Some(v) = &cli.bind {
-            cfg.bind = v.clone();
-        }
-        if let Some(v) = cli.port {
-            cfg.port = v;
-        }
-        if let Some(v) = cli.shards {
-            cfg.shards = v;
-        }
-        if let Some(v) = cli.io_threads {
-            cfg.io_threads = v;
-        }
-        if cli.no_pin {
-            cfg.pin = false;
-        }
-        if let Some(v) = &cli.dir {
-            cfg.dir = v.clone();
-        }
-        if let Some(v) = &cli.requirepass {
-            cfg.requirepass = Some(v.clone());
-        }
-        if let Some(v) = cli.maxclients {
-            cfg.maxclients = v;
-        }
-        if let Some(v) = cli.databases {
-            cfg.databases = v;
-        }
-        if let Some(v) = &cli.cluster_config {
-            cfg.cluster_config = Some(v.clone());
-        }
-        if let Some(v) = &cli.appendonly {
-            cfg.set("appendonly", v)
-                .map_err(|e| format!("--appendonly {v}: {e}"))?;
-        }
-        if let Some(v) = &cli.appendfsync {
-            cfg.set("appendfsync", v)
-                .map_err(|e| format!("--appendfsync {v}: {e}"))?;
-        }
-        if cfg.shards == 0 || cfg.shards > 1024 {
+        if self.shards == 0 || self.shards > 1024 {
             return Err("shards must be between 1 and 1024".into());
         }
-        if cfg.io_threads == 0 || cfg.io_threads > 64 {
+        if self.io_threads == 0 || self.io_threads > 64 {
             return Err("io-threads must be between 1 and 64".into());
         }
-        if cfg.io_threads != 1 {
+        if self.io_threads != 1 {
             warnings.push(format!(
                 "io-threads {} is deprecated and ignored: every shard thread serves its own connections (set shards instead)",
-                cfg.io_threads
+                self.io_threads
             ));
         }
-        if cfg.databases == 0 || cfg.databases > 1024 {
+        if self.databases == 0 || self.databases > 1024 {
             return Err("databases must be between 1 and 1024".into());
         }
-        Ok((cfg, warnings))
+        Ok(warnings)
     }
 }
+
+/// Directives that take several words (`save 900 1 300 10`, `bind a b`,
+/// `client-output-buffer-limit normal 0 0 0 ...`); every other one takes one.
+const MULTI_ARG: &[&str] = &["save", "bind", "client-output-buffer-limit"];
+
+/// Redis directives refused at start-up, with the reason: ignoring them
+/// would expose data, lose it, or silently change how the server behaves.
+pub const UNSUPPORTED_FATAL: &[(&str, &str)] = &[
+    (
+        "include",
+        "include is not supported: put the settings in one file",
+    ),
+    (
+        "rename-command",
+        "rename-command is not supported (ignoring it would leave the command reachable)",
+    ),
+    ("user", "ACL users are not supported: use requirepass"),
+    ("aclfile", "ACL files are not supported: use requirepass"),
+    ("loadmodule", "modules are not supported"),
+    ("replicaof", "replication is not supported"),
+    ("slaveof", "replication is not supported"),
+    ("tls-port", "TLS is not supported"),
+];
+
+/// Redis directives accepted with a warning and otherwise ignored: tuning
+/// knobs of Redis internals (encodings, rehashing, defrag), RDB and
+/// replication settings that only matter with those features, and
+/// logging/process options with no equivalent here.
+pub const UNSUPPORTED_IGNORED: &[&str] = &[
+    "always-show-logo",
+    "set-proc-title",
+    "proc-title-template",
+    "locale-collate",
+    "syslog-enabled",
+    "syslog-ident",
+    "syslog-facility",
+    "crash-log-enabled",
+    "crash-memcheck-enabled",
+    "enable-protected-configs",
+    "enable-debug-command",
+    "enable-module-command",
+    "hz",
+    "dynamic-hz",
+    "activerehashing",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
+    "replica-lazy-flush",
+    "slave-lazy-flush",
+    "io-threads-do-reads",
+    "oom-score-adj",
+    "oom-score-adj-values",
+    "disable-thp",
+    "jemalloc-bg-thread",
+    "activedefrag",
+    "active-defrag-ignore-bytes",
+    "active-defrag-threshold-lower",
+    "active-defrag-threshold-upper",
+    "active-defrag-cycle-min",
+    "active-defrag-cycle-max",
+    "active-defrag-max-scan-fields",
+    "latency-monitor-threshold",
+    "latency-tracking",
+    "latency-tracking-info-percentiles",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "notify-keyspace-events",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-entries",
+    "hash-max-ziplist-value",
+    "list-max-listpack-size",
+    "list-max-ziplist-size",
+    "list-compress-depth",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-entries",
+    "zset-max-ziplist-value",
+    "hll-sparse-max-bytes",
+    "lua-time-limit",
+    "busy-reply-threshold",
+    "tracking-table-max-keys",
+    "maxmemory-eviction-tenacity",
+    "lfu-log-factor",
+    "lfu-decay-time",
+    "aof-use-rdb-preamble",
+    "aof-timestamp-enabled",
+    "aof-rewrite-incremental-fsync",
+    "rdb-save-incremental-fsync",
+    "no-appendfsync-on-rewrite",
+    "appendfilename",
+    "appenddirname",
+    "dbfilename",
+    "rdbcompression",
+    "rdbchecksum",
+    "stop-writes-on-bgsave-error",
+    "sanitize-dump-payload",
+    "rdb-del-sync-files",
+    "shutdown-timeout",
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
+    "replica-serve-stale-data",
+    "replica-read-only",
+    "slave-serve-stale-data",
+    "slave-read-only",
+    "repl-diskless-sync",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
+    "repl-diskless-load",
+    "repl-ping-replica-period",
+    "repl-timeout",
+    "repl-disable-tcp-nodelay",
+    "repl-backlog-size",
+    "repl-backlog-ttl",
+    "replica-priority",
+    "replica-announced",
+    "replica-ignore-maxmemory",
+    "min-replicas-to-write",
+    "min-replicas-max-lag",
+    "min-slaves-to-write",
+    "min-slaves-max-lag",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "masterauth",
+    "masteruser",
+    "propagation-error-behavior",
+    "replica-ignore-disk-write-errors",
+    "acllog-max-len",
+    "active-expire-effort",
+    "max-new-connections-per-cycle",
+    "max-new-tls-connections-per-cycle",
+    "unixsocketgroup",
+    "socket-mark-id",
+    "bind-source-addr",
+    "cluster-enabled",
+    "cluster-config-file",
+    "cluster-node-timeout",
+    "cluster-port",
+    "cluster-announce-ip",
+    "cluster-announce-port",
+    "cluster-announce-bus-port",
+    "cluster-announce-tls-port",
+    "cluster-announce-hostname",
+    "cluster-announce-human-nodename",
+    "cluster-preferred-endpoint-type",
+    "cluster-require-full-coverage",
+    "cluster-allow-reads-when-down",
+    "cluster-allow-pubsubshard-when-down",
+    "cluster-replica-validity-factor",
+    "cluster-migration-barrier",
+    "cluster-allow-replica-migration",
+    "cluster-replica-no-failover",
+    "cluster-link-sendbuf-limit",
+    "ignore-warnings",
+];
 
 #[cfg(test)]
 mod tests {
@@ -757,7 +1097,7 @@ mod tests {
         let mut cfg = Config::default();
         let w = cfg
             .apply_file_text(
-                "# c\nport 7000\nrequirepass \"s3cret\"\nsave 900 1\nproto-max-bulk-len 1gb\n",
+                "# c\nport 7000\nrequirepass \"s3cret\"\nhz 10\nproto-max-bulk-len 1gb\n",
             )
             .unwrap();
         assert_eq!(cfg.port, 7000);
@@ -768,5 +1108,11 @@ mod tests {
             .apply_file_text("port abc")
             .unwrap_err()
             .contains("line 1"));
+        // Unknown names are errors; snapshots are refused rather than ignored.
+        let e = cfg.apply_file_text("port 1\nfoo bar").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("Bad directive"), "{e}");
+        let e = cfg.apply_file_text("save 900 1").unwrap_err();
+        assert!(e.contains("snapshots"), "{e}");
+        assert!(cfg.apply_file_text("save \"\"\nsave").is_ok());
     }
 }

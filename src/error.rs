@@ -52,6 +52,24 @@ pub enum CmdError {
     StreamIdZero,
     /// `ERR The stream has exhausted the last possible ID, unable to add more items`
     StreamExhausted,
+    /// `ERR no such key` (XINFO, XSETID, XCFGSET on a missing stream)
+    NoSuchKey,
+    /// `NOGROUP No such key '<key>' or consumer group '<group>'` (XPENDING,
+    /// XCLAIM, XAUTOCLAIM, XACKDEL, XNACK)
+    NoGroup { key: String, group: String },
+    /// `NOGROUP No such consumer group '<group>' for key name '<key>'`
+    /// (XGROUP SETID / CREATECONSUMER / DELCONSUMER, XINFO CONSUMERS)
+    NoGroupForKey { key: String, group: String },
+    /// `NOGROUP No such key '<key>' or consumer group '<group>' in XREADGROUP
+    /// with GROUP option` (also what a blocked XREADGROUP gets when its key or
+    /// group goes away, Redis 7.2+)
+    NoGroupInXreadgroup { key: String, group: String },
+    /// `BUSYGROUP Consumer Group name already exists`
+    BusyGroup,
+    /// `ERR The XGROUP subcommand requires the key to exist. Note that for
+    /// CREATE you may want to use the MKSTREAM option to create an empty
+    /// stream automatically.`
+    XgroupNoKey,
     /// Any other error: the full text, prefix included (e.g. `ERR ...`, `NOGROUP ...`).
     Msg(Cow<'static, str>),
 }
@@ -118,6 +136,23 @@ impl fmt::Display for CmdError {
             }
             Self::StreamExhausted => f.write_str(
                 "ERR The stream has exhausted the last possible ID, unable to add more items",
+            ),
+            Self::NoSuchKey => f.write_str("ERR no such key"),
+            Self::NoGroup { key, group } => write!(
+                f,
+                "NOGROUP No such key '{key}' or consumer group '{group}'"
+            ),
+            Self::NoGroupForKey { key, group } => write!(
+                f,
+                "NOGROUP No such consumer group '{group}' for key name '{key}'"
+            ),
+            Self::NoGroupInXreadgroup { key, group } => write!(
+                f,
+                "NOGROUP No such key '{key}' or consumer group '{group}' in XREADGROUP with GROUP option"
+            ),
+            Self::BusyGroup => f.write_str("BUSYGROUP Consumer Group name already exists"),
+            Self::XgroupNoKey => f.write_str(
+                "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
             ),
             Self::Msg(text) => f.write_str(text),
         }

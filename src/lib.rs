@@ -2,27 +2,45 @@
 //! shared-nothing sharded engine.
 //!
 //! # Layout
-//! * [`io`]: IO threads (mio): sockets, RESP decoding ([`io::codec`]), routing, in-order replies.
-//! * [`route`]: hash slots and shards ([`route::slot`]).
+//! * [`shard`]: shard threads — one event loop per core that owns its
+//!   connections and its data ([`shard::db::ShardDb`]); what crosses between
+//!   them ([`shard::msg`]); blocked readers ([`shard::blocking`]).
+//! * [`io`]: connections: RESP decoding ([`io::codec`]), Redis's
+//!   pre-execution checks ([`io::gates`]), the in-order reply queue
+//!   ([`io::conn`]), the acceptor ([`io::acceptor`]).
+//! * [`route`]: hash slots and shards ([`route::slot`]); where a command runs
+//!   and how split replies merge ([`route::router`]).
 //! * [`cmd`]: the command table ([`cmd::table`]) and one file per command family.
-//! * [`shard`]: shard threads and their data ([`shard::db::ShardDb`]).
 //! * [`stream`]: the stream data structure, pure data.
 //! * [`aof`]: per-shard append-only files (effects, group commit, rewrite, load).
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
 //! * [`cluster`]: the static multi-node topology (which node serves which slots).
 //!
+//! # Threads
+//! One shard thread per core (`--shards`), each a Redis-like event loop over
+//! the connections the acceptor hands it, plus the acceptor, which sleeps
+//! between connections. A shard thread runs the commands on keys it owns
+//! inline and sends the others to their owner, one batch per destination per
+//! loop iteration.
+//!
 //! # Life of a command
-//! `io::codec` decodes → `cmd::table::lookup` + arity → the family's `parse_*`
-//! → `slot_of(key)` → `ShardMsg::Batch` → `apply_*` on the shard's `ShardDb`
-//! → `IoMsg::Replies` + `Waker::wake` → the connection writes replies in request order.
+//! On the connection's shard thread: `io::codec` decodes → `io::gates::admit`
+//! (table lookup, arity, NOAUTH, redirection, MISCONF, OOM, MULTI) →
+//! `route::router::route` (the family's `parse_*`, then `slot_of(key)` → shard)
+//! → this iteration's batch for that shard: run inline when the shard is this
+//! thread's own, else `ShardMsg::Batch` to its owner → `apply_*` on the owner's
+//! `ShardDb` → AOF group commit → replies released (`ShardMsg::Replies` back
+//! to the connection's thread when it hopped) → written in request order.
 
 pub mod aof;
 pub mod cluster;
 pub mod cmd;
+pub mod cmdline;
 pub mod config;
 pub mod error;
 pub mod io;
 pub mod listener;
+pub mod logging;
 pub mod reply;
 pub mod route;
 pub mod server;

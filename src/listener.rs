@@ -1,4 +1,5 @@
-//! The listening socket, bound with Redis's `tcp-backlog`.
+//! The listening sockets: TCP bound with Redis's `tcp-backlog`, and the Unix
+//! domain socket of `unixsocket` / `unixsocketperm`.
 //!
 //! `std::net::TcpListener::bind` picks the `listen(2)` backlog itself; Redis
 //! lets the operator choose it (`tcp-backlog`, default 511) because a burst
@@ -9,6 +10,9 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
 
 /// Bind a listening TCP socket on `host:port` with a `listen(2)` queue of
 /// `backlog` connections (the kernel caps it at `net.core.somaxconn`).
@@ -110,6 +114,23 @@ fn bind_one(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     Ok(TcpListener::from(owned))
 }
 
+/// Listen on the Unix domain socket `path`, with permissions `perm` (octal
+/// `unixsocketperm`; 0 leaves them to the umask). A file already at `path`
+/// (a socket left by an earlier run) is removed first, as Redis does.
+///
+/// # Errors
+/// The bind/listen error, or the `chmod` error for `perm`.
+/// # Source
+/// `anetUnixServer`, redis/src/anet.c (unlink, bind, listen, chmod).
+pub fn bind_unix(path: &Path, perm: u32) -> io::Result<UnixListener> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    if perm != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
+    }
+    Ok(listener)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +150,19 @@ mod tests {
     fn resolves_names() {
         let l = bind_listener("localhost", 0, 16).unwrap();
         assert!(l.local_addr().unwrap().ip().is_loopback());
+    }
+
+    #[test]
+    fn unix_socket_with_perm_replaces_a_stale_file() {
+        let dir = std::env::temp_dir().join(format!("ss-unix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("redis.sock");
+        std::fs::write(&path, b"stale").unwrap();
+        let l = bind_unix(&path, 0o700).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let _c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        assert!(l.accept().is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

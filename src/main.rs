@@ -1,55 +1,89 @@
-//! The `shardstream` binary: command line → configuration → server.
+//! The `shardstream` binary: redis-server's command line → configuration →
+//! log, pidfile and server; it waits for SIGINT/SIGTERM or SHUTDOWN.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
-
-use shardstream::config::{Cli, Config};
+use shardstream::cmdline::{self, Invocation, Startup};
 
 fn main() {
-    // A panic in any shard or IO thread would leave a half-dead server whose
+    // A panic in any shard thread or the acceptor would leave a half-dead server whose
     // clients hang: log it and exit non-zero instead. (server::start installs
     // the same for server threads when the library is embedded.)
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
-        eprintln!("shardstream: fatal: a thread panicked; exiting");
+        log::error!("fatal: a thread panicked; exiting");
         std::process::exit(shardstream::server::PANIC_EXIT_CODE);
     }));
-    let cli = Cli::parse();
-    let (config, warnings) = match Config::from_cli(&cli) {
-        Ok(c) => c,
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let startup = match cmdline::parse(&args) {
+        Ok(Invocation::Help) => {
+            print!("{}", cmdline::USAGE);
+            return;
+        }
+        Ok(Invocation::Version) => {
+            println!("shardstream v={}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        Ok(Invocation::Run(s)) => *s,
         Err(e) => {
-            eprintln!("shardstream: {e}");
+            eprintln!("{e}");
             std::process::exit(1);
         }
     };
-    for w in warnings {
-        eprintln!("shardstream: warning: {w}");
+    std::process::exit(run(startup));
+}
+
+/// Start the server, wait for a stop request, stop it. Returns the exit status.
+fn run(startup: Startup) -> i32 {
+    let Startup {
+        config,
+        config_file,
+        warnings,
+    } = startup;
+    if let Err(e) = shardstream::logging::init(&config) {
+        eprintln!("shardstream: {e}");
+        return 1;
     }
-    let (bind, port, shards) = (config.bind.clone(), config.port, config.shards);
+    let pid = std::process::id();
+    log::warn!("oO0OoO0OoO0Oo shardstream is starting oO0OoO0OoO0Oo");
+    log::warn!(
+        "shardstream version={}, bits={}, pid={pid}, just started",
+        env!("CARGO_PKG_VERSION"),
+        usize::BITS
+    );
+    match &config_file {
+        Some(f) => log::warn!("Configuration loaded from {}", f.display()),
+        None => log::warn!(
+            "Warning: no config file specified, using the default config. In order to specify a config file use shardstream /path/to/redis.conf"
+        ),
+    }
+    for w in &warnings {
+        log::warn!("{w}");
+    }
+    let pidfile = config.pidfile.clone();
+    let banner = Banner::of(&config);
     let handle = match shardstream::server::start(config) {
         Ok(h) => h,
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
-            eprintln!("shardstream: {e}");
-            std::process::exit(1);
-        }
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            eprintln!("shardstream: cannot start: {e}");
-            std::process::exit(1);
+            log::warn!("Fatal error loading the DB: {e}. Exiting.");
+            return 1;
         }
         Err(e) => {
-            eprintln!("shardstream: cannot listen on {bind}:{port}: {e}");
-            std::process::exit(1);
+            log::warn!("{e}, exiting.");
+            return 1;
         }
     };
-    eprintln!(
-        "shardstream {} ready on {} with {shards} shards (pid {})",
-        env!("CARGO_PKG_VERSION"),
-        handle.addr(),
-        std::process::id()
-    );
+    if let Some(path) = &pidfile {
+        // Redis writes it after start-up too, and goes on if it cannot.
+        if let Err(e) = std::fs::write(path, format!("{pid}\n")) {
+            log::warn!("Failed to write PID file {}: {e}", path.display());
+        }
+    }
+    banner.log(&handle);
+    notify_supervisor(&banner.supervised);
+
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, term.clone());
@@ -58,6 +92,136 @@ fn main() {
     while !term.load(Ordering::SeqCst) && !shared.shutdown.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!("shardstream: shutting down");
+    if term.load(Ordering::SeqCst) {
+        log::warn!("Received a signal, scheduling shutdown...");
+    } else {
+        log::warn!("User requested shutdown...");
+    }
     handle.shutdown();
+    if banner.appendonly {
+        let unflushed = shared
+            .stats
+            .aof_unflushed_at_shutdown
+            .load(Ordering::SeqCst);
+        if unflushed == 0 {
+            log::info!(
+                "Append only files flushed and fsynced on all {} shards.",
+                banner.shards
+            );
+        } else {
+            log::warn!(
+                "Append only files NOT fully flushed on {unflushed} of {} shards: the last writes may be lost.",
+                banner.shards
+            );
+        }
+    } else {
+        log::info!("appendonly no: no append only file to flush.");
+    }
+    if let Some(path) = &pidfile {
+        log::info!("Removing the pid file.");
+        let _ = std::fs::remove_file(path);
+    }
+    log::warn!("shardstream is now ready to exit, bye bye...");
+    0
+}
+
+/// What the start banner says about the configuration.
+struct Banner {
+    shards: u16,
+    dir: String,
+    appendonly: bool,
+    appendfsync: &'static str,
+    supervised: String,
+}
+
+impl Banner {
+    fn of(c: &shardstream::config::Config) -> Banner {
+        Banner {
+            shards: c.shards,
+            dir: std::fs::canonicalize(&c.dir)
+                .unwrap_or_else(|_| c.dir.clone())
+                .display()
+                .to_string(),
+            appendonly: c.appendonly,
+            appendfsync: c.appendfsync.name(),
+            supervised: c.supervised.clone(),
+        }
+    }
+
+    fn log(&self, handle: &shardstream::server::ServerHandle) {
+        let port = handle.shared.addr.port();
+        log::info!(
+            "Running mode=standalone, port={port}, shards={}, pid={}.",
+            self.shards,
+            std::process::id()
+        );
+        log::info!(
+            "dir={}, appendonly={}, appendfsync={}",
+            self.dir,
+            if self.appendonly { "yes" } else { "no" },
+            self.appendfsync
+        );
+        match &handle.shared.cluster {
+            Some(topo) => {
+                let me = topo.me();
+                let ranges: Vec<String> = me
+                    .sorted_ranges()
+                    .iter()
+                    .map(|(a, b)| format!("{a}-{b}"))
+                    .collect();
+                log::info!(
+                    "Cluster node {} of {}: slots {} ({} slots), split over {} shards",
+                    me.name,
+                    topo.ranges().len(),
+                    ranges.join(","),
+                    topo.local_slots(),
+                    self.shards
+                );
+            }
+            None => log::info!(
+                "Single node serving all 16384 hash slots over {} shards",
+                self.shards
+            ),
+        }
+        if port != 0 {
+            log::info!("Ready to accept connections tcp on {}", handle.addr());
+        }
+        if let Some(path) = handle.unixsocket() {
+            log::info!("Ready to accept connections unix on {}", path.display());
+        }
+    }
+}
+
+/// Tell systemd the server is ready (`supervised systemd`, or `auto` under
+/// systemd): `READY=1` on the datagram socket `$NOTIFY_SOCKET`.
+///
+/// # Source
+/// `redisCommunicateSystemd`, redis/src/server.c.
+fn notify_supervisor(supervised: &str) {
+    if supervised != "systemd" && supervised != "auto" {
+        return;
+    }
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        if supervised == "systemd" {
+            log::warn!("systemd supervision requested, but NOTIFY_SOCKET not found");
+        }
+        return;
+    };
+    let msg = b"STATUS=Ready to accept connections\nREADY=1\n";
+    let sent = std::os::unix::net::UnixDatagram::unbound().and_then(|s| {
+        use std::os::linux::net::SocketAddrExt;
+        let path = path.to_string_lossy();
+        match path.strip_prefix('@') {
+            // An abstract socket name (systemd's usual NOTIFY_SOCKET).
+            Some(name) => {
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+                s.send_to_addr(msg, &addr)
+            }
+            None => s.send_to(msg, &*path),
+        }
+    });
+    match sent {
+        Ok(_) => log::info!("Supervised by systemd. Please make sure you set appropriate values for TimeoutStartSec and TimeoutStopSec in your service unit."),
+        Err(e) => log::warn!("Can't notify systemd ({e})"),
+    }
 }

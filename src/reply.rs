@@ -43,9 +43,14 @@ pub enum Reply {
     /// `-<error text>`
     Error(CmdError),
     /// Internal, never encoded: the request parked a blocking waiter and its
-    /// reply comes later from whoever claims the ticket (a shard or the IO
-    /// thread on timeout). Shards do not send it.
+    /// reply comes later from whoever claims the ticket (a shard or the
+    /// connection's thread on timeout). Shards do not send it.
     NoReply,
+    /// Internal, never encoded: the reply would have taken the client past
+    /// its hard output buffer limit (`ExecCtx::reply_budget_bytes`), so it was
+    /// not built; the connection is closed as Redis closes a client whose
+    /// output buffer passes the limit.
+    OverOutputLimit,
 }
 
 impl Reply {

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::config::Config;
+use crate::io::acceptor::Listeners;
 use crate::io::conn::ClientShared;
 use crate::route::slot::{slot_of, ShardId};
 use crate::shard::msg::Outbox;
@@ -40,6 +41,13 @@ pub struct ServerStats {
     /// `used_memory` as last sampled by a shard thread (refreshed at most every
     /// millisecond while `maxmemory` is set), bytes.
     pub used_memory_cached_bytes: AtomicU64,
+    /// Shards whose append-only file could not be fully written and fsynced
+    /// when they stopped (the shutdown log line reports it).
+    pub aof_unflushed_at_shutdown: AtomicU64,
+    /// Keys evicted under `maxmemory` (INFO `evicted_keys`).
+    pub evicted_keys: AtomicU64,
+    /// Shards whose last eviction found nothing the policy may evict.
+    pub shards_with_nothing_to_evict: AtomicUsize,
 }
 
 /// A maximum over a sliding window of two periods: `observe` raises the
@@ -353,8 +361,11 @@ pub struct Shared {
     /// Calls per command table row (INFO commandstats).
     pub cmdstats: CmdStats,
     pub started: Instant,
-    /// Address actually bound (port resolved when 0 was asked).
+    /// TCP address actually bound (port resolved when 0 was asked);
+    /// `0.0.0.0:0` when the server listens on no TCP port (`port 0`).
     pub addr: SocketAddr,
+    /// The Unix domain socket listened on (`unixsocket`), if any.
+    pub unixsocket: Option<std::path::PathBuf>,
     /// 40 hex characters, fixed for the process life (INFO `run_id`, CLUSTER MYID).
     pub run_id: String,
     pub shutdown: AtomicBool,
@@ -393,11 +404,22 @@ impl Shared {
         let _ = self.acceptor_waker.wake();
     }
 
-    /// Whether `maxmemory` is set and the last sampled `used_memory` exceeds it
-    /// (DENYOOM commands are then refused).
+    /// Whether DENYOOM commands are refused: `maxmemory` is set, the last
+    /// sampled `used_memory` exceeds it, and eviction cannot help (policy
+    /// `noeviction`, or no shard has a key the policy may evict). With an
+    /// evicting policy, shard threads evict between commands, so memory
+    /// may pass the limit by what one loop iteration writes.
     pub fn over_maxmemory(&self) -> bool {
         let max = self.tunables.maxmemory_bytes.load(Ordering::Relaxed);
-        max > 0 && self.stats.used_memory_cached_bytes.load(Ordering::Relaxed) > max
+        if max == 0 || self.stats.used_memory_cached_bytes.load(Ordering::Relaxed) <= max {
+            return false;
+        }
+        self.tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
+            || self
+                .stats
+                .shards_with_nothing_to_evict
+                .load(Ordering::Relaxed)
+                >= usize::from(self.shards)
     }
 
     /// Count one call of the table row named `name` (`"GET"`, `"CLIENT|LIST"`;
@@ -428,9 +450,14 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// The bound address.
+    /// The bound TCP address (`0.0.0.0:0` when TCP is off: `port 0`).
     pub fn addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// The Unix domain socket the server listens on, if any.
+    pub fn unixsocket(&self) -> Option<&std::path::Path> {
+        self.shared.unixsocket.as_deref()
     }
 
     /// Stop every thread and wait for them.
@@ -444,11 +471,16 @@ impl ServerHandle {
         self.join_all();
     }
 
-    /// The acceptor stops first (no new clients); each shard thread then
-    /// closes its connections, writes its AOF and exits.
+    /// The acceptor stops first (no new clients) and the Unix socket file
+    /// is removed (as Redis does); each shard thread then closes its
+    /// connections, writes its AOF and exits.
     fn join_all(&mut self) {
         if let Some(t) = self.acceptor.take() {
             let _ = t.join();
+            if let Some(path) = &self.shared.unixsocket {
+                log::info!("Removing the unix socket file.");
+                let _ = std::fs::remove_file(path);
+            }
         }
         for t in self.shard_threads.drain(..) {
             let _ = t.join();
@@ -499,7 +531,7 @@ pub fn exit_on_server_thread_panic() {
         std::panic::set_hook(Box::new(move |info| {
             previous(info);
             if is_server_thread(std::thread::current().name()) {
-                eprintln!("shardstream: fatal: a server thread panicked; exiting");
+                log::error!("fatal: a server thread panicked; exiting");
                 std::process::exit(PANIC_EXIT_CODE);
             }
         }));
@@ -507,6 +539,11 @@ pub fn exit_on_server_thread_panic() {
 }
 
 /// Bind, spawn the shard threads and the acceptor, and return once the server accepts connections.
+///
+/// Listens as redis-server does: on TCP `bind:port` unless `port` is 0, and on
+/// the Unix domain socket `unixsocket` (mode `unixsocketperm`) if set. An
+/// embedding program that wants TCP on a free port binds `127.0.0.1:0`
+/// itself and calls [`start_on`].
 ///
 /// With `appendonly yes`, every shard first loads its append-only files (in
 /// parallel, each on its own thread); connections are served only after all
@@ -516,28 +553,69 @@ pub fn exit_on_server_thread_panic() {
 /// thread ends the process (status 70) rather than leaving hung clients.
 ///
 /// # Errors
-/// Binding fails; a `cluster-config` file is unreadable or invalid
-/// (`InvalidInput`, with a message naming the file and line); or loading the
-/// AOF fails (`InvalidData`, with a message naming the file and offset, or the
+/// Neither a TCP port nor a Unix socket is configured (`InvalidInput`,
+/// Redis's "Configured to not listen anywhere"); binding fails; a
+/// `cluster-config` file is unreadable or invalid (`InvalidInput`, with a
+/// message naming the file and line); or loading the AOF fails
+/// (`InvalidData`, with a message naming the file and offset, or the
 /// shard-count mismatch).
 pub fn start(config: Config) -> io::Result<ServerHandle> {
+    if config.port == 0 && config.unixsocket.is_none() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, NOT_LISTENING));
+    }
     // A bad topology is reported before binding, so the message is about the file.
     let cluster = load_topology(&config, config.port)?;
-    let listener = crate::listener::bind_listener(&config.bind, config.port, config.tcp_backlog)?;
-    let port = listener.local_addr()?.port();
-    let cluster = match cluster {
-        Some(t) if port == config.port => Some(t),
-        _ => load_topology(&config, port)?,
+    let tcp = if config.port == 0 {
+        None
+    } else {
+        Some(
+            crate::listener::bind_listener(&config.bind, config.port, config.tcp_backlog).map_err(
+                |e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot listen on {}:{}: {e}", config.bind, config.port),
+                    )
+                },
+            )?,
+        )
     };
-    start_with(config, listener, cluster)
+    let listeners = Listeners {
+        tcp,
+        unix: bind_unixsocket(&config)?,
+    };
+    start_with(config, listeners, cluster)
 }
 
-/// [`start`] on an already bound listener (its port overrides `config.port`;
-/// a cluster node finds its topology line by it). Lets a caller learn every
-/// node's port before any node starts.
+/// Redis's message when neither TCP nor a Unix socket is configured.
+pub const NOT_LISTENING: &str = "Configured to not listen anywhere (port 0 and no unixsocket)";
+
+/// [`start`] on an already bound TCP listener (its port overrides
+/// `config.port`; a cluster node finds its topology line by it), plus the
+/// Unix socket of `config.unixsocket` if set. Lets a caller learn every
+/// node's port before any node starts, and tests listen on a free port.
 pub fn start_on(config: Config, listener: std::net::TcpListener) -> io::Result<ServerHandle> {
     let cluster = load_topology(&config, listener.local_addr()?.port())?;
-    start_with(config, listener, cluster)
+    let listeners = Listeners {
+        tcp: Some(listener),
+        unix: bind_unixsocket(&config)?,
+    };
+    start_with(config, listeners, cluster)
+}
+
+/// Bind `config.unixsocket`, if set.
+fn bind_unixsocket(
+    config: &Config,
+) -> io::Result<Option<(std::os::unix::net::UnixListener, Arc<str>)>> {
+    let Some(path) = &config.unixsocket else {
+        return Ok(None);
+    };
+    let l = crate::listener::bind_unix(path, config.unixsocketperm).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot listen on unix socket {}: {e}", path.display()),
+        )
+    })?;
+    Ok(Some((l, Arc::from(path.display().to_string()))))
 }
 
 /// The `cluster-config` topology for a node listening on `port`, if configured.
@@ -555,7 +633,7 @@ fn load_topology(config: &Config, port: u16) -> io::Result<Option<crate::cluster
 
 fn start_with(
     config: Config,
-    listener: std::net::TcpListener,
+    listeners: Listeners,
     cluster: Option<crate::cluster::Topology>,
 ) -> io::Result<ServerHandle> {
     exit_on_server_thread_panic();
@@ -563,8 +641,17 @@ fn start_with(
         crate::aof::manifest::check_dir(&config.dir, config.shards.max(1))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     }
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
+    let addr = match &listeners.tcp {
+        Some(l) => {
+            l.set_nonblocking(true)?;
+            l.local_addr()?
+        }
+        None => SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
+    let unixsocket = listeners
+        .unix
+        .as_ref()
+        .map(|(_, p)| std::path::PathBuf::from(&**p));
     let shards = config.shards.max(1);
     let databases = config.databases.max(1);
 
@@ -636,6 +723,7 @@ fn start_with(
         },
         started: Instant::now(),
         addr,
+        unixsocket,
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: Arc::new(AtomicU64::new(0)),
@@ -694,14 +782,14 @@ fn start_with(
         return Err(io::Error::new(io::ErrorKind::InvalidData, e));
     }
     if loaded.records > 0 {
-        eprintln!(
-            "shardstream: loaded {} AOF records ({} bytes) in {:.3} s",
+        log::info!(
+            "DB loaded from append only file: {} records ({} bytes) in {:.3} seconds",
             loaded.records,
             loaded.bytes,
             loading.elapsed().as_secs_f64()
         );
     }
-    let acceptor = crate::io::acceptor::spawn_acceptor(acceptor_poll, listener, shared.clone())?;
+    let acceptor = crate::io::acceptor::spawn_acceptor(acceptor_poll, listeners, shared.clone())?;
     Ok(ServerHandle {
         shared,
         acceptor: Some(acceptor),

@@ -335,7 +335,7 @@ fn corruption_in_the_middle_refuses_to_start_naming_file_and_offset() {
     let pos = at + bytes[at..].iter().position(|&b| b == b'$').unwrap();
     bytes[pos] = b'#';
     std::fs::write(&incr, &bytes).unwrap();
-    let err = match shardstream::server::start(cfg) {
+    let err = match shardstream::server::start_on(cfg, common::bind_free()) {
         Ok(h) => {
             h.shutdown();
             panic!("a corrupted AOF must not load");
@@ -354,7 +354,10 @@ fn a_changed_shard_count_refuses_to_load() {
         let srv = TestServer::with_config(aof_config(&dir, 2, FsyncPolicy::No));
         srv.client().raw(&["SET", "k", "v"]);
     }
-    let err = match shardstream::server::start(aof_config(&dir, 3, FsyncPolicy::No)) {
+    let err = match shardstream::server::start_on(
+        aof_config(&dir, 3, FsyncPolicy::No),
+        common::bind_free(),
+    ) {
         Ok(h) => {
             h.shutdown();
             panic!("must not load 2-shard data into 3 shards");
@@ -470,19 +473,15 @@ fn config_values_and_errors() {
         c.raw(&["CONFIG", "GET", "auto-aof-rewrite-min-size"]),
         "*2\r\n$25\r\nauto-aof-rewrite-min-size\r\n$8\r\n67108864"
     );
-    let cli = shardstream::config::Cli {
-        appendonly: Some("no".into()),
-        appendfsync: Some("always".into()),
-        ..Default::default()
+    let args = ["--appendonly", "no", "--appendfsync", "always"].map(String::from);
+    let shardstream::cmdline::Invocation::Run(st) = shardstream::cmdline::parse(&args).unwrap()
+    else {
+        panic!("a server start");
     };
-    let (cfg, _) = Config::from_cli(&cli).unwrap();
-    assert!(!cfg.appendonly);
-    assert_eq!(cfg.appendfsync, FsyncPolicy::Always);
-    let bad = shardstream::config::Cli {
-        appendfsync: Some("sometimes".into()),
-        ..Default::default()
-    };
-    assert!(Config::from_cli(&bad).is_err());
+    assert!(!st.config.appendonly);
+    assert_eq!(st.config.appendfsync, FsyncPolicy::Always);
+    let bad = ["--appendfsync", "sometimes"].map(String::from);
+    assert!(shardstream::cmdline::parse(&bad).is_err());
 }
 
 #[test]
@@ -1048,5 +1047,94 @@ fn xnack_unowned_entries_survive_restart_and_rewrite() {
     // No consumer named "" was invented by the replay.
     assert!(!after_base[4].contains("$0\r\n\r\n"), "{}", after_base[4]);
     assert_eq!(after_base[3], "*0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn idmp_state_and_xcfgset_survive_restart_and_rewrite() {
+    let dir = scratch_dir("idmp");
+    let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
+    let script: &[&[&str]] = &[
+        &["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "a"],
+        &["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "dup"],
+        &["XADD", "ip", "IDMPAUTO", "p2", "*", "f", "b"],
+        &["XADD", "ip", "IDMPAUTO", "p2", "*", "f", "b"],
+        &["XADD", "ic", "*", "f", "x"],
+        &["XCFGSET", "ic", "IDMP-DURATION", "300"],
+        &["XCFGSET", "ic", "IDMP-DURATION", "300", "IDMP-MAXSIZE", "2"],
+        &["XADD", "ic", "IDMP", "p", "1", "*", "f", "1"],
+        &["XADD", "ic", "IDMP", "p", "2", "*", "f", "2"],
+        &["XADD", "ic", "IDMP", "p", "3", "*", "f", "3"],
+    ];
+    let probe = |c: &mut RespClient| {
+        vec![
+            c.raw(&["XINFO", "STREAM", "ip"]),
+            c.raw(&["XINFO", "STREAM", "ic"]),
+            c.raw(&["XLEN", "ip"]),
+        ]
+    };
+    let (before, ids) = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        let mut ids = Vec::new();
+        for args in script {
+            let r = c.raw(args);
+            assert!(!r.starts_with('-'), "{args:?} -> {r}");
+            ids.push(r);
+        }
+        (probe(&mut c), ids)
+    };
+    assert!(
+        before[0].contains("$15\r\niids-duplicates\r\n:2"),
+        "{}",
+        before[0]
+    );
+    assert!(
+        before[1].contains(
+            "$12\r\nidmp-maxsize\r\n:2\r\n$12\r\npids-tracked\r\n:1\r\n$12\r\niids-tracked\r\n:2"
+        ),
+        "{}",
+        before[1]
+    );
+    // After a restart and after a rewrite, duplicates are still recognised:
+    // the original IDs come back and nothing is added.
+    let check = |c: &mut RespClient| {
+        assert_eq!(
+            c.raw(&["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "again"]),
+            ids[0]
+        );
+        assert_eq!(
+            c.raw(&["XADD", "ip", "IDMPAUTO", "p2", "*", "f", "b"]),
+            ids[2]
+        );
+        assert_eq!(
+            c.raw(&["XADD", "ic", "IDMP", "p", "3", "*", "f", "3"]),
+            ids[9]
+        );
+        // "1" was evicted by IDMP-MAXSIZE 2: a new entry.
+        let fresh = c.raw(&["XADD", "ic", "IDMP", "p", "1", "*", "f", "1"]);
+        assert_ne!(fresh, ids[7]);
+    };
+    let after_incr = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        let s = probe(&mut c);
+        assert_eq!(
+            c.raw(&["BGREWRITEAOF"]),
+            "+Background append only file rewriting started"
+        );
+        wait_rewrite_done(&mut c);
+        s
+    };
+    for (i, (a, b)) in before.iter().zip(&after_incr).enumerate() {
+        assert_eq!(a, b, "item {i} differs after replaying the incr files");
+    }
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    let after_base = probe(&mut c);
+    for (i, (a, b)) in before.iter().zip(&after_base).enumerate() {
+        assert_eq!(a, b, "item {i} differs after loading the rewritten base");
+    }
+    check(&mut c);
     let _ = std::fs::remove_dir_all(&dir);
 }

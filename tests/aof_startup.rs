@@ -52,7 +52,7 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// Start must fail; returns its message.
 fn start_error(cfg: Config) -> String {
-    match shardstream::server::start(cfg) {
+    match shardstream::server::start_on(cfg, common::bind_free()) {
         Ok(h) => {
             h.shutdown();
             panic!("the server must refuse to start");

@@ -38,8 +38,20 @@ const SHARED: &[(&str, &str)] = &[
     // WrongType
     ("SET str v", "+OK"),
     ("XLEN str", "-WRONGTYPE Operation against a key holding the wrong kind of value"),
-    // Msg (free text)
+    // XgroupNoKey
     ("XGROUP CREATE nokey g $", "-ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."),
+    // BusyGroup
+    ("XGROUP CREATE s2 g $", "+OK"),
+    ("XGROUP CREATE s2 g $", "-BUSYGROUP Consumer Group name already exists"),
+    // NoGroupForKey
+    ("XGROUP SETID s2 nog 0", "-NOGROUP No such consumer group 'nog' for key name 's2'"),
+    // NoGroup
+    ("XPENDING s2 nog", "-NOGROUP No such key 's2' or consumer group 'nog'"),
+    // NoGroupInXreadgroup
+    ("XREADGROUP GROUP nog c STREAMS s2 >", "-NOGROUP No such key 's2' or consumer group 'nog' in XREADGROUP with GROUP option"),
+    // NoSuchKey
+    ("XINFO STREAM nokey", "-ERR no such key"),
+    // Msg (free text)
     ("INCR str", "-ERR value is not an integer or out of range"),
 ];
 

@@ -128,16 +128,28 @@ fn config_shapes_match_redis() {
 }
 
 #[test]
-fn maxmemory_policy_other_than_noeviction_is_refused() {
+fn maxmemory_policies_round_trip() {
     let srv = TestServer::start(1);
     let mut c = srv.client();
+    for p in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "noeviction",
+    ] {
+        assert_eq!(c.raw(&["CONFIG", "SET", "maxmemory-policy", p]), "+OK");
+        assert_eq!(
+            c.raw(&["CONFIG", "GET", "maxmemory-policy"]),
+            format!("*2\r\n$16\r\nmaxmemory-policy\r\n${}\r\n{p}", p.len())
+        );
+    }
     assert_eq!(
-        c.raw(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]),
-        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - only the noeviction policy is supported"
-    );
-    assert_eq!(
-        c.raw(&["CONFIG", "GET", "maxmemory-policy"]),
-        "*2\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction"
+        c.raw(&["CONFIG", "SET", "maxmemory-samples", "0"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-samples') - argument must be between 1 and 64 inclusive"
     );
 }
 
@@ -561,5 +573,43 @@ fn info_has_redis_client_limit_fields() {
         ("memory", "maxmemory_human"),
     ] {
         info_field(&mut c, section, field);
+    }
+}
+
+/// A client that passes its hard output limit is closed before its later
+/// pipelined commands run, as Redis stops processing a client flagged
+/// CLOSE_ASAP: the SET after the big replies never happens, on shardstream
+/// (one shard: every command runs inline as it is decoded) and on
+/// redis-server.
+#[test]
+fn commands_after_the_hard_output_limit_do_not_run() {
+    fn run(addr: SocketAddr) -> String {
+        let mut c = RespClient::connect(addr);
+        let big = vec![b'x'; 1 << 20];
+        assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
+        assert_eq!(
+            c.raw(&[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "normal 4mb 0 0"
+            ]),
+            "+OK"
+        );
+        let mut victim = TcpStream::connect(addr).unwrap();
+        let mut pipeline = Vec::new();
+        for _ in 0..20 {
+            pipeline.extend(resp(&[b"GET", b"big"]));
+        }
+        pipeline.extend(resp(&[b"SET", b"marker", b"ran"]));
+        victim.write_all(&pipeline).unwrap();
+        let (_, closed) = drain_until_closed(&mut victim);
+        assert!(closed, "connection left open");
+        c.raw(&["GET", "marker"])
+    }
+    let srv = TestServer::start(1);
+    assert_eq!(run(srv.addr), "$-1");
+    if let Some(redis) = common::RedisServer::start() {
+        assert_eq!(run(redis.addr), "$-1");
     }
 }

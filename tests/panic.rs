@@ -16,10 +16,16 @@ fn panicking_shard_exits_nonzero_and_clients_see_eof() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("shardstream-panic-{}", std::process::id()));
+    // A free port (`--port 0` would mean "no TCP", as in Redis).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+        .to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
         .args([
             "--port",
-            "0",
+            &port,
             "--shards",
             "1",
             "--no-pin",
@@ -41,7 +47,7 @@ fn panicking_shard_exits_nonzero_and_clients_see_eof() {
         if stderr.read_line(&mut line).expect("read stderr") == 0 {
             panic!("server exited before it was ready");
         }
-        if let Some(rest) = line.split(" ready on ").nth(1) {
+        if let Some(rest) = line.split("Ready to accept connections tcp on ").nth(1) {
             break rest.split_whitespace().next().expect("address").to_string();
         }
     };

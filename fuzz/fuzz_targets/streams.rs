@@ -1,11 +1,13 @@
 //! Fuzz target `streams`: arbitrary sequences of stream and consumer-group
-//! commands (XADD, XDEL, XTRIM, XSETID, XGROUP, XREADGROUP, XACK, XCLAIM,
-//! XAUTOCLAIM, plus XINFO/XPENDING/XRANGE reads) applied to one key of one
+//! commands (XADD with IDMP / IDMPAUTO, XCFGSET, XDEL, XTRIM, XSETID, XGROUP,
+//! XREADGROUP with MAXCOUNT / MAXSIZE, XACK, XCLAIM, XAUTOCLAIM, plus
+//! XINFO/XPENDING/XRANGE reads) applied to one key of one
 //! `ShardDb` through the real parsers and apply functions, checking after
 //! every operation:
 //! * `Stream::check_invariants` (length = live entries, IDs strictly
 //!   increasing, first/last ID, consumer PELs partition each group PEL);
-//! * every ID XADD returns is above the stream's previous `last_id`;
+//! * every ID XADD returns is above the stream's previous `last_id` (or, for
+//!   an idempotent XADD, an ID it returned before);
 //! * PEL ⊆ delivered IDs: every pending ID was returned by an XREADGROUP,
 //!   XCLAIM or XAUTOCLAIM reply;
 //! * lag / entries-read: unless the input used XSETID, ENTRIESREAD or XCLAIM
@@ -72,6 +74,13 @@ enum Op {
         fields: u8,
         trim: Option<Trim>,
         nomkstream: bool,
+        /// `IDMP pid iid` (`Some(iid)`) or `IDMPAUTO pid` (`None`), Redis 8.6.
+        idmp: Option<(u8, Option<u8>)>,
+    },
+    /// `XCFGSET key IDMP-DURATION d IDMP-MAXSIZE n` (Redis 8.6).
+    CfgSet {
+        duration_s: Option<u8>,
+        maxsize: Option<u8>,
     },
     Del {
         ids: Vec<IdArg>,
@@ -109,6 +118,9 @@ enum Op {
         consumer: u8,
         count: Option<u8>,
         noack: bool,
+        /// `MAXCOUNT` / `MAXSIZE` (Redis 8.10).
+        max_count: Option<u8>,
+        max_size: Option<u8>,
     },
     ReadPending {
         group: u8,
@@ -234,6 +246,7 @@ fn apply(st: &mut State, op: &Op) {
             fields,
             trim,
             nomkstream,
+            idmp,
         } => {
             let before = st
                 .db
@@ -248,6 +261,13 @@ fn apply(st: &mut State, op: &Op) {
             if let Some(t) = trim {
                 st.trim_args(t, &mut a);
             }
+            match idmp {
+                Some((pid, Some(iid))) => {
+                    a.extend([s("IDMP"), format!("p{}", pid % 3), format!("i{}", iid % 8)])
+                }
+                Some((pid, None)) => a.extend([s("IDMPAUTO"), format!("p{}", pid % 3)]),
+                None => {}
+            }
             a.push(match id {
                 AddId::Auto => s("*"),
                 AddId::AutoSeq(ms) => format!("{ms}-*"),
@@ -261,6 +281,10 @@ fn apply(st: &mut State, op: &Op) {
                 let mut got = BTreeSet::new();
                 collect_ids(&Reply::Bulk(b), &mut got);
                 let new = got.into_iter().next().expect("XADD replied a non-ID bulk");
+                // An idempotent XADD may answer an ID it returned before.
+                if idmp.is_some() && st.added.contains(&new) {
+                    return;
+                }
                 if let Some(prev) = before {
                     assert!(new > prev, "XADD returned {new} <= previous last_id {prev}");
                 }
@@ -372,11 +396,19 @@ fn apply(st: &mut State, op: &Op) {
             consumer: c,
             count,
             noack,
+            max_count,
+            max_size,
         } => {
             let mut a = vec![s("XREADGROUP"), s("GROUP"), group(*g), consumer(*c)];
             if let Some(n) = count {
                 a.push(s("COUNT"));
                 a.push(n.to_string());
+            }
+            if let Some(n) = max_count {
+                a.extend([s("MAXCOUNT"), n.to_string()]);
+            }
+            if let Some(n) = max_size {
+                a.extend([s("MAXSIZE"), (u32::from(*n) * 4).to_string()]);
             }
             if *noack {
                 a.push(s("NOACK"));
@@ -491,6 +523,19 @@ fn apply(st: &mut State, op: &Op) {
                 ],
                 _ => vec![s("XRANGE"), s(KEY), s("-"), s("+")],
             };
+            st.run(a);
+        }
+        Op::CfgSet {
+            duration_s,
+            maxsize,
+        } => {
+            let mut a = vec![s("XCFGSET"), s(KEY)];
+            if let Some(d) = duration_s {
+                a.extend([s("IDMP-DURATION"), d.to_string()]);
+            }
+            if let Some(n) = maxsize {
+                a.extend([s("IDMP-MAXSIZE"), n.to_string()]);
+            }
             st.run(a);
         }
         Op::Tick(ms) => st.now += u64::from(*ms) * 10,

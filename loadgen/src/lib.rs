@@ -60,7 +60,11 @@ pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
         config.shards = s.max(1);
     }
     let shards = config.shards;
-    let handle = shardstream::server::start(config)
+    // `port 0` means "no TCP" to the server (as in Redis): bind a free
+    // loopback port here and hand it over.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("binding a port for embedded shardstream: {e}"))?;
+    let handle = shardstream::server::start_on(config, listener)
         .map_err(|e| format!("starting embedded shardstream: {e}"))?;
     let addr = handle.addr();
     Ok(Resolved {

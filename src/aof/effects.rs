@@ -46,6 +46,11 @@ pub const CONSUMER_RECORD: &[u8] = b"SS.CONSUMER";
 pub const PEL_RECORD: &[u8] = b"SS.PEL";
 /// `SS.NACK`.
 pub const NACK_RECORD: &[u8] = b"SS.NACK";
+/// `SS.IDMP key pid iid entry-id added-ms`: an idempotent XADD's pair
+/// (Redis 8.6), recorded in the stream's IDMP map (counts in `iids-added`).
+pub const IDMP_RECORD: &[u8] = b"SS.IDMP";
+/// `SS.IDMPSTATS key iids-added iids-duplicates`: the IDMP lifetime counters.
+pub const IDMPSTATS_RECORD: &[u8] = b"SS.IDMPSTATS";
 
 /// What one group command changed in one group.
 #[derive(Debug, Default)]
@@ -337,6 +342,9 @@ pub fn replay(
             Ok(())
         })());
     }
+    if name.eq_ignore_ascii_case(IDMP_RECORD) || name.eq_ignore_ascii_case(IDMPSTATS_RECORD) {
+        return Some(replay_idmp(db, dbi, clock_ms, argv));
+    }
     let which = [GROUP_RECORD, CONSUMER_RECORD, PEL_RECORD, NACK_RECORD]
         .into_iter()
         .position(|r| name.eq_ignore_ascii_case(r))?;
@@ -353,10 +361,13 @@ pub fn replay(
         if which == 0 {
             let last = parse_sid(argv.get(3))?;
             let read = parse_opt(argv.get(4))?;
-            s.groups_mut()
+            // The record is the group's state: stored as is, no clamping.
+            let g = s
+                .groups_mut()
                 .entry(group.clone())
-                .or_insert_with(|| ConsumerGroup::new(last, read))
-                .set_last_id(last, read);
+                .or_insert_with(|| ConsumerGroup::new(last, read));
+            g.last_id = last;
+            g.entries_read = read;
             return Ok(());
         }
         let g = s
@@ -390,4 +401,67 @@ pub fn replay(
         }
         Ok(())
     })())
+}
+
+/// Replay `SS.IDMP` / `SS.IDMPSTATS` (see their constants).
+fn replay_idmp(db: &mut ShardDb, dbi: usize, clock_ms: u64, argv: &[Bytes]) -> Result<(), String> {
+    let key = argv.get(1).ok_or("missing key")?;
+    let s = db
+        .get_stream_mut(dbi, key, clock_ms)
+        .ok()
+        .flatten()
+        .ok_or_else(|| "no such stream".to_string())?;
+    let m = s.idmp_mut();
+    if argv
+        .first()
+        .is_some_and(|n| n.eq_ignore_ascii_case(IDMPSTATS_RECORD))
+    {
+        m.iids_added = parse_u64(argv.get(2))?;
+        m.iids_duplicates = parse_u64(argv.get(3))?;
+        return Ok(());
+    }
+    let (pid, iid) = match (argv.get(2), argv.get(3)) {
+        (Some(p), Some(i)) => (p, i),
+        _ => return Err("missing producer or iid".to_string()),
+    };
+    let id = parse_sid(argv.get(4))?;
+    let added_ms = parse_u64(argv.get(5))?;
+    m.record(pid, iid, id, added_ms);
+    Ok(())
+}
+
+/// Records that recreate a stream's IDMP state (AOF rewrite): its settings
+/// as `XCFGSET`, every pair remembered at `now_ms` as `SS.IDMP`, then the
+/// counters as `SS.IDMPSTATS`. Nothing for a stream that never used IDMP.
+pub fn rewrite_idmp(s: &crate::stream::Stream, key: &[u8], now_ms: u64) -> Vec<Vec<Bytes>> {
+    let Some(m) = s.idmp() else {
+        return Vec::new();
+    };
+    let k = Bytes::copy_from_slice(key);
+    let cfg = m.config();
+    let mut out = vec![vec![
+        Bytes::from_static(b"XCFGSET"),
+        k.clone(),
+        Bytes::from_static(b"IDMP-DURATION"),
+        num(cfg.duration_s),
+        Bytes::from_static(b"IDMP-MAXSIZE"),
+        num(cfg.maxsize),
+    ]];
+    for r in m.records(now_ms) {
+        out.push(vec![
+            Bytes::from_static(IDMP_RECORD),
+            k.clone(),
+            r.pid,
+            r.iid,
+            r.id.to_bytes(),
+            num(r.added_ms),
+        ]);
+    }
+    out.push(vec![
+        Bytes::from_static(IDMPSTATS_RECORD),
+        k,
+        num(m.iids_added),
+        num(m.iids_duplicates),
+    ]);
+    out
 }

@@ -268,8 +268,8 @@ fn load_file(
             tail.len()
         ));
     }
-    eprintln!(
-        "warning: !!! the append only file {shown} ends with an incomplete record \
+    log::warn!(
+        "!!! the append only file {shown} ends with an incomplete record \
          ({} bytes at offset {file_off}, a torn last write); cutting it off (aof-load-truncated yes)",
         tail.len()
     );

@@ -366,8 +366,8 @@ pub fn remove_leftovers(dir: &Path, m: &Manifest) -> Vec<String> {
                 if seq <= max || empty {
                     true
                 } else {
-                    eprintln!(
-                        "warning: shard {}: {} is not listed in {} but is newer than every \
+                    log::warn!(
+                        "shard {}: {} is not listed in {} but is newer than every \
                          file it lists; keeping it (move it away once you know it is not needed)",
                         m.shard,
                         e.path().display(),
@@ -386,7 +386,7 @@ pub fn remove_leftovers(dir: &Path, m: &Manifest) -> Vec<String> {
     if !removed.is_empty() {
         removed.sort();
         let _ = sync_dir(dir);
-        eprintln!(
+        log::warn!(
             "shard {}: removed files of interrupted AOF rewrites not listed in its manifest: {}",
             m.shard,
             removed.join(", ")

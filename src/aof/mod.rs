@@ -26,7 +26,7 @@
 //! The shard loop ([`crate::shard`]) runs a round of batches, then hands the
 //! round's records to [`writer::ShardAof::commit`], which writes them with
 //! one `write` and, under `always`, one `fdatasync`; only then are the round's
-//! replies released to the IO threads. Under `everysec` a helper thread
+//! replies released to the connections' threads. Under `everysec` a helper thread
 //! fsyncs at most once a second; under `no` the kernel decides.
 //!
 //! # When a write or fsync fails
@@ -38,7 +38,7 @@
 //!   in the files.
 //! * `everysec` / `no`: the round's commands were applied and keep their
 //!   replies; their bytes are retried every tick. Until a retry succeeds the
-//!   IO threads refuse write commands (and PING) with
+//!   shard threads refuse write commands (and PING) with
 //!   `-MISCONF Errors writing to the AOF file: <strerror>` before they run.
 //!
 //! # Rewrite
@@ -126,7 +126,7 @@ impl FsyncPolicy {
     }
 }
 
-/// AOF settings and status shared by a server's shards and IO threads
+/// AOF settings and status shared by a server's shards and shard threads
 /// (configuration and counters, never data). Lives in
 /// [`Tunables`](crate::config::Tunables).
 #[derive(Debug)]

@@ -64,20 +64,22 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
     for (dbi, keys) in &snap.dbs {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {
-            encode_key(&mut rec, out, key, value, *at)?;
+            encode_key(&mut rec, out, key, value, *at, snap.taken_ms)?;
         }
     }
     out.write_all(&rec)
 }
 
 /// Append the records that recreate `key` (its value and TTL) to `rec`,
-/// writing `rec` out to `out` whenever it passes 64 KiB (large streams).
+/// writing `rec` out to `out` whenever it passes 64 KiB (large streams);
+/// `now_ms` is the time the copy was taken (IDMP records' ages).
 pub fn encode_key(
     rec: &mut Vec<u8>,
     out: &mut impl Write,
     key: &[u8],
     value: &Value,
     at: Option<u64>,
+    now_ms: u64,
 ) -> std::io::Result<()> {
     let mut n = itoa::Buffer::new();
     match value {
@@ -121,7 +123,11 @@ pub fn encode_key(
                     &maxdel,
                 ],
             );
-            for g in super::effects::rewrite_groups(s, key) {
+            let idmp = super::effects::rewrite_idmp(s, key, now_ms);
+            for g in super::effects::rewrite_groups(s, key)
+                .into_iter()
+                .chain(idmp)
+            {
                 let args: Vec<&[u8]> = g.iter().map(|b| &b[..]).collect();
                 encode(rec, &args);
                 if rec.len() >= 1 << 16 {

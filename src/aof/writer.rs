@@ -82,8 +82,8 @@ impl CommitError {
     /// for writes) under the other policies.
     pub fn act(&self) {
         if self.is_fatal() {
-            eprintln!(
-                "shardstream: fatal: {self}. A write cannot be acknowledged without being \
+            log::error!(
+                "fatal: {self}. A write cannot be acknowledged without being \
                  on disk under appendfsync always, and it is already applied in memory: \
                  exiting (status 1) so that no client gets an answer for it. Fix the disk, \
                  then restart: every acknowledged write is in the files."
@@ -315,7 +315,7 @@ impl ShardAof {
                 .aof
                 .failing_shards
                 .fetch_add(1, Ordering::SeqCst);
-            eprintln!(
+            log::warn!(
                 "shard {}: error writing the append only file: {why}",
                 self.shard
             );
@@ -337,7 +337,7 @@ impl ShardAof {
                 .aof
                 .failing_shards
                 .fetch_sub(1, Ordering::SeqCst);
-            eprintln!("shard {}: append only file writes work again", self.shard);
+            log::warn!("shard {}: append only file writes work again", self.shard);
         }
     }
 
@@ -635,7 +635,7 @@ impl ShardAof {
     }
 
     fn rewrite_failed_to_start(&mut self, e: &io::Error) -> String {
-        eprintln!("shard {}: cannot start an AOF rewrite: {e}", self.shard);
+        log::warn!("shard {}: cannot start an AOF rewrite: {e}", self.shard);
         self.tunables
             .aof
             .last_rewrite_ok
@@ -670,7 +670,7 @@ impl ShardAof {
         let base_size = match result {
             Ok(size) => size,
             Err(e) => {
-                eprintln!("shard {}: background AOF rewrite failed: {e}", self.shard);
+                log::warn!("shard {}: background AOF rewrite failed: {e}", self.shard);
                 st.last_rewrite_ok.store(false, Ordering::Relaxed);
                 let _ = fs::remove_file(self.dir.join(&rw.base));
                 if self.tunables.aof.is_enabled()
@@ -690,7 +690,7 @@ impl ShardAof {
             incrs: rw.new_incr.iter().cloned().collect(),
         };
         if let Err(e) = new.write(&self.dir) {
-            eprintln!(
+            log::warn!(
                 "shard {}: cannot switch to the rewritten AOF: {e}",
                 self.shard
             );
@@ -742,14 +742,18 @@ impl ShardAof {
         }
     }
 
-    /// Flush and fsync everything before the shard exits.
-    pub fn shutdown(&mut self, db: &mut ShardDb) {
+    /// Flush and fsync everything before the shard exits. Returns whether
+    /// every effect reached the disk (true as well with no AOF at all).
+    pub fn shutdown(&mut self, db: &mut ShardDb) -> bool {
+        let mut flushed = true;
         if let Err(e) = self.commit(&mut db.aof) {
-            eprintln!("{e}; shutting down with unwritten effects");
+            log::warn!("{e}; shutting down with unwritten effects");
+            flushed = false;
         }
         if let Some(f) = self.file.as_ref() {
             if let Err(e) = f.sync_data() {
-                eprintln!("shard {}: fsync at shutdown failed: {e}", self.shard);
+                log::warn!("shard {}: fsync at shutdown failed: {e}", self.shard);
+                flushed = false;
             }
         }
         // Let a running rewrite finish and switch, so the next start loads
@@ -761,6 +765,7 @@ impl ShardAof {
                 .unwrap_or_else(|_| Err(io::Error::other("rewrite did not finish")));
             self.finish_rewrite(db, result);
         }
+        flushed
     }
 }
 

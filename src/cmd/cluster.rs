@@ -5,7 +5,7 @@
 //! `RedisCluster`, `redis-cli -c`) work against it unchanged. Redirections
 //! (MOVED/CROSSSLOT) are decided by the IO layer before a command runs.
 //!
-//! CLUSTER KEYSLOT/SLOTS/SHARDS/NODES/INFO/MYID/HELP answer on the IO thread;
+//! CLUSTER KEYSLOT/SLOTS/SHARDS/NODES/INFO/MYID/HELP answer on the connection's thread;
 //! COUNTKEYSINSLOT and GETKEYSINSLOT run on the shard owning the slot (they
 //! count this node's keys, so 0 for a slot another node serves, as in Redis).
 //! READONLY, READWRITE and ASKING are accepted (there are no replicas and no
@@ -29,7 +29,7 @@ use crate::reply::Reply;
 use crate::route::slot::{slot_of, Slot, SLOTS};
 use crate::shard::db::ShardDb;
 
-/// A keyless row of this family (runs on the IO thread).
+/// A keyless row of this family (runs on the connection's thread).
 const fn row(
     name: &'static str,
     arity: i16,
@@ -259,7 +259,13 @@ fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
             let port = cx.shared.addr.port();
             vec![NodeView {
                 id: cx.shared.run_id.clone(),
-                ip: cx.conn.shared.laddr.ip().to_string(),
+                ip: cx
+                    .conn
+                    .shared
+                    .laddr
+                    .ip()
+                    .map(|ip| ip.to_string())
+                    .unwrap_or_else(|| cx.shared.addr.ip().to_string()),
                 port,
                 cport: port.checked_add(10000).unwrap_or(0),
                 ranges: vec![(0, SLOTS - 1)],

@@ -1,7 +1,7 @@
 //! Connection commands: HELLO, AUTH and the CLIENT container (ID, SETNAME,
 //! GETNAME, SETINFO, LIST, INFO, KILL, NO-EVICT, NO-TOUCH, HELP).
 //!
-//! They run on the IO thread and only touch the connection's [`Session`], its
+//! They run on the connection's thread and only touch the connection's [`Session`], its
 //! [`ClientShared`] record and the server-wide client registry; no shard is
 //! involved.
 //!
@@ -28,7 +28,7 @@ pub const SERVER_NAME: &str = "redis";
 /// (`redis_version`). Clients gate features on it (RESP3, stream options added
 /// in 7.x), so it names the Redis release whose command set we follow rather
 /// than shardstream's own version (INFO `shardstream_version` carries that).
-pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
+pub const REDIS_COMPAT_VERSION: &str = "8.10.0";
 
 /// Flags Redis gives HELLO and AUTH: usable before authenticating.
 const CONN_AUTH_FLAGS: Flags = Flags::NOSCRIPT
@@ -188,7 +188,7 @@ pub const SPECS: &[CommandSpec] = &[
 // Container dispatch
 
 /// Run `argv[1]` as a subcommand of the container command `argv[0]` (CLIENT,
-/// CONFIG, COMMAND). The IO thread normally resolves subcommands itself; this
+/// CONFIG, COMMAND). The connection's thread normally resolves subcommands itself; this
 /// is the container row's handler for callers that route by the container.
 ///
 /// # Errors
@@ -565,7 +565,7 @@ impl KillFilter {
 /// `CLIENT KILL ip:port` (old form) or
 /// `CLIENT KILL [ID id] [TYPE type] [USER user] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] ...`
 ///
-/// Closes the matching connections (their IO thread closes them; the killer
+/// Closes the matching connections (the shard thread serving each closes it; the killer
 /// gets its reply first when it kills itself).
 ///
 /// # Reply

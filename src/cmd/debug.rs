@@ -18,6 +18,7 @@ use crate::cmd::args::{self, is};
 use crate::cmd::connection::help_reply;
 use crate::cmd::{merge_ok, on_shard, Action, CommandSpec, ConnCtx, Flags, Merge};
 use crate::error::CmdError;
+use crate::io::socket::Endpoint;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::shard::db::{ShardDb, Value};
@@ -39,7 +40,7 @@ pub const SPECS: &[CommandSpec] = &[CommandSpec::conn(
 )];
 
 /// Whether `enable-debug-command` lets this client run DEBUG: `yes` for
-/// everyone, `local` for loopback (and Unix socket) clients, `no` never.
+/// everyone, `local` for loopback and Unix socket clients, `no` never.
 ///
 /// # Errors
 /// `ERR DEBUG command not allowed. If the enable-debug-command option is set
@@ -47,10 +48,10 @@ pub const SPECS: &[CommandSpec] = &[CommandSpec::conn(
 /// set this option in the configuration file, and then restart the server.`
 /// # Source
 /// `processCommand` (`CMD_PROTECTED`) and `allowProtectedAction`, redis/src/server.c.
-pub fn gate_debug(setting: &str, peer: std::net::SocketAddr) -> Result<(), CmdError> {
+pub fn gate_debug(setting: &str, peer: &Endpoint) -> Result<(), CmdError> {
     let allowed = match setting {
         "yes" => true,
-        "local" => peer.ip().is_loopback(),
+        "local" => peer.ip().is_none_or(|ip| ip.is_loopback()),
         _ => false,
     };
     if allowed {
@@ -256,12 +257,14 @@ mod tests {
 
     #[test]
     fn gate_follows_the_setting() {
-        let local: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let remote: std::net::SocketAddr = "10.0.0.1:1".parse().unwrap();
-        assert!(gate_debug("yes", remote).is_ok());
-        assert!(gate_debug("local", local).is_ok());
-        assert!(gate_debug("local", remote).is_err());
-        assert!(gate_debug("no", local).is_err());
+        let local = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
+        let unix = Endpoint::Unix("/tmp/s.sock".into());
+        let remote = Endpoint::Tcp("10.0.0.1:1".parse().unwrap());
+        assert!(gate_debug("yes", &remote).is_ok());
+        assert!(gate_debug("local", &local).is_ok());
+        assert!(gate_debug("local", &unix).is_ok());
+        assert!(gate_debug("local", &remote).is_err());
+        assert!(gate_debug("no", &local).is_err());
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub struct Expire {
     pub cmd: &'static str,
 }
 
-// ---------------------------------------------------------------- parsing (IO thread)
+// ---------------------------------------------------------------- parsing (connection's thread)
 
 /// Parse `<cmd> key time [NX|XX|GT|LT ...]`; `seconds` says whether `time` is in
 /// seconds, `relative` whether it is an offset from now.

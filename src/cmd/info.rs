@@ -2,11 +2,11 @@
 //! modules, commandstats, cluster, keyspace and shardstream sections, in
 //! Redis's field names.
 //!
-//! Values the IO thread can read (counters in [`Shared`], the client registry,
+//! Values the connection's thread can read (counters in [`Shared`], the client registry,
 //! process data from `/proc` and `getrusage`) are captured when the command
 //! arrives; per-shard values (ops, keys, expiries, hits/misses) come from a
 //! fan-out to every shard ([`ShardInfo`]) and are merged into the text on the
-//! IO thread.
+//! connection's thread.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -135,7 +135,7 @@ impl ShardInfo {
         }
     }
 
-    /// Carry the numbers back to the IO thread as an integer array.
+    /// Carry the numbers back to the connection's thread as an integer array.
     fn to_reply(&self) -> Reply {
         let mut v = vec![
             self.ops,
@@ -182,10 +182,14 @@ impl ShardInfo {
     }
 }
 
-/// Values read on the IO thread when INFO arrives.
+/// Values read on the connection's thread when INFO arrives.
 struct Snapshot {
     run_id: String,
     port: u16,
+    /// `config_file`: absolute path of the config file given, or "".
+    config_file: String,
+    /// `process_supervised`.
+    supervised: String,
     uptime_s: u64,
     now_usec: u128,
     connected_clients: usize,
@@ -197,6 +201,8 @@ struct Snapshot {
     connections: u64,
     commands: u64,
     rejected: u64,
+    /// Keys evicted under `maxmemory`.
+    evicted_keys: u64,
     net_in: u64,
     net_out: u64,
     errors: u64,
@@ -249,17 +255,32 @@ impl AofInfo {
 
 impl Snapshot {
     fn take(shared: &Shared) -> Self {
-        let (port, maxclients) = shared
+        let (port, maxclients, config_file, supervised) = shared
             .config
             .read()
-            .map(|c| (c.port, c.maxclients))
-            .unwrap_or((shared.addr.port(), 0));
+            .map(|c| {
+                let file = c.config_file.as_ref().map(|p| {
+                    std::fs::canonicalize(p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                        .to_string()
+                });
+                (
+                    c.port,
+                    c.maxclients,
+                    file.unwrap_or_default(),
+                    c.supervised.clone(),
+                )
+            })
+            .unwrap_or((shared.addr.port(), 0, String::new(), "no".into()));
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
             cluster: shared.cluster.is_some(),
             run_id: shared.run_id.clone(),
             port,
+            config_file,
+            supervised,
             uptime_s: shared.uptime_ms() / 1000,
             now_usec: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -282,6 +303,7 @@ impl Snapshot {
             connections: st.total_connections_received.load(Ordering::Relaxed),
             commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
+            evicted_keys: st.evicted_keys.load(Ordering::Relaxed),
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
             errors: shared.cmdstats.total_errors(),
@@ -450,7 +472,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("arch_bits:{}", usize::BITS);
             line!("multiplexing_api:epoll");
             line!("process_id:{}", std::process::id());
-            line!("process_supervised:no");
+            line!("process_supervised:{}", s.supervised);
             line!("run_id:{}", s.run_id);
             line!("tcp_port:{}", s.port);
             line!("server_time_usec:{}", s.now_usec);
@@ -464,7 +486,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             );
-            line!("config_file:");
+            line!("config_file:{}", s.config_file);
         }
         "clients" => {
             line!("# Clients");
@@ -534,7 +556,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("total_net_output_bytes:{}", s.net_out);
             line!("rejected_connections:{}", s.rejected);
             line!("expired_keys:{}", sum(|i| i.expired_keys));
-            line!("evicted_keys:0");
+            line!("evicted_keys:{}", s.evicted_keys);
             line!("evicted_clients:0");
             line!("keyspace_hits:{}", sum(|i| i.keyspace_hits));
             line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));

@@ -1,6 +1,6 @@
 //! Keyspace commands: DEL, UNLINK, EXISTS, TOUCH, TYPE (on the shards owning
 //! their keys) and KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL (fanned out from the
-//! IO thread to every shard, or to the one shard a SCAN cursor names).
+//! connection's thread to every shard, or to the one shard a SCAN cursor names).
 
 use bytes::Bytes;
 
@@ -173,7 +173,7 @@ pub struct Scan {
     pub type_name: Option<Bytes>,
 }
 
-// ---------------------------------------------------------------- parsing (IO thread)
+// ---------------------------------------------------------------- parsing (connection's thread)
 
 /// `DEL key [key ...]` / `UNLINK key [key ...]`: this shard's part of the keys.
 fn parse_del(argv: &[Bytes]) -> Result<ShardReq, CmdError> {

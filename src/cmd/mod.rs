@@ -1,14 +1,15 @@
-//! Commands: parsing (IO thread), execution (shard thread) and reply shaping.
+//! Commands: parsing (on the connection's thread), execution (on the shard
+//! owning the keys) and reply shaping.
 //!
 //! Each family file (`keys.rs`, `string.rs`, `stream.rs`, ...) reads top to
 //! bottom: `SPECS` (its rows of the command table) → request parsing
-//! (`parse_*`, on the IO thread) → `apply_*` (on the owning shard, time passed
-//! in) → reply helpers → tests.
+//! (`parse_*`, on the connection's shard thread) → `apply_*` (on the owning
+//! shard, time passed in) → reply helpers → tests.
 //!
 //! A parsed keyed command is a [`ShardReq`]: a boxed [`ShardCommand`] that the
-//! router sends to the shard owning its keys. Commands without keys run on the
-//! IO thread as [`Handler::Conn`](table::Handler::Conn) functions returning an
-//! [`Action`].
+//! router runs inline or sends to the shard owning its keys. Commands without
+//! keys run on the connection's thread as
+//! [`Handler::Conn`](table::Handler::Conn) functions returning an [`Action`].
 
 pub mod args;
 pub mod cluster;
@@ -26,7 +27,6 @@ pub mod rename;
 pub mod server;
 pub mod slowlog;
 pub mod stream;
-pub mod stream_group;
 pub mod string;
 pub mod table;
 #[cfg(test)]
@@ -51,7 +51,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     expire::SPECS,
     string::SPECS,
     stream::SPECS,
-    stream_group::SPECS,
+    stream::GROUP_SPECS,
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,
@@ -63,7 +63,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     debug::SPECS,
 ];
 
-/// What a connection-level handler asks the IO thread to do.
+/// What a connection-level handler asks the connection's thread to do.
 pub enum Action {
     /// Answer now.
     Reply(Reply),

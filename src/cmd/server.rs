@@ -1,5 +1,5 @@
 //! Connection and server commands that need no key: PING, ECHO, QUIT, SELECT,
-//! CONFIG, COMMAND, SHUTDOWN. They run on the IO thread (CONFIG RESETSTAT also
+//! CONFIG, COMMAND, SHUTDOWN. They run on the connection's thread (CONFIG RESETSTAT also
 //! visits every shard).
 
 use std::sync::atomic::Ordering;
@@ -328,6 +328,12 @@ const IMMUTABLE: &[&str] = &[
     "cluster-config",
     "tcp-backlog",
     "enable-debug-command",
+    "unixsocket",
+    "unixsocketperm",
+    "pidfile",
+    "logfile",
+    "daemonize",
+    "supervised",
 ];
 
 /// Every name CONFIG GET knows, each once, in a fixed order.
@@ -454,6 +460,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         .slowlog
         .max_len
         .store(cfg.slowlog_max_len, Ordering::Relaxed);
+    crate::logging::set_level(cfg.loglevel);
     cx.shared.config_epoch.fetch_add(1, Ordering::SeqCst);
     if cfg.maxmemory_bytes > 0 {
         // Sample now, so a pipelined write right after this is judged fairly.
@@ -779,8 +786,8 @@ fn command_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErr
 
 /// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`
 ///
-/// Stops the server: every IO thread closes its connections and the shards
-/// exit. The calling connection is closed without a reply, as Redis does.
+/// Stops the server: every shard thread closes its connections, flushes its
+/// AOF and exits. The calling connection is closed without a reply, as Redis does.
 /// NOSAVE/SAVE/NOW/FORCE are accepted (there is nothing to save and no
 /// replica to wait for).
 ///

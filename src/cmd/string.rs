@@ -395,7 +395,7 @@ fn opts_ttl(o: &StrOpts, cmd: &str) -> Result<TtlChange, CmdError> {
     })
 }
 
-// ---------------------------------------------------------------- parsing (IO thread)
+// ---------------------------------------------------------------- parsing (connection's thread)
 
 fn key_at(argv: &[Bytes], i: usize) -> Result<Bytes, CmdError> {
     argv.get(i).cloned().ok_or(CmdError::Syntax)
@@ -628,6 +628,7 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         Some(Entry {
             value: Value::Str(s),
             expire_at_ms,
+            ..
         }) => (true, *expire_at_ms, Some(s.clone())),
         #[allow(unreachable_patterns)]
         Some(e) => {

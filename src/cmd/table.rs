@@ -76,7 +76,7 @@ impl Flags {
 /// Where a command's keys are in its argv (argv[0] is the command name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keys {
-    /// No keys: runs on the IO thread or on every shard.
+    /// No keys: runs on the connection's thread or on every shard.
     None,
     /// Keys at `first`, `first + step`, ... up to `last` (negative: from the end, -1 = last arg).
     Range { first: u8, last: i8, step: u8 },
@@ -127,7 +127,7 @@ pub type ParseFn = fn(&[Bytes]) -> Result<ShardReq, CmdError>;
 /// How a command is executed.
 #[derive(Clone, Copy)]
 pub enum Handler {
-    /// Parsed on the IO thread into a request that runs on the shard(s)
+    /// Parsed on the connection's thread into a request that runs on the shard(s)
     /// owning its keys; `merge` says how to combine parts when keys span shards.
     Keyed {
         parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
@@ -154,7 +154,7 @@ pub enum Handler {
         /// group, ID per key). Answers `+OK` or `[local key index, error]`.
         validate: Option<ParseFn>,
     },
-    /// Runs on the IO thread with the connection's state; may answer directly,
+    /// Runs on the connection's thread with the connection's state; may answer directly,
     /// or fan out to shards (DBSIZE, INFO, FLUSHALL...).
     Conn(fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>),
 }
@@ -210,7 +210,7 @@ impl CommandSpec {
         }
     }
 
-    /// A row for a command that runs on the IO thread (`Handler::Conn`,
+    /// A row for a command that runs on the connection's thread (`Handler::Conn`,
     /// no keys, no subcommands).
     #[allow(clippy::too_many_arguments)]
     pub const fn conn(
@@ -269,14 +269,12 @@ impl CommandSpec {
                 out
             }
             Keys::AfterStreamsToken => {
-                let Some(pos) = argv
-                    .iter()
-                    .skip(1)
-                    .position(|a| a.eq_ignore_ascii_case(b"STREAMS"))
-                else {
+                // Positional, as the parser reads the options: a group or
+                // consumer called STREAMS is not the STREAMS keyword.
+                let Some(pos) = crate::cmd::stream::streams_keyword_at(argv) else {
                     return Vec::new();
                 };
-                let start = pos + 2;
+                let start = pos + 1;
                 let n = argv.len().saturating_sub(start);
                 if n == 0 || n % 2 != 0 {
                     return Vec::new();

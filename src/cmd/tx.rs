@@ -9,7 +9,7 @@
 //! the shard work of connection commands (e.g. `CLUSTER COUNTKEYSINSLOT`), must
 //! land on the same shard; they then travel as a single shard request that
 //! applies them in order, with nothing interleaved. Connection commands
-//! (PING, ECHO, SELECT, ...) run on the IO thread at EXEC time, in queue order,
+//! (PING, ECHO, SELECT, ...) run on the connection's thread at EXEC time, in queue order,
 //! so a queued SELECT changes the database of the keyed commands after it.
 //!
 //! A transaction whose work spans shards is refused as a whole, before anything
@@ -241,7 +241,7 @@ fn discard(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 
 /// One queued command's place in EXEC's reply.
 enum Out {
-    /// Answered on the IO thread (connection command, or an error found before running).
+    /// Answered on the connection's thread (connection command, or an error found before running).
     Ready(Reply),
     /// The reply of shard step `n`.
     Step(usize),

@@ -1,4 +1,5 @@
-//! The acceptor: one thread that accepts TCP connections and hands each to
+//! The acceptor: one thread that accepts connections (TCP, and Unix domain
+//! with `unixsocket`) and hands each to
 //! the shard thread serving the fewest connections, which then owns it
 //! (reads, runs, writes) until it closes or is handed over. It sleeps in
 //! `poll` between connections, so it costs no core.
@@ -9,36 +10,66 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use mio::net::TcpListener;
+use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 
+use crate::io::socket::{Endpoint, Socket};
 use crate::server::Shared;
 use crate::shard::msg::ShardMsg;
 
 /// Token of the acceptor's waker (shutdown).
 pub const WAKER: Token = Token(usize::MAX);
-/// Token of the listening socket.
-const LISTENER: Token = Token(0);
+/// Token of the TCP listening socket.
+const TCP_LISTENER: Token = Token(0);
+/// Token of the Unix domain listening socket.
+const UNIX_LISTENER: Token = Token(1);
 /// Longest the acceptor sleeps: it retries `accept` after transient errors
 /// (EMFILE) at this pace and notices shutdown even without a wake-up.
 const TICK: Duration = Duration::from_millis(100);
+
+/// The sockets a server listens on: TCP (`port`), a Unix domain socket
+/// (`unixsocket`), or both. At least one is present (see [`crate::server::start`]).
+#[derive(Default)]
+pub struct Listeners {
+    pub tcp: Option<std::net::TcpListener>,
+    /// The listener and its path (`addr=` of its clients).
+    pub unix: Option<(std::os::unix::net::UnixListener, Arc<str>)>,
+}
 
 /// Start the acceptor on `poll` (whose waker, registered as [`WAKER`], is
 /// `shared.acceptor_waker`).
 pub fn spawn_acceptor(
     poll: Poll,
-    listener: std::net::TcpListener,
+    listeners: Listeners,
     shared: Arc<Shared>,
 ) -> io::Result<JoinHandle<()>> {
-    let mut listener = TcpListener::from_std(listener);
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let mut tcp = listeners.tcp.map(TcpListener::from_std);
+    if let Some(l) = tcp.as_mut() {
+        poll.registry()
+            .register(l, TCP_LISTENER, Interest::READABLE)?;
+    }
+    let mut unix = match listeners.unix {
+        Some((l, path)) => {
+            l.set_nonblocking(true)?;
+            Some((UnixListener::from_std(l), path))
+        }
+        None => None,
+    };
+    if let Some((l, _)) = unix.as_mut() {
+        poll.registry()
+            .register(l, UNIX_LISTENER, Interest::READABLE)?;
+    }
     thread::Builder::new()
         .name("acceptor".into())
-        .spawn(move || run(poll, listener, shared))
+        .spawn(move || run(poll, tcp, unix, shared))
 }
 
-fn run(mut poll: Poll, listener: TcpListener, shared: Arc<Shared>) {
+fn run(
+    mut poll: Poll,
+    tcp: Option<TcpListener>,
+    unix: Option<(UnixListener, Arc<str>)>,
+    shared: Arc<Shared>,
+) {
     let mut events = Events::with_capacity(16);
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
@@ -46,7 +77,7 @@ fn run(mut poll: Poll, listener: TcpListener, shared: Arc<Shared>) {
         }
         if let Err(e) = poll.poll(&mut events, Some(TICK)) {
             if e.kind() != io::ErrorKind::Interrupted {
-                eprintln!("acceptor: poll failed: {e}");
+                log::warn!("acceptor: poll failed: {e}");
                 return;
             }
         }
@@ -56,12 +87,40 @@ fn run(mut poll: Poll, listener: TcpListener, shared: Arc<Shared>) {
         // Accept on every wake-up, not only on LISTENER events: after EMFILE
         // the edge-triggered listener reports nothing new until the next
         // connection, so the tick retries.
-        accept_all(&listener, &shared);
+        if let Some(l) = &tcp {
+            accept_all_tcp(l, &shared);
+        }
+        if let Some((l, path)) = &unix {
+            accept_all_unix(l, path, &shared);
+        }
     }
 }
 
-/// Accept until the listener has nothing more, handing each connection out.
-fn accept_all(listener: &TcpListener, shared: &Shared) {
+/// Give a new connection to the least loaded shard thread.
+fn hand_out(shared: &Shared, sock: Socket, addr: Endpoint) {
+    let t = least_loaded(shared);
+    shared.thread_conns[t].fetch_add(1, Ordering::Relaxed);
+    shared.threads[t].send(ShardMsg::Accept(sock, addr));
+}
+
+/// Accept Unix domain connections until the listener has nothing more.
+/// Their address is the socket's path (`addr=/path:0`, as Redis shows them).
+fn accept_all_unix(listener: &UnixListener, path: &Arc<str>, shared: &Shared) {
+    loop {
+        match listener.accept() {
+            Ok((sock, _)) => hand_out(shared, Socket::Unix(sock), Endpoint::Unix(path.clone())),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log::warn!("Error accepting a client connection: {e} (conn: {path})");
+                return;
+            }
+        }
+    }
+}
+
+/// Accept TCP connections until the listener has nothing more, handing each out.
+fn accept_all_tcp(listener: &TcpListener, shared: &Shared) {
     loop {
         match listener.accept() {
             Ok((sock, addr)) => {
@@ -72,15 +131,13 @@ fn accept_all(listener: &TcpListener, shared: &Shared) {
                 if keepalive_s > 0 {
                     crate::io::set_keepalive(&sock, keepalive_s);
                 }
-                let t = least_loaded(shared);
-                shared.thread_conns[t].fetch_add(1, Ordering::Relaxed);
-                shared.threads[t].send(ShardMsg::Accept(sock, addr));
+                hand_out(shared, Socket::Tcp(sock), Endpoint::Tcp(addr));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 // EMFILE and friends: try again on the next tick.
-                eprintln!("acceptor: accept failed: {e}");
+                log::warn!("Error accepting a client connection: {e}");
                 return;
             }
         }

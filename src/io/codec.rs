@@ -106,11 +106,26 @@ fn line_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// Parse a header integer exactly as Redis does (`string2ll` on the text up to `\r`).
 fn header_int(text: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(text).ok()?;
-    if s.is_empty() || s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) {
+    let (neg, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
         return None;
     }
-    s.parse::<i64>().ok()
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(d - b'0');
+        v = if neg {
+            v.checked_mul(10)?.checked_sub(d)?
+        } else {
+            v.checked_mul(10)?.checked_add(d)?
+        };
+    }
+    Some(v)
 }
 
 /// Walk the multibulk headers, enforcing Redis's limits and error texts.
@@ -386,7 +401,7 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 bulk(out, b);
             }
         }
-        Reply::NoReply => {}
+        Reply::NoReply | Reply::OverOutputLimit => {}
         Reply::Error(e) => {
             out.put_u8(b'-');
             // Error text must stay on one line.
@@ -444,7 +459,7 @@ mod tests {
     }
 
     /// Fuzz finding (codec): a NUL outside quotes made `split_args` loop
-    /// forever, pushing empty arguments (an IO thread hang and unbounded
+    /// forever, pushing empty arguments (a shard thread hang and unbounded
     /// memory from one telnet line). Now NUL ends the line as in C.
     #[test]
     fn split_args_stops_at_nul() {

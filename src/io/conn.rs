@@ -2,21 +2,48 @@
 //! queue, and the session state commands see (`Session`).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use mio::net::TcpStream;
 
 use crate::config::OutputBufferLimit;
 use crate::error::CmdError;
+use crate::io::socket::{Endpoint, Socket};
 use crate::reply::Reply;
 use crate::route::router::Merge;
 use crate::route::slot::ShardId;
 use crate::shard::blocking::Ticket;
-use crate::shard::msg::ShardReq;
+use crate::shard::msg::{Job, ReplyTo, ShardReq};
+
+/// Bulk replies this large are written from the stored value without a copy, bytes.
+pub const BIG_BULK_BYTES: usize = 64 * 1024;
+
+/// Hasher for connection ids (`CLIENT ID`s, small unique integers): one
+/// multiply instead of SipHash, for the maps a shard thread consults per reply.
+#[derive(Default, Clone, Copy)]
+pub struct ConnIdHasher(u64);
+
+impl std::hash::Hasher for ConnIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by connection id.
+pub type ConnMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<ConnIdHasher>>;
 
 /// A blocking read to park on shards if the first, non-blocking pass over
 /// several shards found nothing.
@@ -63,11 +90,13 @@ pub struct Blocked {
 }
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),
-/// shared between its IO thread and the server-wide registry.
+/// shared between its connection's thread and the server-wide registry.
 pub struct ClientShared {
     pub id: u64,
-    pub addr: SocketAddr,
-    pub laddr: SocketAddr,
+    /// The client's end (`addr=`).
+    pub addr: Endpoint,
+    /// The server's end (`laddr=`).
+    pub laddr: Endpoint,
     /// The socket's file descriptor (`fd=`; it stays the same across handovers).
     pub fd: i32,
     /// Shard thread owning the connection (changes when it is handed over).
@@ -198,7 +227,7 @@ pub enum Pending {
 
 /// A connection owned by a shard thread.
 pub struct Conn {
-    pub sock: TcpStream,
+    pub sock: Socket,
     pub session: Session,
     /// Bytes read and not yet decoded.
     pub rbuf: BytesMut,
@@ -206,6 +235,11 @@ pub struct Conn {
     pub need_bytes: usize,
     /// Encoded replies not yet written to the socket.
     pub wbuf: BytesMut,
+    /// Big bulk payloads queued whole, without copying, with the encoded
+    /// bytes that came before them; everything here goes out before `wbuf`.
+    pub wchain: VecDeque<Bytes>,
+    /// Bytes in `wchain`.
+    pub wchain_bytes: usize,
     /// Sequence number of the first slot in `slots`.
     pub base_seq: u64,
     pub slots: VecDeque<Pending>,
@@ -224,8 +258,14 @@ pub struct Conn {
     /// `client-output-buffer-limit` (None = below it).
     pub output_soft_since: Option<Instant>,
     /// The output buffer limit closed this connection, with this many bytes
-    /// pending (for the IO thread to count and log once).
+    /// pending (for the connection's thread to count and log once).
     pub output_limit_hit: Option<usize>,
+    /// The hard `client-output-buffer-limit` in force (0 = none), bytes: the
+    /// room left under it goes with each request ([`Job::reply_budget_bytes`]).
+    pub hard_limit_bytes: u64,
+    /// Decoding stopped with [`crate::io::MAX_PENDING_REPLIES`] replies
+    /// queued; resume once they drain.
+    pub paused: bool,
     /// The shard the latest single-shard commands went to, and how many in a
     /// row ([`Conn::note_shard`]); drives connection handover.
     pub streak_shard: ShardId,
@@ -233,6 +273,29 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The request `req` of this connection, for reply slot `seq` (part
+    /// `part` of a fan-out), on the connection's shard thread `thread`: the
+    /// one way a request is addressed, whichever shard runs it.
+    pub fn job(&self, thread: u16, seq: u64, part: u16, req: ShardReq) -> Job {
+        let reply_budget_bytes = match self.hard_limit_bytes {
+            0 => u64::MAX,
+            hard => hard.saturating_sub(self.output_bytes() as u64),
+        };
+        Job {
+            req,
+            reply_budget_bytes,
+            cmd: crate::shard::msg::NO_CMD,
+            argv: None,
+            db: self.session.db as u16,
+            reply_to: ReplyTo {
+                io: thread,
+                conn: self.session.id,
+                seq,
+                part,
+            },
+        }
+    }
+
     /// Count a single-shard command for `shard` on a connection owned by
     /// shard thread `me`: consecutive commands for one other shard build a
     /// streak; anything else resets it.
@@ -254,7 +317,7 @@ impl Conn {
         self.slots.is_empty()
             && self.blocked.is_none()
             && self.hold_until.is_none()
-            && self.wbuf.is_empty()
+            && self.output_bytes() == 0
             && !self.dead
             && self.close_after.is_none()
             && !self.want_write
@@ -324,6 +387,40 @@ impl Conn {
         None
     }
 
+    /// Bytes waiting to be written (`omem`): the chain and the buffer.
+    pub fn output_bytes(&self) -> usize {
+        self.wchain_bytes + self.wbuf.len()
+    }
+
+    /// Close now, dropping queued replies and output (over an output limit).
+    fn drop_output(&mut self) {
+        self.dead = true;
+        self.slots.clear();
+        self.wbuf = BytesMut::new();
+        self.wchain.clear();
+        self.wchain_bytes = 0;
+    }
+
+    /// Encode one reply. A top-level bulk of [`BIG_BULK_BYTES`] or more (GET
+    /// of a big value) is queued as it is, behind its header, instead of
+    /// being copied into the output buffer.
+    fn encode(&mut self, r: Reply) {
+        match r {
+            Reply::Bulk(b) if b.len() >= BIG_BULK_BYTES => {
+                self.wbuf.extend_from_slice(b"$");
+                self.wbuf
+                    .extend_from_slice(itoa::Buffer::new().format(b.len()).as_bytes());
+                self.wbuf.extend_from_slice(b"\r\n");
+                let head = self.wbuf.split().freeze();
+                self.wchain_bytes += head.len() + b.len();
+                self.wchain.push_back(head);
+                self.wchain.push_back(b);
+                self.wbuf.extend_from_slice(b"\r\n");
+            }
+            r => crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf),
+        }
+    }
+
     /// Encode every ready reply at the front of the queue into `wbuf`.
     /// Returns true if anything was encoded.
     ///
@@ -339,14 +436,17 @@ impl Conn {
                 break;
             }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
-                crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf);
+                if matches!(r, Reply::OverOutputLimit) {
+                    self.output_limit_hit = Some(self.output_bytes());
+                    self.drop_output();
+                    break;
+                }
+                self.encode(r);
             }
             if let Some(limit) = limit {
                 if self.over_output_limit(limit, Instant::now) {
-                    self.dead = true;
-                    self.output_limit_hit = Some(self.wbuf.len());
-                    self.slots.clear();
-                    self.wbuf = BytesMut::new();
+                    self.output_limit_hit = Some(self.output_bytes());
+                    self.drop_output();
                     break;
                 }
             }
@@ -378,7 +478,7 @@ impl Conn {
         limit: &OutputBufferLimit,
         now: impl FnOnce() -> Instant,
     ) -> bool {
-        let used = self.wbuf.len() as u64;
+        let used = self.output_bytes() as u64;
         if limit.hard_bytes > 0 && used >= limit.hard_bytes {
             return true;
         }
@@ -396,6 +496,7 @@ impl Conn {
 
     /// Whether the connection should be closed now (after QUIT's reply was written).
     pub fn finished(&self) -> bool {
-        self.dead || (self.close_after.is_some_and(|s| self.base_seq > s) && self.wbuf.is_empty())
+        self.dead
+            || (self.close_after.is_some_and(|s| self.base_seq > s) && self.output_bytes() == 0)
     }
 }

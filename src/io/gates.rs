@@ -122,7 +122,7 @@ fn gate_protected(shared: &Shared, spec: &CommandSpec, session: &Session) -> Res
         .read()
         .map(|c| c.enable_debug_command)
         .unwrap_or("no");
-    cmd::debug::gate_debug(setting, session.shared.addr)
+    cmd::debug::gate_debug(setting, &session.shared.addr)
 }
 
 /// `requirepass` is set and the connection has not authenticated: only

@@ -13,22 +13,23 @@ pub mod acceptor;
 pub mod codec;
 pub mod conn;
 pub mod gates;
+pub mod socket;
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
+use socket::{Endpoint, Socket};
 
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::route::router::{self, start_block, start_fan, Routed};
 use crate::route::slot::ShardId;
 use crate::server::Shared;
-use crate::shard::msg::{Job, ReplyTo};
+use crate::shard::msg::Job;
 use codec::{DecodeLimits, Decoded};
 use conn::{ClientShared, Conn, Pending, Session};
 
@@ -106,15 +107,21 @@ impl Outgoing {
     }
 }
 
+/// Runs a request on the calling shard thread's own data, right away (the
+/// shard thread implements it over its `ShardDb`). Requests for the thread's
+/// own keys run as they are decoded, as in Redis's event loop, so a pipeline's
+/// replies reach the output buffer (and its limits) one by one.
+pub trait RunLocal {
+    /// Run `job` (addressed to `conn`, which is borrowed here) after any
+    /// request still queued for this shard in `out`, and put its reply in the
+    /// connection's queue.
+    fn run_local(&mut self, out: &mut Outgoing, conn: &mut Conn, job: Job);
+}
+
 /// Admit a freshly accepted socket (or refuse it: `maxclients`), register it in
 /// the server-wide client registry, and build its connection state for shard
 /// thread `thread`.
-pub fn new_conn(
-    shared: &Shared,
-    mut sock: TcpStream,
-    addr: SocketAddr,
-    thread: u16,
-) -> Option<Conn> {
+pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) -> Option<Conn> {
     shared
         .stats
         .total_connections_received
@@ -134,7 +141,11 @@ pub fn new_conn(
         return None;
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let laddr = sock.local_addr().unwrap_or(shared.addr);
+    let laddr = match &addr {
+        // A Unix client's `laddr` is the socket path, like its `addr`.
+        Endpoint::Unix(_) => addr.clone(),
+        Endpoint::Tcp(_) => sock.local_endpoint(&Endpoint::Tcp(shared.addr)),
+    };
     let client = Arc::new(ClientShared {
         id,
         addr,
@@ -174,6 +185,8 @@ pub fn new_conn(
         rbuf: BytesMut::with_capacity(16 * 1024),
         need_bytes: 0,
         wbuf: BytesMut::new(),
+        wchain: Default::default(),
+        wchain_bytes: 0,
         base_seq: 0,
         slots: Default::default(),
         close_after: None,
@@ -183,29 +196,77 @@ pub fn new_conn(
         blocked: None,
         output_soft_since: None,
         output_limit_hit: None,
+        paused: false,
+        hard_limit_bytes: 0,
         streak_shard: ShardId(thread),
         streak: 0,
     })
 }
 
-/// Read everything the socket has into the query buffer. Marks the
-/// connection dead on EOF, on a socket error, or when the query buffer
-/// passes `client-query-buffer-limit` (Redis closes such a client without a
-/// reply and counts it). Returns the bytes read.
-pub fn read_conn(shared: &Shared, conn: &mut Conn, query_buffer_bytes: usize) -> u64 {
-    let mut chunk = [0u8; 16 * 1024];
+/// How much one `read` takes from a socket at most, bytes (Redis: PROTO_IOBUF_LEN).
+pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// How much a connection may read per loop iteration, bytes: a client that
+/// pipelines megabytes is served in slices, between which everyone else is
+/// (Redis reads one PROTO_IOBUF_LEN per event loop turn).
+pub const READ_BUDGET_BYTES: usize = 64 * 1024;
+/// Most of one big argument read per loop iteration, bytes (Redis reads a
+/// big bulk's remainder in one call; this keeps a 100 MB value from stalling
+/// other clients while it arrives).
+pub const BIG_READ_BYTES: usize = 1 << 20;
+
+/// Most reply slots a connection may have queued (in flight on other shards,
+/// or ready behind one that is) before its thread stops decoding its input:
+/// a client pipelining thousands of commands on other shards' keys cannot
+/// make the server hold thousands of unencoded replies at once.
+pub const MAX_PENDING_REPLIES: usize = 1024;
+
+/// What [`read_conn`] did.
+pub struct ReadOutcome {
+    /// Bytes read.
+    pub bytes: u64,
+    /// The budget ran out before the socket did: read again next iteration
+    /// (sockets are edge-triggered, so no new event will say so).
+    pub more: bool,
+}
+
+/// Read what the socket has into the query buffer, through `scratch`, up to
+/// this iteration's budget ([`READ_BUDGET_BYTES`], or the rest of a big
+/// argument up to [`BIG_READ_BYTES`]). Marks the connection dead on EOF, on
+/// a socket error, or when the query buffer passes
+/// `client-query-buffer-limit` (Redis closes such a client without a reply
+/// and counts it).
+///
+/// A frame whose size is known (a bulk header was read) gets its whole
+/// buffer reserved at once, so a big argument is not copied again each time
+/// the buffer would double.
+pub fn read_conn(
+    shared: &Shared,
+    conn: &mut Conn,
+    query_buffer_bytes: usize,
+    scratch: &mut [u8],
+) -> ReadOutcome {
+    let missing = conn.need_bytes.saturating_sub(conn.rbuf.len());
+    if missing > READ_CHUNK_BYTES && conn.need_bytes <= query_buffer_bytes {
+        conn.rbuf.reserve(missing);
+    }
+    let budget = READ_BUDGET_BYTES.max(missing.min(BIG_READ_BYTES));
     let mut total = 0u64;
+    let mut more = false;
     loop {
-        match conn.sock.read(&mut chunk) {
+        if total as usize >= budget {
+            more = true;
+            break;
+        }
+        match conn.sock.read(scratch) {
             Ok(0) => {
                 conn.dead = true;
                 break;
             }
             Ok(n) => {
-                conn.rbuf.extend_from_slice(&chunk[..n]);
+                conn.rbuf.extend_from_slice(&scratch[..n]);
                 total += n as u64;
                 if conn.rbuf.len() > query_buffer_bytes {
-                    eprintln!(
+                    log::warn!(
                         "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
                         conn.session.id,
                         conn.session.shared.addr,
@@ -232,7 +293,7 @@ pub fn read_conn(shared: &Shared, conn: &mut Conn, query_buffer_bytes: usize) ->
             }
         }
     }
-    total
+    ReadOutcome { bytes: total, more }
 }
 
 /// Turn on TCP keepalive: first probe after `idle_s` seconds of silence, then
@@ -265,17 +326,34 @@ pub fn set_keepalive(sock: &TcpStream, idle_s: u64) {
     }
 }
 
-/// Write as much of `wbuf` as the socket takes; returns bytes written.
+/// Write as much of the connection's output (the chain of big payloads,
+/// then `wbuf`) as the socket takes; returns bytes written.
 pub fn write_conn(conn: &mut Conn) -> u64 {
     let mut written = 0u64;
-    while !conn.wbuf.is_empty() && !conn.dead {
-        match conn.sock.write(&conn.wbuf) {
+    while !conn.dead {
+        let chunk: &[u8] = match conn.wchain.front() {
+            Some(b) => b,
+            None if !conn.wbuf.is_empty() => &conn.wbuf,
+            None => break,
+        };
+        match conn.sock.write(chunk) {
             Ok(0) => {
                 conn.dead = true;
             }
             Ok(n) => {
-                let _ = conn.wbuf.split_to(n);
                 written += n as u64;
+                match conn.wchain.front_mut() {
+                    Some(b) => {
+                        bytes::Buf::advance(b, n);
+                        conn.wchain_bytes -= n;
+                        if b.is_empty() {
+                            conn.wchain.pop_front();
+                        }
+                    }
+                    None => {
+                        let _ = conn.wbuf.split_to(n);
+                    }
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -290,13 +368,20 @@ pub fn write_conn(conn: &mut Conn) -> u64 {
 
 /// Decode, admit and route every complete command in the connection's
 /// buffer, until it is empty or a command holds the pipeline (a blocking
-/// read, a two-step fan-out) or the connection is closing.
+/// read, a two-step fan-out) or the connection is closing. Commands on this
+/// thread's own keys run at once (`local`); after each command the ready
+/// replies are encoded and the output buffer limit is checked, so a client
+/// over its limit is closed before more of its commands run (Redis:
+/// `closeClientOnOutputBufferLimitReached` stops `processInputBuffer`).
 pub fn process_input(
     shared: &Arc<Shared>,
     out: &mut Outgoing,
     conn: &mut Conn,
-    mut limits: DecodeLimits,
+    limits: &Limits,
+    local: &mut dyn RunLocal,
 ) {
+    let mut decode_limits = limits.decode();
+    conn.hard_limit_bytes = limits.output.hard_bytes;
     loop {
         if conn.dead || conn.close_after.is_some() || conn.hold_until.is_some() {
             return;
@@ -304,12 +389,18 @@ pub fn process_input(
         if conn.rbuf.is_empty() || conn.rbuf.len() < conn.need_bytes {
             return;
         }
-        limits.unauthenticated = !conn.session.authenticated;
-        match codec::decode(&mut conn.rbuf, limits) {
+        if conn.slots.len() >= MAX_PENDING_REPLIES {
+            // Resumed once replies drain (see `Conn::paused`).
+            conn.paused = true;
+            return;
+        }
+        decode_limits.unauthenticated = !conn.session.authenticated;
+        match codec::decode(&mut conn.rbuf, decode_limits) {
             Ok(Decoded::Command(argv)) => {
                 conn.need_bytes = 0;
                 if !argv.is_empty() {
-                    dispatch(shared, out, conn, argv);
+                    dispatch(shared, out, conn, argv, local);
+                    conn.encode_ready(Some(&limits.output));
                 }
             }
             Ok(Decoded::Incomplete { min_total }) => {
@@ -328,7 +419,13 @@ pub fn process_input(
 }
 
 /// Admit one decoded command, then answer it here or queue it for its shard(s).
-fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec<Bytes>) {
+fn dispatch(
+    shared: &Arc<Shared>,
+    out: &mut Outgoing,
+    conn: &mut Conn,
+    argv: Vec<Bytes>,
+    local: &mut dyn RunLocal,
+) {
     let mut argv = Some(argv);
     let Some(spec) = gates::admit(shared, conn, &mut argv) else {
         return;
@@ -363,21 +460,17 @@ fn dispatch(shared: &Arc<Shared>, out: &mut Outgoing, conn: &mut Conn, argv: Vec
                 out.remote_commands += 1;
             }
             let seq = conn.push_slot(Pending::Waiting);
-            out.batches[usize::from(shard.0)].push(Job {
-                req,
-                cmd: shared
-                    .cmdstats
-                    .index_of(name)
-                    .map_or(crate::shard::msg::NO_CMD, |i| i as u32),
-                argv: Some(argv),
-                db: conn.session.db as u16,
-                reply_to: ReplyTo {
-                    io: out.me,
-                    conn: conn.session.id,
-                    seq,
-                    part: 0,
-                },
-            });
+            let mut job = conn.job(out.me, seq, 0, req);
+            job.cmd = shared
+                .cmdstats
+                .index_of(name)
+                .map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            job.argv = Some(argv);
+            if shard.0 == out.me {
+                local.run_local(out, conn, job);
+            } else {
+                out.batches[usize::from(shard.0)].push(job);
+            }
         }
         Routed::Block(plan) => {
             shared.count_call(name, false, false);

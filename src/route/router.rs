@@ -21,7 +21,7 @@ use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::server::Shared;
 use crate::shard::blocking::{BlockedWatch, Ticket};
-use crate::shard::msg::{Job, ReplyTo, ShardReq};
+use crate::shard::msg::{Job, ShardReq};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
 pub type Merge = Box<dyn FnOnce(Vec<Reply>) -> Reply + Send>;
@@ -284,23 +284,12 @@ pub fn start_fan(
         conn.hold_until = Some(seq);
     }
     for (part, (shard, req)) in parts.into_iter().enumerate() {
-        batches[usize::from(shard.0)].push(Job {
-            req,
-            cmd: crate::shard::msg::NO_CMD,
-            argv: None,
-            db: conn.session.db as u16,
-            reply_to: ReplyTo {
-                io,
-                conn: conn.session.id,
-                seq,
-                part: part as u16,
-            },
-        });
+        batches[usize::from(shard.0)].push(conn.job(io, seq, part as u16, req));
     }
 }
 
 /// Park a blocking read on its shards under one ticket; the slot `seq` is filled
-/// by whichever shard serves it, or by the IO thread on timeout.
+/// by whichever shard serves it, or by the connection's thread on timeout.
 pub fn start_block(
     io: u16,
     shared: &Shared,
@@ -315,18 +304,7 @@ pub fn start_block(
     });
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
-            Ok(req) => batches[usize::from(shard.0)].push(Job {
-                req,
-                cmd: crate::shard::msg::NO_CMD,
-                argv: None,
-                db: conn.session.db as u16,
-                reply_to: ReplyTo {
-                    io,
-                    conn: conn.session.id,
-                    seq,
-                    part: 0,
-                },
-            }),
+            Ok(req) => batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req)),
             Err(e) => {
                 if ticket.claim() {
                     conn.fill(seq, 0, Reply::Error(e));

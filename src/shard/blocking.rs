@@ -5,7 +5,7 @@
 //! (XADD, and for consumer groups DEL / XGROUP DESTROY) marks its key ready;
 //! after each batch the shard serves the waiters of ready keys in FIFO order
 //! (Redis fairness), before going back to its inbox. Whoever serves a waiter
-//! — a shard with data, or the IO thread on timeout or disconnect — first
+//! — a shard with data, or the connection's thread on timeout or disconnect — first
 //! claims the ticket with an atomic swap, *before* any side effect (PEL insert,
 //! last-delivered advance), so a multi-shard read is answered exactly once.
 //! Waiters whose ticket was claimed elsewhere are dropped when next seen and
@@ -259,6 +259,7 @@ pub fn serve_ready(db: &mut ShardDb, now_ms: u64, out: &mut Vec<(ReplyTo, Reply)
                 let cx = ExecCtx {
                     db: key.0,
                     now_ms,
+                    reply_budget_bytes: u64::MAX,
                     reply_to: w.reply_to,
                 };
                 let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);

@@ -14,9 +14,13 @@ use std::marker::PhantomData;
 
 use bytes::Bytes;
 
+use crate::config::EvictionPolicy;
 use crate::error::CmdError;
 use crate::route::slot::{slot_of, ShardId};
 use crate::stream::Stream;
+
+/// Strings shorter than this are copied when stored (see [`ShardDb::set`]), bytes.
+pub const OWN_COPY_MAX_BYTES: usize = 64 * 1024;
 
 /// A value stored under a key. `Clone` + `Send` so an AOF rewrite can copy a
 /// shard's data and serialize it on another thread.
@@ -51,6 +55,63 @@ pub struct Entry {
     pub value: Value,
     /// Absolute expiry, ms since the Unix epoch; `None` = persistent.
     pub expire_at_ms: Option<u64>,
+    /// When and how often the key was used (eviction under `maxmemory`).
+    pub access: Access,
+}
+
+/// A key's use, for `maxmemory-policy`'s approximate LRU and LFU (Redis
+/// keeps the same in `robj.lru`: 24 bits of either a clock or an 8-bit
+/// logarithmic counter plus a minutes clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    /// Last access, ms since the Unix epoch (LRU).
+    pub last_access_ms: u64,
+    /// Logarithmic access counter (LFU), 5 for a new key as in Redis.
+    pub lfu_counter: u8,
+}
+
+/// Redis's `LFU_INIT_VAL`: a new key's counter, so it is not evicted at once.
+const LFU_INIT_VAL: u8 = 5;
+/// Redis's default `lfu-log-factor`.
+const LFU_LOG_FACTOR: f64 = 10.0;
+/// Redis's default `lfu-decay-time` (1 minute): the counter drops by one per idle period.
+const LFU_DECAY_MS: u64 = 60_000;
+
+impl Access {
+    /// A key created at `now_ms`.
+    pub fn new(now_ms: u64) -> Access {
+        Access {
+            last_access_ms: now_ms,
+            lfu_counter: LFU_INIT_VAL,
+        }
+    }
+
+    /// The LFU counter after decay for the time since the last access.
+    ///
+    /// # Source
+    /// `LFUDecrAndReturn`, redis/src/evict.c.
+    pub fn lfu_decayed(&self, now_ms: u64) -> u8 {
+        let periods = now_ms.saturating_sub(self.last_access_ms) / LFU_DECAY_MS;
+        self.lfu_counter
+            .saturating_sub(u8::try_from(periods).unwrap_or(u8::MAX))
+    }
+
+    /// Record one access at `now_ms`; `rand01` is a uniform sample in [0, 1).
+    ///
+    /// # Source
+    /// `updateLFU` / `LFULogIncr`, redis/src/evict.c: the counter grows with
+    /// probability `1 / ((counter - LFU_INIT_VAL) * lfu-log-factor + 1)`.
+    pub fn touch(&mut self, now_ms: u64, rand01: f64) {
+        let mut counter = self.lfu_decayed(now_ms);
+        if counter < u8::MAX {
+            let base = f64::from(counter.saturating_sub(LFU_INIT_VAL));
+            if rand01 < 1.0 / (base * LFU_LOG_FACTOR + 1.0) {
+                counter += 1;
+            }
+        }
+        self.lfu_counter = counter;
+        self.last_access_ms = now_ms;
+    }
 }
 
 /// Position of a key in SCAN order: (hash slot, 48-bit key hash).
@@ -107,6 +168,10 @@ impl Keyspace {
     }
 
     fn is_expired(&self, key: &[u8], now_ms: u64) -> bool {
+        // No key of this database has a TTL (the common case): no lookup.
+        if self.expires.is_empty() {
+            return false;
+        }
         matches!(self.map.get(key), Some(Entry { expire_at_ms: Some(at), .. }) if *at <= now_ms)
     }
 }
@@ -141,6 +206,10 @@ pub struct ShardDb {
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire_enabled: bool,
+    /// The latest time a command passed in, ms (creation time of new keys).
+    clock_ms: u64,
+    /// xorshift64 state for LFU increments and eviction sampling.
+    rng: u64,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -158,6 +227,8 @@ impl ShardDb {
             aof: Default::default(),
             active_expire_enabled: true,
             watch: Default::default(),
+            clock_ms: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
             _not_send: PhantomData,
         }
     }
@@ -181,6 +252,7 @@ impl ShardDb {
             Some(Entry {
                 value: Value::Str(v),
                 expire_at_ms,
+                ..
             }) => (v.clone(), *expire_at_ms),
             Some(_) => return,
             None => {
@@ -209,8 +281,14 @@ impl ShardDb {
         let mut rec = Vec::new();
         if let Some(e) = self.ks(cx.db).map.get(key) {
             let mut out = Vec::new();
-            let _ =
-                crate::aof::rewrite::encode_key(&mut rec, &mut out, key, &e.value, e.expire_at_ms);
+            let _ = crate::aof::rewrite::encode_key(
+                &mut rec,
+                &mut out,
+                key,
+                &e.value,
+                e.expire_at_ms,
+                cx.now_ms,
+            );
             out.extend_from_slice(&rec);
             rec = out;
         }
@@ -284,8 +362,9 @@ impl ShardDb {
 
     /// The live entry under `key`, after lazy expiry.
     pub fn get(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        // A read: access time and LFU move, WATCH is not told.
         self.expire_if_needed(db, key, now_ms);
-        self.ks(db).map.get(key)
+        self.get_mut_untracked(db, key, now_ms).map(|e| &*e)
     }
 
     /// The live entry under `key` for modification, after lazy expiry.
@@ -294,7 +373,26 @@ impl ShardDb {
         self.expire_if_needed(db, key, now_ms);
         // Mutable access is how commands write: watchers see a change.
         self.watch.touch(db, key);
-        self.ks(db).map.get_mut(key)
+        self.get_mut_untracked(db, key, now_ms)
+    }
+
+    /// [`get_mut`](Self::get_mut) without telling WATCH (consumer-group
+    /// commands: Redis does not count them as changes of the key).
+    fn get_mut_untracked(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.clock_ms = now_ms;
+        // As Redis's lookupKey: the LFU counter moves only under an LFU
+        // policy (it costs a random draw); otherwise only the access time.
+        let rand01 = if self.tunables.eviction_policy().is_lfu() {
+            Some(self.rand01())
+        } else {
+            None
+        };
+        let e = self.ks(db).map.get_mut(key)?;
+        match rand01 {
+            Some(r) => e.access.touch(now_ms, r),
+            None => e.access.last_access_ms = now_ms,
+        }
+        Some(e)
     }
 
     /// Count a keyspace hit or miss (INFO stats `keyspace_hits` / `keyspace_misses`).
@@ -380,7 +478,7 @@ impl ShardDb {
         now_ms: u64,
     ) -> Result<Option<&mut Stream>, CmdError> {
         self.expire_if_needed(db, key, now_ms);
-        match self.ks(db).map.get_mut(key) {
+        match self.get_mut_untracked(db, key, now_ms) {
             None => Ok(None),
             Some(Entry {
                 value: Value::Stream(s),
@@ -429,6 +527,13 @@ impl ShardDb {
 
     /// Store `value` under `key` with the given expiry, replacing any old value
     /// (and its TTL). Returns the old entry.
+    ///
+    /// Arguments arrive as zero-copy slices of a connection's read buffer; a
+    /// stored key or small string is copied into an allocation of its own, as
+    /// Redis copies into an sds, so that it neither pins the whole read buffer
+    /// nor shares its reference count with the thread that read it. Values of
+    /// [`OWN_COPY_MAX_BYTES`] or more fill their read buffer anyway and are
+    /// kept as they are (no copy of a big bulk).
     pub fn set(
         &mut self,
         db: usize,
@@ -437,11 +542,17 @@ impl ShardDb {
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
         self.watch.touch(db, &key);
+        let created_ms = self.clock_ms;
+        let value = match value {
+            Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
+            v => v,
+        };
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
             let old_at = std::mem::replace(&mut e.expire_at_ms, expire_at_ms);
             let old_value = std::mem::replace(&mut e.value, value);
+            let access = e.access;
             if old_at != expire_at_ms {
                 if let Some(at) = old_at {
                     ks.expires.remove(&(at, key.clone()));
@@ -455,8 +566,10 @@ impl ShardDb {
             return Some(Entry {
                 value: old_value,
                 expire_at_ms: old_at,
+                access,
             });
         }
+        let key = Bytes::copy_from_slice(&key);
         if let Some(at) = expire_at_ms {
             ks.expires.insert((at, key.clone()));
         }
@@ -466,6 +579,7 @@ impl ShardDb {
             Entry {
                 value,
                 expire_at_ms,
+                access: Access::new(created_ms),
             },
         );
         None
@@ -508,6 +622,122 @@ impl ShardDb {
         true
     }
 
+    /// Next xorshift64 value.
+    fn next_rand(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// A uniform sample in [0, 1).
+    fn rand01(&mut self) -> f64 {
+        (self.next_rand() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// One randomly placed key of database `db` that `policy` may evict
+    /// (any key, or only keys with a TTL for `volatile-*`): the first key at
+    /// or after a random position of the scan (or expiry) index.
+    ///
+    /// Keys hash uniformly over the index, so a random position picks keys
+    /// about uniformly. `volatile-*` draws from the same index and keeps a
+    /// key with a TTL (deadlines are far from uniform, so drawing a random
+    /// deadline would pick the key after the widest gap again and again);
+    /// only when a few draws find none does it take a random position in
+    /// the expiry index.
+    fn sample_key(&mut self, db: usize, policy: EvictionPolicy) -> Option<Bytes> {
+        for _ in 0..8 {
+            let r = self.next_rand();
+            let ks = &self.dbs[db];
+            if policy.volatile_only() && ks.expires.is_empty() {
+                return None;
+            }
+            let (lo, hi) = (ks.scan_index.first()?, ks.scan_index.last()?);
+            let slot = lo.0 + (r % u64::from(hi.0 - lo.0 + 1)) as u16;
+            let pos = (slot, (r >> 16) & ((1 << 48) - 1), Bytes::new());
+            let hit = ks.scan_index.range(pos..).next();
+            let key = hit.or(ks.scan_index.first()).map(|(_, _, k)| k)?;
+            if !policy.volatile_only() || ks.map.get(key).is_some_and(|e| e.expire_at_ms.is_some())
+            {
+                return Some(key.clone());
+            }
+        }
+        let r = self.next_rand();
+        let ks = &self.dbs[db];
+        let (lo, hi) = (ks.expires.first()?.0, ks.expires.last()?.0);
+        let at = lo + r % (hi - lo).saturating_add(1).max(1);
+        let hit = ks.expires.range((at, Bytes::new())..).next();
+        hit.or(ks.expires.first()).map(|(_, k)| k.clone())
+    }
+
+    /// Evict up to `max_keys` keys as `policy` says, each chosen as the best
+    /// of `samples` sampled keys per database (the least recently used, the
+    /// least frequently used, the nearest expiry, or any for `*-random`).
+    /// Each eviction is a deletion: logged to the AOF as `DEL` and waking
+    /// blocked readers. Returns how many keys were evicted (0: nothing the
+    /// policy may evict).
+    ///
+    /// # Source
+    /// `performEvictions` / `evictionPoolPopulate`, redis/src/evict.c: the
+    /// same sampled approximation, without the pool kept between calls.
+    pub fn evict(
+        &mut self,
+        policy: EvictionPolicy,
+        samples: usize,
+        now_ms: u64,
+        max_keys: usize,
+    ) -> usize {
+        if policy == EvictionPolicy::NoEviction {
+            return 0;
+        }
+        let mut evicted = 0;
+        while evicted < max_keys {
+            // (score: lower is evicted first, db, key)
+            let mut best: Option<(u64, usize, Bytes)> = None;
+            for db in 0..self.dbs.len() {
+                let n = if matches!(
+                    policy,
+                    EvictionPolicy::AllkeysRandom | EvictionPolicy::VolatileRandom
+                ) {
+                    1
+                } else {
+                    samples.max(1)
+                };
+                for _ in 0..n {
+                    let Some(key) = self.sample_key(db, policy) else {
+                        break;
+                    };
+                    let Some(e) = self.dbs[db].map.get(&key) else {
+                        continue;
+                    };
+                    let score = match policy {
+                        EvictionPolicy::AllkeysLru | EvictionPolicy::VolatileLru => {
+                            e.access.last_access_ms
+                        }
+                        EvictionPolicy::AllkeysLfu | EvictionPolicy::VolatileLfu => {
+                            u64::from(e.access.lfu_decayed(now_ms))
+                        }
+                        EvictionPolicy::VolatileTtl => e.expire_at_ms.unwrap_or(u64::MAX),
+                        _ => 0,
+                    };
+                    if best.as_ref().is_none_or(|(s, _, _)| score < *s) {
+                        best = Some((score, db, key));
+                    }
+                }
+            }
+            let Some((_, db, key)) = best else {
+                break;
+            };
+            self.ks(db).remove(&key);
+            self.blocking.mark_ready(db, &key);
+            self.aof.record(db, now_ms, &[b"DEL", &key]);
+            evicted += 1;
+        }
+        evicted
+    }
+
     /// Remove every key of database `db`. Returns how many were removed.
     pub fn flush(&mut self, db: usize) -> usize {
         let map = &self.dbs[db.min(self.dbs.len() - 1)].map;
@@ -526,8 +756,8 @@ impl ShardDb {
     /// Redis's `activeExpireCycle` samples keys; here deadlines are ordered, so
     /// the cycle removes exactly the expired keys, oldest deadline first.
     /// Like every deletion, it marks the keys ready so that readers blocked
-    /// on them are woken (XREADGROUP answers `UNBLOCKED the stream key no
-    /// longer exists`, as Redis 7's `signalDeletedKeyAsReady` on expiry).
+    /// on them are woken (XREADGROUP runs again and answers its NOGROUP
+    /// error, as Redis 7.2+ after `signalDeletedKeyAsReady` on expiry).
     pub fn active_expire(&mut self, now_ms: u64, budget: usize) -> usize {
         let mut removed = 0;
         for (dbi, ks) in self.dbs.iter_mut().enumerate() {
@@ -628,5 +858,64 @@ mod tests {
             true
         });
         assert_eq!(seen, 1);
+    }
+
+    fn str_key(db: &mut ShardDb, k: &str, ttl: Option<u64>, now_ms: u64) {
+        db.get(0, b"", now_ms); // sets the creation clock
+        db.set(0, Bytes::from(k.to_string()), Value::Str(Bytes::new()), ttl);
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used_of_the_sample() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        for i in 0..50u64 {
+            str_key(&mut db, &format!("k{i}"), None, 1_000 + i);
+        }
+        // k0 is read last: it becomes the most recently used.
+        db.get(0, b"k0", 10_000);
+        // 64 samples over 50 keys see most keys: the oldest go first, and
+        // the most recently used survives half the keys being evicted.
+        assert_eq!(db.evict(EvictionPolicy::AllkeysLru, 64, 10_000, 25), 25);
+        assert!(db.keyspace(0).map.contains_key(&b"k0"[..]));
+        let oldest_left = (1..=10)
+            .filter(|i| db.keyspace(0).map.contains_key(format!("k{i}").as_bytes()))
+            .count();
+        assert!(oldest_left <= 3, "{oldest_left} of the 10 oldest keys left");
+        assert_eq!(db.evict(EvictionPolicy::NoEviction, 64, 10_000, 10), 0);
+    }
+
+    #[test]
+    fn volatile_policies_evict_only_keys_with_a_ttl() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        for i in 0..20 {
+            str_key(&mut db, &format!("p{i}"), None, 1_000);
+        }
+        str_key(&mut db, "t1", Some(50_000), 1_000);
+        str_key(&mut db, "t2", Some(40_000), 1_000);
+        assert_eq!(db.evict(EvictionPolicy::VolatileTtl, 5, 2_000, 1), 1);
+        assert!(
+            !db.keyspace(0).map.contains_key(&b"t2"[..]),
+            "nearest expiry first"
+        );
+        assert_eq!(db.evict(EvictionPolicy::VolatileRandom, 5, 2_000, 10), 1);
+        // Nothing volatile left: nothing to evict.
+        assert_eq!(db.evict(EvictionPolicy::VolatileLru, 5, 2_000, 10), 0);
+        assert_eq!(db.keyspace(0).len(), 20);
+        assert_eq!(db.evict(EvictionPolicy::AllkeysRandom, 5, 2_000, 5), 5);
+        assert_eq!(db.keyspace(0).len(), 15);
+    }
+
+    #[test]
+    fn lfu_counter_grows_logarithmically_and_decays() {
+        let mut a = Access::new(0);
+        assert_eq!(a.lfu_counter, LFU_INIT_VAL);
+        for _ in 0..1000 {
+            a.touch(0, 0.05);
+        }
+        // p = 1 / ((c - 5) * 10 + 1): with rand 0.05 it grows while p > 0.05.
+        assert!(a.lfu_counter > LFU_INIT_VAL && a.lfu_counter < 10, "{a:?}");
+        let c = a.lfu_counter;
+        assert_eq!(a.lfu_decayed(2 * LFU_DECAY_MS), c - 2);
+        assert_eq!(a.lfu_decayed(u64::MAX), 0);
     }
 }

@@ -29,7 +29,8 @@ pub mod db;
 pub mod msg;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -38,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Receiver;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::io::conn::{Conn, Then};
+use crate::io::conn::{Conn, ConnIdHasher, ConnMap, Then};
 use crate::io::{self, Limits, Outgoing, HANDOVER_STREAK, KILL_EPOCH};
 use crate::reply::Reply;
 use crate::route::router::{start_block, start_fan};
@@ -117,28 +118,37 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
             let mut t = ShardThread {
                 me: seed.id.0,
                 poll: seed.poll,
-                conns: HashMap::new(),
+                conns: ConnMap::default(),
                 inbox: seed.inbox,
                 parked: seed.parked,
                 shared: seed.shared,
                 out: Outgoing::new(seed.id.0, shards),
                 replies: (0..shards).map(|_| Vec::new()).collect(),
                 touched: Vec::new(),
+                read_again: Vec::new(),
+                scratch: vec![0u8; io::READ_CHUNK_BYTES].into_boxed_slice(),
                 kill_epoch: 0,
-                blocked_ids: HashSet::new(),
+                blocked_ids: HashSet::default(),
                 limits,
                 config_epoch: 0,
                 last_cron: Instant::now(),
                 last_peak_rotate: Instant::now(),
                 last_mem_sample: Instant::now(),
+                nothing_to_evict: false,
                 db,
                 aof,
                 next_expire_ms: now_ms() + EXPIRE_PERIOD_MS,
                 panic_after: debug_panic_after_ops(),
+                now_ms: now_ms(),
                 stopping: false,
             };
             t.run();
-            t.aof.shutdown(&mut t.db);
+            if !t.aof.shutdown(&mut t.db) {
+                t.shared
+                    .stats
+                    .aof_unflushed_at_shutdown
+                    .fetch_add(1, Ordering::SeqCst);
+            }
         })
 }
 
@@ -192,7 +202,7 @@ fn load_aof(
 struct ShardThread {
     me: u16,
     poll: Poll,
-    conns: HashMap<u64, Conn>,
+    conns: ConnMap<Conn>,
     inbox: Receiver<ShardMsg>,
     parked: Arc<AtomicBool>,
     shared: Arc<Shared>,
@@ -202,19 +212,30 @@ struct ShardThread {
     replies: Vec<Vec<(ReplyTo, Reply)>>,
     /// Connections with something to write or to close.
     touched: Vec<u64>,
+    /// Connections that stopped reading at their per-iteration budget with
+    /// input left in the socket: read again next iteration.
+    read_again: Vec<u64>,
+    /// Where sockets are read into before the bytes join a query buffer
+    /// (allocated once: zeroing a fresh buffer per read cost more than the read).
+    scratch: Box<[u8]>,
     kill_epoch: u64,
     /// Connections parked in a blocking read (their deadlines are checked every iteration).
-    blocked_ids: HashSet<u64>,
+    blocked_ids: HashSet<u64, BuildHasherDefault<ConnIdHasher>>,
     limits: Limits,
     /// `Shared::config_epoch` when `limits` was read.
     config_epoch: u64,
     last_cron: Instant,
     last_peak_rotate: Instant,
     last_mem_sample: Instant,
+    /// This shard's last eviction found nothing `maxmemory-policy` may
+    /// evict (counted in `ServerStats::shards_with_nothing_to_evict`).
+    nothing_to_evict: bool,
     db: ShardDb,
     aof: crate::aof::writer::ShardAof,
     next_expire_ms: u64,
     panic_after: Option<u64>,
+    /// Wall clock snapshot of this loop iteration, ms since the Unix epoch.
+    now_ms: u64,
     /// A [`ShardMsg::Shutdown`] arrived.
     stopping: bool,
 }
@@ -230,17 +251,21 @@ impl ShardThread {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    eprintln!("shard-{}: poll failed: {e}", self.me);
+                    log::warn!("shard-{}: poll failed: {e}", self.me);
                     return;
                 }
             }
             self.parked.store(false, Ordering::SeqCst);
+            self.now_ms = now_ms();
             let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
             if epoch != self.config_epoch {
                 self.config_epoch = epoch;
                 self.limits = Limits::read(&self.shared, Some(self.limits));
             }
             self.sample_memory();
+            for id in std::mem::take(&mut self.read_again) {
+                self.read(id);
+            }
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -267,6 +292,7 @@ impl ShardThread {
         let me = usize::from(self.me);
         if !self.inbox.is_empty()
             || !self.out.batches[me].is_empty()
+            || !self.read_again.is_empty()
             || self.db.blocking.has_ready()
         {
             return Duration::ZERO;
@@ -281,7 +307,7 @@ impl ShardThread {
 
     /// Everything after the sockets were read (see the module doc).
     fn turn(&mut self) {
-        let now = now_ms();
+        let now = self.now_ms;
         self.drain_inbox(now);
         let me = usize::from(self.me);
         let local = std::mem::take(&mut self.out.batches[me]);
@@ -330,17 +356,32 @@ impl ShardThread {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let total = io::read_conn(&self.shared, conn, self.limits.query_buffer_bytes);
+        let read = io::read_conn(
+            &self.shared,
+            conn,
+            self.limits.query_buffer_bytes,
+            &mut self.scratch,
+        );
+        if read.more {
+            self.read_again.push(id);
+        }
         let stats = &self.shared.stats;
         stats
             .total_net_input_bytes
-            .fetch_add(total, Ordering::Relaxed);
+            .fetch_add(read.bytes, Ordering::Relaxed);
         stats.recent_max_input_bytes.observe(conn.rbuf.len() as u64);
         conn.session
             .shared
             .last_interaction_ms
             .store(self.shared.uptime_ms(), Ordering::Relaxed);
-        io::process_input(&self.shared, &mut self.out, conn, self.limits.decode());
+        let mut exec = Exec {
+            db: &mut self.db,
+            replies: &mut self.replies,
+            shared: &self.shared,
+            now_ms: self.now_ms,
+            panic_after: self.panic_after,
+        };
+        io::process_input(&self.shared, &mut self.out, conn, &self.limits, &mut exec);
         if conn.blocked.is_some() {
             self.blocked_ids.insert(id);
         }
@@ -368,83 +409,29 @@ impl ShardThread {
     /// the thread that owns its connection; then serve readers parked on keys
     /// the requests made ready.
     fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
-        // One clock read per command: each command's end is the next one's start.
-        let mut started = std::time::Instant::now();
+        let mut exec = self.exec(now);
         for job in jobs {
-            let cx = msg::ExecCtx {
-                db: usize::from(job.db),
-                now_ms: now,
-                reply_to: job.reply_to,
-            };
-            let reply = job.req.apply(&mut self.db, &cx);
-            let ended = std::time::Instant::now();
-            let ns = ended.duration_since(started).as_nanos() as u64;
-            self.shared
-                .cmdstats
-                .count_exec(job.cmd, ns, reply.error_text());
-            if self.shared.slowlog.is_slow(ns) {
-                if let Some(argv) = &job.argv {
-                    self.log_slow(argv, ns / 1000, job.reply_to.conn);
-                }
+            if let Some((to, reply)) = exec.run(job) {
+                exec.queue_reply(to, reply);
             }
-            started = ended;
-            self.db.stats.ops += 1;
-            if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
-                panic!(
-                    "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
-                    self.db.id.0
-                );
-            }
-            if matches!(reply, Reply::NoReply) {
-                continue;
-            }
-            self.queue_reply(job.reply_to, reply);
         }
-        if self.db.blocking.has_ready() {
-            self.serve_waiters(now);
-        }
+        exec.serve_waiters();
     }
 
-    /// Record a slow command in SLOWLOG with its client's address and name.
-    fn log_slow(&self, argv: &[bytes::Bytes], duration_us: u64, conn: u64) {
-        let client = self
-            .shared
-            .clients
-            .lock()
-            .ok()
-            .and_then(|c| c.get(&conn).cloned());
-        let (addr, name) = client.map_or((String::new(), String::new()), |c| {
-            let name = c
-                .name
-                .lock()
-                .ok()
-                .and_then(|n| n.clone())
-                .unwrap_or_default();
-            (c.addr.to_string(), name)
-        });
-        self.shared.slowlog.push(argv, duration_us, addr, name);
-    }
-
-    /// Queue a reply for the thread that owns its connection; it leaves
-    /// after this iteration's group commit.
-    fn queue_reply(&mut self, to: ReplyTo, reply: Reply) {
-        if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
-            o.push((to, reply));
+    /// The shard's data, ready to run requests at time `now`.
+    fn exec(&mut self, now: u64) -> Exec<'_> {
+        Exec {
+            db: &mut self.db,
+            replies: &mut self.replies,
+            shared: &self.shared,
+            now_ms: now,
+            panic_after: self.panic_after,
         }
     }
 
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
     fn serve_waiters(&mut self, now: u64) {
-        let mut served = Vec::new();
-        blocking::serve_ready(&mut self.db, now, &mut served);
-        for (to, reply) in served {
-            // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
-            // error reply like any other (INFO errorstats).
-            if let Some(e) = reply.error_text() {
-                self.shared.cmdstats.count_error(e);
-            }
-            self.queue_reply(to, reply);
-        }
+        self.exec(now).serve_waiters();
     }
 
     /// Send this iteration's requests for other shards, one message each.
@@ -509,7 +496,7 @@ impl ShardThread {
     }
 
     /// Serve a connection from the acceptor (or refuse it: `maxclients`).
-    fn accept(&mut self, sock: mio::net::TcpStream, addr: std::net::SocketAddr) {
+    fn accept(&mut self, sock: io::socket::Socket, addr: io::socket::Endpoint) {
         match io::new_conn(&self.shared, sock, addr, self.me) {
             Some(conn) => self.adopt(conn),
             None => {
@@ -572,10 +559,70 @@ impl ShardThread {
             return;
         }
         self.last_mem_sample = Instant::now();
+        let used = crate::cmd::info::used_memory_bytes();
         self.shared
             .stats
             .used_memory_cached_bytes
-            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+            .store(used, Ordering::Relaxed);
+        if used > self.limits.maxmemory_bytes {
+            self.evict();
+        }
+    }
+
+    /// Over `maxmemory` with an evicting `maxmemory-policy`: evict this
+    /// shard's keys in small batches until the allocator reports memory
+    /// under the limit or nothing is left to evict. Every shard thread
+    /// does so for its own keys, so memory falls roughly in proportion.
+    /// Tells the OOM gate when this shard has nothing the policy may evict
+    /// (writes are then refused, as Redis does when eviction fails).
+    ///
+    /// # Source
+    /// `performEvictions`, redis/src/evict.c (run there before each command;
+    /// here once per loop iteration, at most every millisecond).
+    fn evict(&mut self) {
+        let policy = self.shared.tunables.eviction_policy();
+        if policy == crate::config::EvictionPolicy::NoEviction {
+            return;
+        }
+        let samples = self
+            .shared
+            .tunables
+            .maxmemory_samples
+            .load(Ordering::Relaxed);
+        let now = now_ms();
+        let mut total = 0;
+        let mut stuck = false;
+        for _ in 0..64 {
+            let n = self.db.evict(policy, samples, now, 16);
+            total += n;
+            if n == 0 {
+                stuck = true;
+                break;
+            }
+            let used = crate::cmd::info::used_memory_bytes();
+            self.shared
+                .stats
+                .used_memory_cached_bytes
+                .store(used, Ordering::Relaxed);
+            if used <= self.limits.maxmemory_bytes {
+                break;
+            }
+        }
+        if total > 0 {
+            self.shared
+                .stats
+                .evicted_keys
+                .fetch_add(total as u64, Ordering::Relaxed);
+        }
+        if stuck != self.nothing_to_evict {
+            self.nothing_to_evict = stuck;
+            let counter = &self.shared.stats.shards_with_nothing_to_evict;
+            if stuck {
+                counter.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counter.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Publish this iteration's local/remote command counts for INFO.
@@ -681,9 +728,20 @@ impl ShardThread {
                     b.ticket.finish();
                 }
             }
-            if was_held && conn.hold_until.is_none() && !conn.rbuf.is_empty() {
-                // A blocking command finished: go on with the pipeline.
-                io::process_input(&self.shared, &mut self.out, conn, limits.decode());
+            let resume = (was_held && conn.hold_until.is_none())
+                || (conn.paused && conn.slots.len() < io::MAX_PENDING_REPLIES);
+            if resume && !conn.rbuf.is_empty() {
+                // A blocking command finished, or queued replies drained:
+                // go on with the pipeline.
+                conn.paused = false;
+                let mut exec = Exec {
+                    db: &mut self.db,
+                    replies: &mut self.replies,
+                    shared: &self.shared,
+                    now_ms: self.now_ms,
+                    panic_after: self.panic_after,
+                };
+                io::process_input(&self.shared, &mut self.out, conn, &limits, &mut exec);
                 conn.encode_ready(Some(&limits.output));
             }
             if let Some(pending) = conn.output_limit_hit.take() {
@@ -695,7 +753,7 @@ impl ShardThread {
                     .stats
                     .client_output_buffer_limit_disconnections
                     .fetch_add(1, Ordering::Relaxed);
-                eprintln!(
+                log::warn!(
                     "Client id={} addr={} closed for overcoming of output buffer limits ({pending} bytes pending).",
                     conn.session.id, conn.session.shared.addr
                 );
@@ -703,7 +761,7 @@ impl ShardThread {
             self.shared
                 .stats
                 .recent_max_output_bytes
-                .observe(conn.wbuf.len() as u64);
+                .observe(conn.output_bytes() as u64);
             let written = io::write_conn(conn);
             if written > 0 {
                 conn.session
@@ -718,7 +776,7 @@ impl ShardThread {
             conn.session
                 .shared
                 .omem_bytes
-                .store(conn.wbuf.len(), Ordering::Relaxed);
+                .store(conn.output_bytes(), Ordering::Relaxed);
             conn.session
                 .shared
                 .qbuf_bytes
@@ -747,19 +805,8 @@ impl ShardThread {
             self.blocked_ids.remove(&id);
             // Its watches go with it (the replies find no connection and are dropped).
             for shard in std::mem::take(&mut conn.session.watching) {
-                let req = crate::cmd::tx::unwatch_req();
-                self.out.batches[usize::from(shard.0)].push(msg::Job {
-                    req,
-                    cmd: msg::NO_CMD,
-                    argv: None,
-                    db: 0,
-                    reply_to: msg::ReplyTo {
-                        io: self.me,
-                        conn: id,
-                        seq: 0,
-                        part: 0,
-                    },
-                });
+                let job = conn.job(self.me, 0, 0, crate::cmd::tx::unwatch_req());
+                self.out.batches[usize::from(shard.0)].push(job);
             }
             if let Ok(mut c) = self.shared.clients.lock() {
                 c.remove(&id);
@@ -790,6 +837,111 @@ impl ShardThread {
             self.remove_conn(id);
         }
     }
+}
+
+/// A shard's data and this iteration's reply queues, borrowed to run requests.
+struct Exec<'a> {
+    db: &'a mut ShardDb,
+    /// Replies per shard thread owning the connection; they leave after
+    /// this iteration's group commit.
+    replies: &'a mut [Vec<(ReplyTo, Reply)>],
+    /// Server-wide counters (commandstats, latencystats, slowlog).
+    shared: &'a Shared,
+    now_ms: u64,
+    panic_after: Option<u64>,
+}
+
+impl Exec<'_> {
+    /// Run one request; its reply, unless it parked (a blocking read).
+    fn run(&mut self, job: Job) -> Option<(ReplyTo, Reply)> {
+        let cx = msg::ExecCtx {
+            db: usize::from(job.db),
+            now_ms: self.now_ms,
+            reply_to: job.reply_to,
+            reply_budget_bytes: job.reply_budget_bytes,
+        };
+        let started = std::time::Instant::now();
+        let reply = job.req.apply(self.db, &cx);
+        let ns = started.elapsed().as_nanos() as u64;
+        self.shared
+            .cmdstats
+            .count_exec(job.cmd, ns, reply.error_text());
+        if self.shared.slowlog.is_slow(ns) {
+            if let Some(argv) = &job.argv {
+                log_slow(self.shared, argv, ns / 1000, job.reply_to.conn);
+            }
+        }
+        self.db.stats.ops += 1;
+        if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
+            panic!(
+                "SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached on shard {}",
+                self.db.id.0
+            );
+        }
+        (!matches!(reply, Reply::NoReply)).then_some((job.reply_to, reply))
+    }
+
+    /// Queue a reply for the thread that owns its connection.
+    fn queue_reply(&mut self, to: ReplyTo, reply: Reply) {
+        if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
+            o.push((to, reply));
+        }
+    }
+
+    /// Serve the waiters of keys the requests made ready (Redis:
+    /// `handleClientsBlockedOnKeys`).
+    fn serve_waiters(&mut self) {
+        if !self.db.blocking.has_ready() {
+            return;
+        }
+        let mut served = Vec::new();
+        blocking::serve_ready(self.db, self.now_ms, &mut served);
+        for (to, reply) in served {
+            // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
+            // error reply like any other (INFO errorstats).
+            if let Some(e) = reply.error_text() {
+                self.shared.cmdstats.count_error(e);
+            }
+            self.queue_reply(to, reply);
+        }
+    }
+}
+
+impl io::RunLocal for Exec<'_> {
+    fn run_local(&mut self, out: &mut Outgoing, conn: &mut Conn, job: Job) {
+        // Requests queued for this shard earlier in the iteration (fan-out
+        // parts, parked reads) run first, so this shard sees them in order.
+        let me = usize::from(job.reply_to.io);
+        for queued in std::mem::take(&mut out.batches[me]) {
+            if let Some((to, reply)) = self.run(queued) {
+                self.queue_reply(to, reply);
+            }
+        }
+        if let Some((to, reply)) = self.run(job) {
+            // A single-shard request's slot: filling it never starts a next step.
+            let _ = conn.fill(to.seq, to.part, reply);
+        }
+        self.serve_waiters();
+    }
+}
+
+/// Record a slow command in SLOWLOG with its client's address and name.
+fn log_slow(shared: &Shared, argv: &[bytes::Bytes], duration_us: u64, conn: u64) {
+    let client = shared
+        .clients
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&conn).cloned());
+    let (addr, name) = client.map_or((String::new(), String::new()), |c| {
+        let name = c
+            .name
+            .lock()
+            .ok()
+            .and_then(|n| n.clone())
+            .unwrap_or_default();
+        (c.addr.to_string(), name)
+    });
+    shared.slowlog.push(argv, duration_us, addr, name);
 }
 
 /// Write (and under `appendfsync always`, fdatasync) this iteration's AOF

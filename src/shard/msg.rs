@@ -38,6 +38,11 @@ pub struct ExecCtx {
     pub now_ms: u64,
     /// Where the reply goes (blocking commands park a waiter with it).
     pub reply_to: ReplyTo,
+    /// Room left under the client's hard output buffer limit when the
+    /// request was sent, bytes (`u64::MAX`: no limit). Commands whose reply
+    /// can be huge (XRANGE) stop building it past this and answer
+    /// [`Reply::OverOutputLimit`].
+    pub reply_budget_bytes: u64,
 }
 
 impl ExecCtx {
@@ -46,6 +51,7 @@ impl ExecCtx {
         ExecCtx {
             db,
             now_ms,
+            reply_budget_bytes: u64::MAX,
             reply_to: ReplyTo {
                 io: 0,
                 conn: 0,
@@ -100,6 +106,8 @@ pub struct Job {
     /// The command line, kept (moved, not copied) for SLOWLOG when it turns
     /// out slow; `None` for parts of larger commands.
     pub argv: Option<Vec<bytes::Bytes>>,
+    /// See [`ExecCtx::reply_budget_bytes`].
+    pub reply_budget_bytes: u64,
 }
 
 /// [`Job::cmd`] for requests that are not counted as a command of their own.
@@ -115,7 +123,7 @@ pub enum ShardMsg {
     /// produced in one loop iteration there. Dropped only with the connection.
     Replies(Vec<(ReplyTo, Reply)>),
     /// A new connection from the acceptor: serve it from now on.
-    Accept(mio::net::TcpStream, std::net::SocketAddr),
+    Accept(crate::io::socket::Socket, crate::io::socket::Endpoint),
     /// A connection handed over by another shard thread because its requests
     /// keep landing here (its socket, buffers and session; no reply is in flight).
     Adopt(Box<crate::io::conn::Conn>),

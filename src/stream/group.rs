@@ -17,7 +17,7 @@
 //! ([`PendingEntry::owner`] is `None`) and delivery time 0: it is in no
 //! consumer's set.
 //!
-//! Lag and `entries_read` follow Redis 7's rules, computed from a
+//! Lag and `entries_read` follow Redis 8.x's rules, computed from a
 //! [`StreamCounters`] snapshot of the stream's metadata.
 //!
 //! # Source
@@ -342,26 +342,40 @@ impl ConsumerGroup {
     }
 
     /// Sets the last-delivered ID and read counter (XGROUP SETID, and CREATE).
-    pub fn set_last_id(&mut self, last_id: StreamId, entries_read: Option<u64>) {
+    /// A counter above `entries_added` is stored as `entries_added` (no group
+    /// can have read more than was ever added).
+    ///
+    /// # Source
+    /// Redis 8.2.2 release notes (redis/redis#14257: ENTRIESREAD no longer
+    /// produces a negative lag).
+    pub fn set_last_id(
+        &mut self,
+        last_id: StreamId,
+        entries_read: Option<u64>,
+        entries_added: u64,
+    ) {
         self.last_id = last_id;
-        self.entries_read = entries_read;
+        self.entries_read = entries_read.map(|n| n.min(entries_added));
     }
 
     /// Advances the group past `id`, an entry just delivered by a `>` read
     /// (so `id > last_id`), keeping `entries_read` exact when it can: +1 if
-    /// the counter is known and no tombstone lies at or after `id`, else a
-    /// fresh estimate.
+    /// the counter is known, the group was not left behind the first live
+    /// entry (trimmed past it) and no tombstone lies after the group's
+    /// position; otherwise a fresh estimate for `id`.
     ///
     /// # Source
-    /// `streamReplyWithRange` (group branch).
+    /// `streamReplyWithRange` (group branch), with redis/redis#13338 (count
+    /// from the group's position, not the delivered ID) and #13958 (a group
+    /// behind the first entry re-estimates), both in Redis 8.x.
     pub fn advance_last_delivered(&mut self, id: StreamId, s: &StreamCounters) {
         if id <= self.last_id {
             return;
         }
+        let counter_holds =
+            self.last_id >= s.first_id && !s.range_has_tombstones(self.last_id, StreamId::MAX);
         match self.entries_read {
-            Some(n) if !s.range_has_tombstones(id, StreamId::MAX) => {
-                self.entries_read = Some(n + 1);
-            }
+            Some(n) if counter_holds => self.entries_read = Some(n + 1),
             _ if s.entries_added != 0 => {
                 self.entries_read = s.estimate_distance_from_first_ever_entry(id);
             }
@@ -371,14 +385,23 @@ impl ConsumerGroup {
     }
 
     /// XINFO GROUPS `lag`: entries not yet delivered to the group; `None` when
-    /// it cannot be computed (tombstones between the group and the tail, or an
-    /// unknown counter that cannot be estimated).
+    /// it cannot be computed (a tombstone after the group's position and a
+    /// counter that cannot be estimated).
+    ///
+    /// In order: a never-written or emptied stream has lag 0; a group whose
+    /// position and the greatest tombstone both lie before the first live
+    /// entry has every live entry ahead of it (lag = length); a known counter
+    /// with no tombstone ahead gives `entries_added - entries_read`; else the
+    /// counter of the group's position is estimated.
     ///
     /// # Source
-    /// `streamReplyWithCGLag`.
+    /// `streamReplyWithCGLag`, Redis 8.x (redis/redis#13338, #13473).
     pub fn lag(&self, s: &StreamCounters) -> Option<u64> {
-        if s.entries_added == 0 {
+        if s.entries_added == 0 || s.length == 0 {
             return Some(0);
+        }
+        if self.last_id < s.first_id && s.max_deleted_entry_id < s.first_id {
+            return Some(s.length);
         }
         if let Some(n) = self.entries_read {
             if !s.range_has_tombstones(self.last_id, StreamId::MAX) {
@@ -483,26 +506,29 @@ pub struct StreamCounters {
 
 impl StreamCounters {
     /// Whether a tombstone may lie in `[start, end]`: the stream is not empty,
-    /// has deleted something at or after its first entry, and the greatest
-    /// deleted ID falls in the range.
+    /// has deleted something, and the greatest deleted ID falls in the range
+    /// (even when it lies before the first live entry: a group may still be
+    /// behind it).
     ///
     /// # Source
-    /// `streamRangeHasTombstones`.
+    /// `streamRangeHasTombstones`, Redis 8.x (redis/redis#13338).
     pub fn range_has_tombstones(&self, start: StreamId, end: StreamId) -> bool {
         if self.length == 0 || self.max_deleted_entry_id == StreamId::MIN {
-            return false;
-        }
-        if self.first_id > self.max_deleted_entry_id {
             return false;
         }
         start <= self.max_deleted_entry_id && self.max_deleted_entry_id <= end
     }
 
     /// The logical read counter of `id` (how many entries from the first
-    /// ever up to and including `id`), when it can be known.
+    /// ever up to and including `id`), when it can be known: 0 for a stream
+    /// never written; `entries_added` for an emptied stream (any `id` up to
+    /// the last ID) or for the last ID itself; `entries_added - length` just
+    /// before the first live entry and `+ 1` at it, when no tombstone lies at
+    /// or after the first live entry. A tombstone after `id`, a future ID, or
+    /// an ID inside a fragmented stream has no known counter.
     ///
     /// # Source
-    /// `streamEstimateDistanceFromFirstEverEntry`.
+    /// `streamEstimateDistanceFromFirstEverEntry`, Redis 8.x (redis/redis#13338).
     pub fn estimate_distance_from_first_ever_entry(&self, id: StreamId) -> Option<u64> {
         if self.entries_added == 0 {
             return Some(0);
@@ -510,23 +536,130 @@ impl StreamCounters {
         if self.length == 0 && id <= self.last_id {
             return Some(self.entries_added);
         }
+        if id != StreamId::MIN && id < self.max_deleted_entry_id {
+            return None;
+        }
         if id == self.last_id {
             return Some(self.entries_added);
         }
         if id > self.last_id {
             return None;
         }
-        let no_fragmentation = self.max_deleted_entry_id == StreamId::MIN
-            || (id < self.first_id && self.max_deleted_entry_id < self.first_id);
-        if no_fragmentation {
+        let contiguous =
+            self.max_deleted_entry_id == StreamId::MIN || self.max_deleted_entry_id < self.first_id;
+        if contiguous {
+            let before_first = self.entries_added.saturating_sub(self.length);
             if id < self.first_id {
-                return Some(self.entries_added - self.length);
+                return Some(before_first);
             }
             if id == self.first_id {
-                return Some(self.entries_added - self.length + 1);
+                return Some(before_first + 1);
             }
         }
         None
+    }
+}
+
+/// What a `>` read delivered from one stream ([`Stream::deliver_new`]).
+#[derive(Debug, Default)]
+pub struct Delivered {
+    /// The consumer was created by this read.
+    pub created: bool,
+    /// The entries delivered, ascending (empty when nothing was new).
+    pub entries: Vec<super::Entry>,
+}
+
+/// What a history read found ([`Stream::read_history`]).
+#[derive(Debug, Default)]
+pub struct History {
+    /// The consumer was created by this read.
+    pub created: bool,
+    /// The consumer's pending IDs read, ascending, each with its entry, or
+    /// `None` when the entry was deleted from the stream (Redis replies
+    /// `[id, nil]` for those).
+    pub entries: Vec<(StreamId, Option<super::Entry>)>,
+}
+
+impl Stream {
+    /// A `>` read of `group` by `consumer` (created if missing): the entries
+    /// after the group's last-delivered ID, at most `take`, while `admit`
+    /// accepts them (it is asked before each entry is delivered; the first
+    /// refusal ends the read). Each delivered entry advances last-delivered
+    /// and entries-read and, unless `noack`, enters both PELs; the consumer's
+    /// seen time is `now_ms`, and its active time too when an entry entered
+    /// its PEL. `None` when the group does not exist.
+    ///
+    /// # Source
+    /// `streamReplyWithRange` (group branch), t_stream.c.
+    pub fn deliver_new(
+        &mut self,
+        group: &[u8],
+        consumer: &Bytes,
+        take: usize,
+        noack: bool,
+        now_ms: u64,
+        mut admit: impl FnMut(&super::Entry) -> bool,
+    ) -> Option<Delivered> {
+        let counters = self.counters();
+        let last = self.group(group)?.last_id;
+        let entries: Vec<super::Entry> = match last.next() {
+            Some(start) => self
+                .iter_range(start, StreamId::MAX, false)
+                .take(take)
+                .take_while(|e| admit(e))
+                .collect(),
+            None => Vec::new(),
+        };
+        let g = self.group_mut(group)?;
+        let (cid, created) = g.get_or_create_consumer(consumer, now_ms);
+        g.touch_seen(cid, now_ms);
+        if !entries.is_empty() && !noack {
+            g.touch_active(cid, now_ms);
+        }
+        for e in &entries {
+            g.advance_last_delivered(e.id, &counters);
+            if !noack {
+                g.deliver(e.id, cid, now_ms);
+            }
+        }
+        Some(Delivered { created, entries })
+    }
+
+    /// A history read of `group` by `consumer` (created if missing): its
+    /// pending IDs from `start`, at most `take`, while `admit` accepts them
+    /// (asked with the entry, or `None` for one deleted from the stream).
+    /// Entries still in the stream are redelivered (delivery time `now_ms`,
+    /// count + 1). `None` when the group does not exist.
+    ///
+    /// # Source
+    /// `streamReplyWithRangeFromConsumerPEL`, t_stream.c.
+    pub fn read_history(
+        &mut self,
+        group: &[u8],
+        consumer: &Bytes,
+        start: StreamId,
+        take: usize,
+        now_ms: u64,
+        mut admit: impl FnMut(StreamId, Option<&super::Entry>) -> bool,
+    ) -> Option<History> {
+        let g = self.group_mut(group)?;
+        let (cid, created) = g.get_or_create_consumer(consumer, now_ms);
+        g.touch_seen(cid, now_ms);
+        let ids: Vec<StreamId> = g.consumer_pel_from(cid, start).take(take).collect();
+        let mut entries = Vec::with_capacity(ids.len());
+        for id in ids {
+            let e = self.get(id);
+            if !admit(id, e.as_ref()) {
+                break;
+            }
+            entries.push((id, e));
+        }
+        if let Some(g) = self.group_mut(group) {
+            for (id, _) in entries.iter().filter(|(_, e)| e.is_some()) {
+                g.redeliver(*id, now_ms);
+            }
+        }
+        Some(History { created, entries })
     }
 }
 
@@ -677,7 +810,7 @@ mod tests {
         let mut s = stream_with(4);
         add_group(&mut s, "g", id(4, 0), None);
         assert_eq!(lag(&s, "g"), Some(0));
-        s.group_mut(b"g").unwrap().set_last_id(id(2, 0), None);
+        s.group_mut(b"g").unwrap().set_last_id(id(2, 0), None, 4);
         // Middle ID without counter: unknown.
         assert_eq!(lag(&s, "g"), None);
     }
@@ -713,6 +846,103 @@ mod tests {
             c.estimate_distance_from_first_ever_entry(StreamId::MIN),
             Some(2)
         );
+    }
+
+    #[test]
+    fn first_entry_after_deleted_head_is_counted_exactly() {
+        // Two entries added and deleted, two more added: the group created
+        // before them reads the first live entry, whose counter is 3.
+        let mut s = Stream::new();
+        add_group(&mut s, "g", StreamId::MIN, None);
+        for i in 1..=4 {
+            s.append(
+                IdSpec::Explicit(id(i, 0)),
+                &[(Bytes::from_static(b"f"), Bytes::from_static(b"v"))],
+                0,
+                NodeLimits::default(),
+            )
+            .unwrap();
+            if i == 2 {
+                assert!(s.delete(id(1, 0)) && s.delete(id(2, 0)));
+            }
+        }
+        read_new(&mut s, "g", "c", 1, 0);
+        assert_eq!(s.group(b"g").unwrap().entries_read, Some(3));
+        assert_eq!(lag(&s, "g"), Some(1));
+    }
+
+    #[test]
+    fn entries_read_is_clamped_to_entries_added() {
+        let mut g = ConsumerGroup::new(StreamId::MIN, None);
+        g.set_last_id(id(1, 0), Some(7), 3);
+        assert_eq!(g.entries_read, Some(3));
+        g.set_last_id(id(1, 0), Some(2), 3);
+        assert_eq!(g.entries_read, Some(2));
+        g.set_last_id(id(1, 0), None, 3);
+        assert_eq!(g.entries_read, None);
+    }
+
+    #[test]
+    fn group_behind_first_entry_re_estimates() {
+        // Known counter 1 at 1-0, then the head is trimmed past the group:
+        // the next read re-estimates instead of counting on.
+        let mut s = stream_with(6);
+        add_group(&mut s, "g", StreamId::MIN, Some(0));
+        read_new(&mut s, "g", "c", 1, 0);
+        s.trim(
+            TrimSpec {
+                strategy: TrimStrategy::MaxLen(2),
+                approx: false,
+                limit: None,
+                refs: Default::default(),
+            },
+            NodeLimits::default(),
+        );
+        assert_eq!(lag(&s, "g"), Some(2));
+        read_new(&mut s, "g", "c", 1, 0);
+        assert_eq!(s.group(b"g").unwrap().entries_read, Some(5));
+        assert_eq!(lag(&s, "g"), Some(1));
+    }
+
+    #[test]
+    fn deliver_new_and_read_history() {
+        let mut s = stream_with(4);
+        add_group(&mut s, "g", StreamId::MIN, Some(0));
+        let c = Bytes::from_static(b"c");
+        // The budget refuses the third entry: two are delivered.
+        let mut n = 0;
+        let d = s
+            .deliver_new(b"g", &c, 10, false, 5, |_| {
+                n += 1;
+                n <= 2
+            })
+            .unwrap();
+        assert!(d.created);
+        assert_eq!(
+            d.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
+            vec![id(1, 0), id(2, 0)]
+        );
+        let g = s.group(b"g").unwrap();
+        assert_eq!(
+            (g.last_id, g.entries_read, g.pel().len()),
+            (id(2, 0), Some(2), 2)
+        );
+        // NOACK: delivered, not pending, consumer not made active again.
+        let d = s.deliver_new(b"g", &c, 1, true, 9, |_| true).unwrap();
+        assert_eq!(d.entries.len(), 1);
+        assert_eq!(s.group(b"g").unwrap().pel().len(), 2);
+        assert!(s.deliver_new(b"nog", &c, 1, false, 9, |_| true).is_none());
+        // History: a deleted entry comes back as None and is not redelivered.
+        assert!(s.delete(id(1, 0)));
+        let h = s
+            .read_history(b"g", &c, StreamId::MIN, 10, 20, |_, _| true)
+            .unwrap();
+        assert!(!h.created);
+        assert_eq!(h.entries.len(), 2);
+        assert!(h.entries[0].1.is_none() && h.entries[1].1.is_some());
+        let g = s.group(b"g").unwrap();
+        assert_eq!(g.pending(id(1, 0)).map(|p| p.delivery_count), Some(1));
+        assert_eq!(g.pending(id(2, 0)).map(|p| p.delivery_count), Some(2));
     }
 
     #[test]

@@ -42,7 +42,14 @@ impl StreamId {
 
     /// The ID as a bulk-string payload (`ms-seq`).
     pub fn to_bytes(&self) -> Bytes {
-        Bytes::from(self.to_string())
+        let mut ms = itoa::Buffer::new();
+        let mut seq = itoa::Buffer::new();
+        let (ms, seq) = (ms.format(self.ms), seq.format(self.seq));
+        let mut out = Vec::with_capacity(ms.len() + 1 + seq.len());
+        out.extend_from_slice(ms.as_bytes());
+        out.push(b'-');
+        out.extend_from_slice(seq.as_bytes());
+        Bytes::from(out)
     }
 
     /// The smallest ID greater than `self`: `5-3` → `5-4`, `5-MAX` → `6-0`;

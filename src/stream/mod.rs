@@ -13,6 +13,7 @@
 pub mod group;
 pub mod id;
 pub mod idmap;
+pub mod idmp;
 mod node;
 
 use std::collections::BTreeMap;
@@ -153,6 +154,8 @@ pub struct Stream {
     entries_added: u64,
     /// Consumer groups by name (see `group.rs`); they outlive the entries.
     groups: BTreeMap<Bytes, group::ConsumerGroup>,
+    /// The IDMP map (Redis 8.6), once XADD IDMP / IDMPAUTO or XCFGSET used it.
+    idmp: Option<Box<idmp::Idmp>>,
 }
 
 impl Stream {
@@ -729,7 +732,18 @@ impl Stream {
         };
         let btree_bytes = btree_nodes * (BTREE_CAPACITY * kv + 16 + 12 * 8);
         let buffers: usize = self.nodes.values().map(Node::capacity_bytes).sum();
-        std::mem::size_of::<Self>() + btree_bytes + buffers
+        let idmp = self.idmp.as_ref().map_or(0, |m| m.memory_usage_bytes());
+        std::mem::size_of::<Self>() + btree_bytes + buffers + idmp
+    }
+
+    /// The IDMP map (Redis 8.6), if the stream ever used one.
+    pub fn idmp(&self) -> Option<&idmp::Idmp> {
+        self.idmp.as_deref()
+    }
+
+    /// The IDMP map, created (with the default settings) if missing.
+    pub fn idmp_mut(&mut self) -> &mut idmp::Idmp {
+        self.idmp.get_or_insert_with(Default::default)
     }
 
     /// Checks the stream's structural invariants and returns the first one

@@ -25,9 +25,10 @@ impl TestServer {
         })
     }
 
-    /// Start with an explicit configuration (port is forced to 0).
+    /// Start with an explicit configuration, listening on a free loopback
+    /// port (bound here: `port 0` means "no TCP" to the server, as in Redis).
     pub fn with_config(config: Config) -> Self {
-        let handle = server::start(Config { port: 0, ..config }).expect("server starts");
+        let handle = server::start_on(config, bind_free()).expect("server starts");
         TestServer {
             addr: handle.addr(),
             handle: Some(handle),
@@ -81,8 +82,30 @@ pub fn test_config() -> Config {
 
 /// A blocking RESP client that returns each reply as its exact wire text.
 pub struct RespClient {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
+    stream: ClientStream,
+    reader: BufReader<Box<dyn Read + Send>>,
+}
+
+/// The client's socket: TCP or Unix domain.
+enum ClientStream {
+    Tcp(TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl ClientStream {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            ClientStream::Tcp(s) => s.write_all(bytes),
+            ClientStream::Unix(s) => s.write_all(bytes),
+        }
+    }
+
+    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            ClientStream::Tcp(s) => s.set_read_timeout(t),
+            ClientStream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
 }
 
 impl RespClient {
@@ -91,8 +114,24 @@ impl RespClient {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        let reader = BufReader::new(stream.try_clone().unwrap());
-        RespClient { stream, reader }
+        let reader = BufReader::new(Box::new(stream.try_clone().unwrap()) as Box<dyn Read + Send>);
+        RespClient {
+            stream: ClientStream::Tcp(stream),
+            reader,
+        }
+    }
+
+    /// Connect to a Unix domain socket (`unixsocket`).
+    pub fn connect_unix(path: &std::path::Path) -> Self {
+        let stream = std::os::unix::net::UnixStream::connect(path).expect("connect unix socket");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let reader = BufReader::new(Box::new(stream.try_clone().unwrap()) as Box<dyn Read + Send>);
+        RespClient {
+            stream: ClientStream::Unix(stream),
+            reader,
+        }
     }
 
     /// Send raw bytes.
@@ -208,7 +247,7 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 
 /// Whether `redis-server` can be run here. With `SHARDSTREAM_REQUIRE_REDIS`
 /// set (CI sets it) a missing redis-server is a test failure, not a skip.
-fn redis_server_installed() -> bool {
+pub fn redis_server_installed() -> bool {
     let found = Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
@@ -403,4 +442,9 @@ pub fn assert_same_replies(ours: &mut RespClient, redis: &mut RespClient, script
             assert_eq!(a, b, "line {}: `{line}`\n ours: {a:?}\nredis: {b:?}", n + 1);
         }
     }
+}
+
+/// A TCP listener on a free loopback port, for [`server::start_on`].
+pub fn bind_free() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
 }

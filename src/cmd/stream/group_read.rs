@@ -1,0 +1,563 @@
+//! XREADGROUP (with BLOCK, NOACK, CLAIM, MAXCOUNT / MAXSIZE): validation in
+//! Redis's order, delivery into the PEL, and the parked reader.
+//!
+//! Blocking XREADGROUP: the shard-side attempt first checks (without side
+//! effects) whether anything can be delivered, then claims the shared ticket,
+//! and only then inserts into the PEL and advances last-delivered, so a read
+//! parked on several shards is delivered exactly once.
+//!
+//! # Source
+//! redis/src/t_stream.c: `xreadCommand`, `streamReplyWithRange`; blocked.c
+//! `handleClientsBlockedOnKey` (7.2+).
+
+use crate::aof::effects::{log_group_change, GroupChange};
+use crate::cmd::args::text;
+use crate::cmd::{on_shard, ExecCtx, ShardReq};
+use crate::error::CmdError;
+use crate::reply::Reply;
+use crate::shard::blocking::{Attempt, Ticket, Waiter};
+use crate::shard::db::ShardDb;
+use crate::stream::id::parse_id;
+use crate::stream::{Stream, StreamId};
+use bytes::Bytes;
+use std::sync::Arc;
+
+use super::*;
+
+pub(super) const ERR_DOLLAR_IN_XREADGROUP: &str = "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.";
+
+pub(super) const ERR_PLUS_IN_XREADGROUP: &str = "ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set.";
+
+/// One stream's ID argument of XREADGROUP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupFrom {
+    /// `>`: entries never delivered to the group.
+    New,
+    /// The consumer's own pending entries with IDs greater than this.
+    History(StreamId),
+    /// An invalid ID argument, reported in key order after the type/group checks.
+    Invalid(CmdError),
+}
+
+/// A parsed `XREADGROUP`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XreadgroupReq {
+    pub group: Bytes,
+    pub consumer: Bytes,
+    /// `COUNT n`: at most n entries per stream; 0 = no limit.
+    pub count: u64,
+    /// `BLOCK ms` (0 = forever); `None` without BLOCK.
+    pub block_ms: Option<u64>,
+    /// `NOACK`: delivered entries are not added to the PEL.
+    pub noack: bool,
+    /// `CLAIM min-idle-time` (Redis 8.4), ms: `>` reads first claim the
+    /// group's pending entries idle at least this long.
+    pub claim_min_idle_ms: Option<u64>,
+    /// `MAXCOUNT` / `MAXSIZE` (Redis 8.10): caps over the whole reply.
+    pub caps: ReadCaps,
+    pub keys: Vec<Bytes>,
+    pub from: Vec<GroupFrom>,
+}
+
+/// `XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT maxcount]
+/// [MAXSIZE maxsize] [BLOCK ms] [CLAIM min-idle-time] [NOACK] STREAMS key
+/// [key ...] id [id ...]` (CLAIM: Redis 8.4; a negative min-idle-time is `ERR
+/// value is out of range, must be positive`. MAXCOUNT, MAXSIZE: Redis 8.10,
+/// capping new and history reads alike; an entry they turn away is neither
+/// sent nor added to the PEL).
+///
+/// # Errors
+/// Those of [`parse_read_args`], then `ERR Missing GROUP option for
+/// XREADGROUP`. ID errors are deferred.
+/// # Source
+/// `xreadCommand`.
+pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
+    let ReadArgs {
+        count,
+        block_ms,
+        group,
+        noack,
+        claim_min_idle_ms,
+        caps,
+        keys,
+        ids,
+    } = parse_read_args(argv, true)?;
+    let (group, consumer) =
+        group.ok_or(CmdError::msg("ERR Missing GROUP option for XREADGROUP"))?;
+    let from = ids
+        .iter()
+        .map(|a| match &a[..] {
+            b">" => GroupFrom::New,
+            b"$" => GroupFrom::Invalid(CmdError::msg(ERR_DOLLAR_IN_XREADGROUP)),
+            b"+" => GroupFrom::Invalid(CmdError::msg(ERR_PLUS_IN_XREADGROUP)),
+            _ => parse_id(a).map_or_else(GroupFrom::Invalid, GroupFrom::History),
+        })
+        .collect();
+    Ok(XreadgroupReq {
+        group,
+        consumer,
+        count,
+        block_ms,
+        noack,
+        claim_min_idle_ms,
+        caps,
+        keys,
+        from,
+    })
+}
+
+pub(super) fn parse_xreadgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let req = parse_xreadgroup_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        apply_xreadgroup(db, cx, &req).into()
+    }))
+}
+
+/// `Some(timeout_ms)` when the argv is a valid XREADGROUP with `BLOCK`.
+pub(super) fn xreadgroup_block_ms(argv: &[Bytes]) -> Option<u64> {
+    parse_xreadgroup_req(argv).ok()?.block_ms
+}
+
+/// XREADGROUP BLOCK on one shard: serve now when there is something to
+/// deliver (claiming the ticket first), else park a waiter.
+pub(super) fn park_xreadgroup(argv: &[Bytes], ticket: Arc<Ticket>) -> Result<ShardReq, CmdError> {
+    let req = parse_xreadgroup_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        park_xreadgroup_apply(db, cx, req, ticket)
+    }))
+}
+
+/// The validation step of a multi-shard XREADGROUP (see
+/// [`Handler::Blocking`]): `+OK`, or `[local key index, error]` for the first
+/// key of this part that fails [`validate_xreadgroup`]. No side effects.
+pub(super) fn check_xreadgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let req = parse_xreadgroup_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        match first_invalid_key(db, cx, &req) {
+            None => Reply::Ok,
+            Some((n, e)) => Reply::Array(vec![Reply::Int(n as i64), Reply::Error(e)]),
+        }
+    }))
+}
+
+/// Checks XREADGROUP's keys in order: type, group, ID.
+///
+/// # Errors
+/// `WrongType`; `NOGROUP No such key '<k>' or consumer group '<g>' in
+/// XREADGROUP with GROUP option`; the key's ID error.
+pub(super) fn validate_xreadgroup(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+) -> Result<(), CmdError> {
+    match first_invalid_key(db, cx, req) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The index (in `req.keys`) and error of the first key failing
+/// [`validate_xreadgroup`]'s checks.
+pub(super) fn first_invalid_key(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+) -> Option<(usize, CmdError)> {
+    for (n, (key, from)) in req.keys.iter().zip(&req.from).enumerate() {
+        let s = match db.get_stream(cx.db, key, cx.now_ms) {
+            Ok(s) => s,
+            Err(e) => return Some((n, e)),
+        };
+        if s.and_then(|s| s.group(&req.group)).is_none() {
+            return Some((
+                n,
+                CmdError::NoGroupInXreadgroup {
+                    key: text(key),
+                    group: text(&req.group),
+                },
+            ));
+        }
+        if let GroupFrom::Invalid(e) = from {
+            return Some((n, e.clone()));
+        }
+    }
+    None
+}
+
+/// Whether the read would return something now: any history read, or a `>`
+/// read on a stream with entries after the group's last-delivered ID. No
+/// side effects (called before the ticket is claimed).
+pub(super) fn xreadgroup_has_data(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> bool {
+    req.keys
+        .iter()
+        .zip(&req.from)
+        .any(|(key, from)| match from {
+            GroupFrom::History(_) => true,
+            GroupFrom::Invalid(_) => false,
+            GroupFrom::New => {
+                let Ok(Some(s)) = db.get_stream(cx.db, key, cx.now_ms) else {
+                    return false;
+                };
+                let Some(g) = s.group(&req.group) else {
+                    return false;
+                };
+                let idle = req
+                    .claim_min_idle_ms
+                    .is_some_and(|min| g.pel().values().any(|p| p.idle_ms(cx.now_ms) >= min));
+                idle || g
+                    .last_id
+                    .next()
+                    .is_some_and(|start| s.iter_range(start, StreamId::MAX, false).next().is_some())
+            }
+        })
+}
+
+/// Performs a validated XREADGROUP: creates the consumer where missing,
+/// delivers new entries (PEL insert unless NOACK, last-delivered and
+/// entries-read advance) or replays the consumer's history.
+pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Reply {
+    let take = if req.count == 0 {
+        usize::MAX
+    } else {
+        usize::try_from(req.count).unwrap_or(usize::MAX)
+    };
+    let mut pairs = Vec::new();
+    // MAXCOUNT / MAXSIZE: one budget over all streams, in key order.
+    let mut budget = ReadBudget::new(req.caps);
+    // Per key: what changed, logged once the stream borrow ends.
+    let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
+    for (key, from) in req.keys.iter().zip(&req.from) {
+        if budget.is_done() {
+            break;
+        }
+        let Ok(Some(s)) = db.get_stream_mut(cx.db, key, cx.now_ms) else {
+            continue;
+        };
+        match from {
+            GroupFrom::Invalid(_) => continue,
+            GroupFrom::New if req.claim_min_idle_ms.is_some() => {
+                let (reply, claim) = read_claiming(s, cx, req, take, &mut budget);
+                if let Some(r) = reply {
+                    pairs.push((Reply::Bulk(key.clone()), r));
+                }
+                if claim.created || claim.meta || !claim.pel.is_empty() || !claim.acked.is_empty() {
+                    let change = GroupChange {
+                        consumer: Some(&req.consumer),
+                        meta: claim.meta,
+                        pel: claim.pel,
+                        acked: claim.acked,
+                        ..Default::default()
+                    };
+                    changes.push((key, change));
+                }
+            }
+            GroupFrom::New => {
+                let admit = |e: &crate::stream::Entry| budget.admit(entry_reply_bytes(e));
+                let Some(d) =
+                    s.deliver_new(&req.group, &req.consumer, take, req.noack, cx.now_ms, admit)
+                else {
+                    continue;
+                };
+                if d.entries.is_empty() {
+                    if d.created {
+                        let change = GroupChange {
+                            consumer: Some(&req.consumer),
+                            ..Default::default()
+                        };
+                        changes.push((key, change));
+                    }
+                    continue;
+                }
+                let change = GroupChange {
+                    meta: true,
+                    consumer: Some(&req.consumer),
+                    pel: if req.noack {
+                        Vec::new()
+                    } else {
+                        d.entries.iter().map(|e| e.id).collect()
+                    },
+                    ..Default::default()
+                };
+                changes.push((key, change));
+                pairs.push((Reply::Bulk(key.clone()), entries_reply(d.entries)));
+            }
+            GroupFrom::History(after) => {
+                // Nothing can follow MAX-MAX: Redis leaves the stream out.
+                let Some(start) = after.next() else {
+                    continue;
+                };
+                let admit = |id: StreamId, e: Option<&crate::stream::Entry>| match e {
+                    Some(e) => budget.admit(entry_reply_bytes(e)),
+                    // `[id, nil]`: the ID's bulk plus `*2` and `*-1`.
+                    None => budget.admit(id.to_bytes().len() as u64 + 15),
+                };
+                let Some(h) =
+                    s.read_history(&req.group, &req.consumer, start, take, cx.now_ms, admit)
+                else {
+                    continue;
+                };
+                let found: Vec<StreamId> = h
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.is_some())
+                    .map(|(id, _)| *id)
+                    .collect();
+                let out = h
+                    .entries
+                    .into_iter()
+                    .map(|(id, e)| match e {
+                        Some(e) => entry_reply(e),
+                        None => Reply::Array(vec![Reply::Bulk(id.to_bytes()), Reply::NullArray]),
+                    })
+                    .collect();
+                if h.created || !found.is_empty() {
+                    let change = GroupChange {
+                        consumer: Some(&req.consumer),
+                        pel: found,
+                        ..Default::default()
+                    };
+                    changes.push((key, change));
+                }
+                pairs.push((Reply::Bulk(key.clone()), Reply::Array(out)));
+            }
+        }
+    }
+    for (key, change) in &changes {
+        log_group_change(db, cx, key, &req.group, change);
+    }
+    if pairs.is_empty() {
+        Reply::NullArray
+    } else {
+        Reply::PairMap(pairs)
+    }
+}
+
+/// A `>` read with `CLAIM min-idle-time` on one stream (Redis 8.4): first
+/// the group's pending entries idle at least min-idle-time, longest idle
+/// first (ties by ID), claimed for the consumer (delivery time now, count +1,
+/// kept pending even with NOACK); then new entries, as a plain `>` read, with
+/// what is left of the `take` budget (COUNT per stream, shared by both kinds).
+/// Pending entries whose stream entry was deleted are dropped from the PEL,
+/// as XAUTOCLAIM does.
+///
+/// # Reply
+/// The stream's entries, each `[id, [field, value, ...], idle-ms,
+/// delivery-count]`: for a claimed entry its idle time and delivery count
+/// before this claim; `0`, `0` for a new entry. `None` when nothing is read.
+/// # Source
+/// redis.io XREADGROUP "The CLAIM option" and "Reply extension for claimed
+/// entries" (8.4).
+pub(super) fn read_claiming(
+    s: &mut Stream,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    take: usize,
+    budget: &mut ReadBudget,
+) -> (Option<Reply>, ClaimChange) {
+    let mut change = ClaimChange::default();
+    let reply = read_claiming_into(s, cx, req, take, budget, &mut change);
+    (reply, change)
+}
+
+/// What a CLAIM read changed in the group, for the AOF.
+#[derive(Default)]
+pub(super) struct ClaimChange {
+    /// The consumer was created.
+    created: bool,
+    /// Last-delivered ID / entries-read advanced.
+    meta: bool,
+    /// PEL entries claimed or delivered.
+    pel: Vec<StreamId>,
+    /// PEL entries dropped because their stream entry is gone.
+    acked: Vec<StreamId>,
+}
+
+pub(super) fn read_claiming_into(
+    s: &mut Stream,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    take: usize,
+    budget: &mut ReadBudget,
+    change: &mut ClaimChange,
+) -> Option<Reply> {
+    let min = req.claim_min_idle_ms.unwrap_or(0);
+    let now = cx.now_ms;
+    let counters = s.counters();
+    let g = s.group(&req.group)?;
+    let mut idle: Vec<(u64, StreamId, u64, bool)> = g
+        .pel()
+        .iter()
+        .filter(|(_, p)| p.idle_ms(now) >= min)
+        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count, p.is_nacked()))
+        .collect();
+    // XNACKed entries (delivery time 0) come first.
+    idle.sort_unstable_by_key(|(t, id, _, _)| (*t, *id));
+    let last = g.last_id;
+    let mut out = Vec::new();
+    let mut claimed = Vec::new();
+    let mut dangling = Vec::new();
+    for (t, id, count, nacked) in idle {
+        if claimed.len() >= take {
+            break;
+        }
+        match s.get(id) {
+            Some(e) => {
+                if !budget.admit(entry_reply_bytes(&e)) {
+                    break;
+                }
+                claimed.push((id, count));
+                let idle_ms = if nacked {
+                    -1
+                } else {
+                    i64::try_from(now.saturating_sub(t)).unwrap_or(i64::MAX)
+                };
+                out.push(claimed_entry_reply(e, idle_ms, count));
+            }
+            None => dangling.push(id),
+        }
+    }
+    let left = take.saturating_sub(claimed.len());
+    let fresh: Vec<_> = match last.next() {
+        Some(start) if left > 0 => s
+            .iter_range(start, StreamId::MAX, false)
+            .take(left)
+            .take_while(|e| budget.admit(entry_reply_bytes(e)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let g = s.group_mut(&req.group)?;
+    let (cid, created) = g.get_or_create_consumer(&req.consumer, now);
+    change.created = created;
+    g.touch_seen(cid, now);
+    for id in dangling {
+        g.ack(id);
+        change.acked.push(id);
+    }
+    if claimed.is_empty() && fresh.is_empty() {
+        return None;
+    }
+    if !claimed.is_empty() || !req.noack {
+        g.touch_active(cid, now);
+    }
+    for (id, count) in claimed {
+        g.claim(id, cid, now, count.saturating_add(1));
+        change.pel.push(id);
+    }
+    for e in fresh {
+        g.advance_last_delivered(e.id, &counters);
+        change.meta = true;
+        if !req.noack {
+            g.deliver(e.id, cid, now);
+            change.pel.push(e.id);
+        }
+        out.push(claimed_entry_reply(e, 0, 0));
+    }
+    Some(Reply::Array(out))
+}
+
+/// One entry of a CLAIM read: `[id, [field, value, ...], idle-ms, delivery-count]`
+/// (idle `-1` for an entry released by XNACK, as XPENDING shows it).
+pub(super) fn claimed_entry_reply(e: crate::stream::Entry, idle_ms: i64, count: u64) -> Reply {
+    let Reply::Array(mut items) = entry_reply(e) else {
+        return Reply::NullArray;
+    };
+    items.push(Reply::Int(idle_ms));
+    items.push(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)));
+    Reply::Array(items)
+}
+
+/// `XREADGROUP` without blocking.
+///
+/// # Reply
+/// `PairMap[(key, entries)]`: for `>`, streams with new entries only; for an
+/// explicit ID, always the stream (history entries whose stream entry was
+/// deleted are `[id, nil]`). Null array when nothing at all.
+/// # Errors
+/// See [`validate_xreadgroup`]; nothing changes on error.
+/// # Source
+/// `xreadCommand`, `streamReplyWithRange`, `streamReplyWithRangeFromConsumerPEL`.
+pub fn apply_xreadgroup(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+) -> Result<Reply, CmdError> {
+    validate_xreadgroup(db, cx, req)?;
+    Ok(perform_xreadgroup(db, cx, req))
+}
+
+/// The shard side of XREADGROUP BLOCK (see [`park_xreadgroup`]).
+pub(super) fn park_xreadgroup_apply(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: XreadgroupReq,
+    ticket: Arc<Ticket>,
+) -> Reply {
+    if ticket.is_fired() {
+        return Reply::NoReply;
+    }
+    let answer = |r: Reply| if ticket.claim() { r } else { Reply::NoReply };
+    if let Err(e) = validate_xreadgroup(db, cx, &req) {
+        return answer(Reply::Error(e));
+    }
+    if xreadgroup_has_data(db, cx, &req) {
+        if !ticket.claim() {
+            return Reply::NoReply;
+        }
+        return perform_xreadgroup(db, cx, &req);
+    }
+    // Nothing yet: the consumer exists from now on (as Redis creates it
+    // before blocking), then wait.
+    let _ = perform_xreadgroup(db, cx, &req);
+    let dbi = cx.db;
+    let watched = req.keys.iter().map(|k| (dbi, k.clone())).collect();
+    db.blocking.park(Waiter {
+        ticket: ticket.clone(),
+        reply_to: cx.reply_to,
+        keys: watched,
+        poll: req.claim_min_idle_ms.is_some(),
+        attempt: Box::new(move |db, cx, ready, ticket| {
+            attempt_xreadgroup(db, cx, &req, ready, ticket)
+        }),
+    });
+    Reply::NoReply
+}
+
+/// One service attempt of a parked XREADGROUP after a write to one of its
+/// keys (`ready`): the read runs again as a whole, as Redis 7.2+ re-executes
+/// an unblocked command. A key now missing (deleted, expired) or of another
+/// type, or a destroyed group, ends the wait with the error the command
+/// itself gives (first failing key in order: `NOGROUP No such key ... in
+/// XREADGROUP with GROUP option`, `WRONGTYPE ...`); otherwise, if any of its
+/// streams has data, it is served from every such stream (so one MULTI/EXEC
+/// or pipeline that feeds several streams is read at once), claiming the
+/// ticket before any side effect.
+///
+/// # Source
+/// blocked.c `handleClientsBlockedOnKey` (7.2+: unblock on key deletion or
+/// type change for XREADGROUP, then reprocess the command).
+pub(super) fn attempt_xreadgroup(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    ready: &[u8],
+    ticket: &Ticket,
+) -> Attempt {
+    if !req.keys.iter().any(|k| k[..] == *ready) {
+        return Attempt::NotReady;
+    }
+    let reply = match first_invalid_key(db, cx, req) {
+        Some((_, e)) => Reply::Error(e),
+        None if !xreadgroup_has_data(db, cx, req) => return Attempt::NotReady,
+        None => {
+            if !ticket.claim() {
+                return Attempt::Lost;
+            }
+            return Attempt::Served(perform_xreadgroup(db, cx, req));
+        }
+    };
+    if ticket.claim() {
+        Attempt::Served(reply)
+    } else {
+        Attempt::Lost
+    }
+}

@@ -1,0 +1,237 @@
+//! shardstream as a drop-in for redis-server: the binary started with
+//! redis-server's command line, exactly as a published consumer-group lab
+//! starts "a Redis server" (private Unix socket, TCP off), passes the same
+//! redis-py assertions as redis-server (tests/py/consumer_group_lab.py).
+mod common;
+
+use std::process::{Command, Stdio};
+
+/// Whether python3 with redis-py is here; with `SHARDSTREAM_REQUIRE_REDIS`
+/// set (CI) its absence is a failure.
+fn have_redis_py() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import redis"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("SHARDSTREAM_REQUIRE_REDIS").is_none(),
+            "redis-py is required (pip install redis)"
+        );
+        eprintln!("python3 with redis-py not available: skipping");
+    }
+    ok
+}
+
+/// Run the lab against `server` (plus `extra` options); panics with its output on failure.
+fn run_lab(server: &str, extra: &[&str]) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/py/consumer_group_lab.py"
+    );
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(server)
+        .args(extra)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "consumer-group lab failed against {server}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn consumer_group_lab_against_redis_server() {
+    if !have_redis_py() || !common::redis_server_installed() {
+        return;
+    }
+    run_lab("redis-server", &[]);
+}
+
+#[test]
+fn consumer_group_lab_against_shardstream() {
+    if !have_redis_py() {
+        return;
+    }
+    // One shard and two: keys of the lab land on different shard threads
+    // with two, and the socket's connections are spread over both.
+    run_lab(env!("CARGO_BIN_EXE_shardstream"), &["--no-pin"]);
+    run_lab(
+        env!("CARGO_BIN_EXE_shardstream"),
+        &["--shards", "2", "--no-pin"],
+    );
+}
+
+/// The binary's own command-line handling: help, version, a refused
+/// option naming itself, and `--port 0` with no Unix socket (Redis's
+/// "Configured to not listen anywhere").
+#[test]
+fn binary_command_line_errors() {
+    let bin = env!("CARGO_BIN_EXE_shardstream");
+    let out = Command::new(bin).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--unixsocket"));
+    let out = Command::new(bin).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("shardstream v="));
+
+    let out = Command::new(bin).args(["--nosuch", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--nosuch") && err.contains("Bad directive"),
+        "{err}"
+    );
+
+    let out = Command::new(bin)
+        .args(["--port", "0", "--appendonly", "no"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Configured to not listen anywhere"), "{err}");
+}
+
+/// `logfile`, `loglevel` and `pidfile`: the log is written in Redis's
+/// format to the file, the pid file holds the pid while the server runs
+/// and is gone after a clean shutdown, and the shutdown line says the AOF
+/// was flushed.
+#[test]
+fn logfile_and_pidfile() {
+    let dir = std::env::temp_dir().join(format!("ss-dropin-log-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let sock = dir.join("redis.sock");
+    let (log, pid) = (dir.join("server.log"), dir.join("server.pid"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
+        .args(["--port", "0", "--no-pin", "--shards", "2"])
+        .arg("--unixsocket")
+        .arg(&sock)
+        .arg("--dir")
+        .arg(dir.join("data"))
+        .arg("--logfile")
+        .arg(&log)
+        .arg("--pidfile")
+        .arg(&pid)
+        .args(["--loglevel", "verbose", "--appendonly", "yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream");
+    assert!(
+        common::eventually(20, || sock.exists() && pid.exists()),
+        "server did not start"
+    );
+    let written = std::fs::read_to_string(&pid).unwrap();
+    assert_eq!(written.trim(), child.id().to_string());
+    let mut c = common::RespClient::connect_unix(&sock);
+    assert_eq!(c.raw(&["XADD", "s", "1-1", "f", "v"]), "$3\r\n1-1");
+    c.send(&["SHUTDOWN"]);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!pid.exists(), "pidfile removed at shutdown");
+    assert!(!sock.exists(), "socket removed at shutdown");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let banner = format!("{}:M ", child.id());
+    assert!(text.lines().all(|l| l.starts_with(&banner)), "{text}");
+    for want in [
+        "shards=2",
+        "appendonly=yes, appendfsync=everysec",
+        "Ready to accept connections unix on",
+        "Append only files flushed and fsynced on all 2 shards.",
+        "Removing the pid file.",
+    ] {
+        assert!(text.contains(want), "{want:?} not in {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `supervised systemd`: readiness is sent to `$NOTIFY_SOCKET` once the
+/// server accepts connections, as Redis does.
+#[test]
+fn supervised_systemd_notifies_readiness() {
+    let dir = std::env::temp_dir().join(format!("ss-dropin-notify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let notify = dir.join("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    listener
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let sock = dir.join("redis.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
+        .args([
+            "--port",
+            "0",
+            "--no-pin",
+            "--shards",
+            "1",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--supervised", "systemd"])
+        .arg("--unixsocket")
+        .arg(&sock)
+        .env("NOTIFY_SOCKET", &notify)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream");
+    let mut buf = [0u8; 256];
+    let got = listener.recv(&mut buf);
+    let ready = got.is_ok_and(|n| String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    let mut c = common::RespClient::connect_unix(&sock);
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ready, "no READY=1 on NOTIFY_SOCKET");
+}
+
+/// A config file plus options: the file's directives (quoted as Redis
+/// quotes them) apply, options override them, and INFO names the file.
+#[test]
+fn config_file_then_options_and_info_config_file() {
+    let dir = std::env::temp_dir().join(format!("ss-dropin-conf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("redis.sock");
+    let conf = dir.join("shardstream.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# a redis.conf\nport 6399\nunixsocket \"{}\"\nappendonly no\nsave \"\"\nhz 10\nrequirepass 'it\\'s'\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardstream"))
+        .arg(&conf)
+        .args([
+            "--port",
+            "0",
+            "--no-pin",
+            "--shards",
+            "1",
+            "--requirepass",
+            "",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream");
+    assert!(common::eventually(20, || sock.exists()), "no socket");
+    let mut c = common::RespClient::connect_unix(&sock);
+    let info = c.raw(&["INFO", "server"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(info.contains("tcp_port:0\r\n"), "{info}");
+    let want = format!("config_file:{}\r\n", conf.display());
+    assert!(info.contains(&want), "{want:?} in {info}");
+}
