@@ -222,7 +222,8 @@ impl CmdStats {
         let i = cmd as usize;
         if let Some(c) = st.exec_ns.get(i) {
             c.fetch_add(ns, Ordering::Relaxed);
-            if self.latency_tracking.load(Ordering::Relaxed) {
+            // ns == 0: not a timed execution (an unblocked reader's error).
+            if ns > 0 && self.latency_tracking.load(Ordering::Relaxed) {
                 if let Ok(mut hists) = st.latency.lock() {
                     if let Some(slot) = hists.get_mut(i) {
                         let h = slot.get_or_insert_with(|| {

@@ -899,8 +899,13 @@ impl Exec<'_> {
         for (to, reply) in served {
             // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
             // error reply like any other (INFO errorstats).
+            // Only XREADGROUP answers an error when unblocked (NOGROUP,
+            // WRONGTYPE, UNBLOCKED): it counts as its failed call, as Redis
+            // counts the failed re-execution of the blocked command.
             if let Some(e) = reply.error_text() {
-                self.shared.cmdstats.count_error(e);
+                let row = self.shared.cmdstats.index_of("XREADGROUP");
+                let row = row.map_or(msg::NO_CMD, |i| i as u32);
+                self.shared.cmdstats.count_exec(row, 0, Some(e));
             }
             self.queue_reply(to, reply);
         }
