@@ -119,6 +119,20 @@ struct CounterBlock {
 /// (Redis's `LATENCY_HISTOGRAM_MIN/MAX_VALUE` and precision).
 pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
 
+thread_local! {
+    /// Latencies recorded on this thread and not yet published (see
+    /// [`CmdStats::flush_latency`]), by command row.
+    static PENDING_LATENCY: std::cell::RefCell<Vec<Option<LatencyHistogram>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether `PENDING_LATENCY` holds anything unpublished.
+    static LATENCY_DIRTY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// An empty latency histogram with Redis's bounds and precision.
+fn new_latency_histogram() -> LatencyHistogram {
+    LatencyHistogram::new_with_bounds(1, LATENCY_MAX_NS, 2).expect("valid histogram bounds")
+}
+
 /// Highest execution time recorded in a latency histogram (1 s, in ns); longer
 /// ones are recorded as this, as Redis clamps them.
 const LATENCY_MAX_NS: u64 = 1_000_000_000;
@@ -223,16 +237,18 @@ impl CmdStats {
         if let Some(c) = st.exec_ns.get(i) {
             c.fetch_add(ns, Ordering::Relaxed);
             // ns == 0: not a timed execution (an unblocked reader's error).
+            // Recorded without a lock into this thread's pending histograms;
+            // `flush_latency` publishes them (once per batch of commands).
             if ns > 0 && self.latency_tracking.load(Ordering::Relaxed) {
-                if let Ok(mut hists) = st.latency.lock() {
-                    if let Some(slot) = hists.get_mut(i) {
-                        let h = slot.get_or_insert_with(|| {
-                            LatencyHistogram::new_with_bounds(1, LATENCY_MAX_NS, 2)
-                                .expect("valid histogram bounds")
-                        });
-                        h.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
+                PENDING_LATENCY.with(|p| {
+                    let mut p = p.borrow_mut();
+                    if p.len() <= i {
+                        p.resize_with(i + 1, || None);
                     }
-                }
+                    let h = p[i].get_or_insert_with(new_latency_histogram);
+                    h.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
+                });
+                LATENCY_DIRTY.with(|d| d.set(true));
             }
         }
         if let Some(e) = err {
@@ -269,6 +285,31 @@ impl CmdStats {
         let mut out: Vec<_> = all.into_iter().collect();
         out.sort();
         out
+    }
+
+    /// Publish the latencies this thread recorded since the last flush into
+    /// its block (one lock per batch of commands, not per command).
+    pub fn flush_latency(&self) {
+        if !LATENCY_DIRTY.with(|d| d.replace(false)) {
+            return;
+        }
+        PENDING_LATENCY.with(|p| {
+            let mut p = p.borrow_mut();
+            let Ok(mut hists) = self.block().latency.lock() else {
+                return;
+            };
+            for (i, pending) in p.iter_mut().enumerate() {
+                let Some(pending) = pending.as_mut().filter(|h| !h.is_empty()) else {
+                    continue;
+                };
+                if let Some(slot) = hists.get_mut(i) {
+                    let _ = slot
+                        .get_or_insert_with(new_latency_histogram)
+                        .add(&*pending);
+                }
+                pending.reset();
+            }
+        });
     }
 
     /// `(name, merged histogram)` of every command with recorded latencies,

@@ -912,6 +912,13 @@ impl Exec<'_> {
     }
 }
 
+impl Drop for Exec<'_> {
+    /// The batch is done: publish its command latencies (INFO latencystats).
+    fn drop(&mut self) {
+        self.shared.cmdstats.flush_latency();
+    }
+}
+
 impl io::RunLocal for Exec<'_> {
     fn run_local(&mut self, out: &mut Outgoing, conn: &mut Conn, job: Job) {
         // Requests queued for this shard earlier in the iteration (fan-out
