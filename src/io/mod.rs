@@ -96,6 +96,17 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
+    /// Count a single-shard command of `conn` for `shard`: local or remote,
+    /// and toward the connection's handover streak.
+    pub fn count(&mut self, conn: &mut Conn, shard: ShardId) {
+        conn.note_shard(shard, ShardId(self.me));
+        if shard.0 == self.me {
+            self.local_commands += 1;
+        } else {
+            self.remote_commands += 1;
+        }
+    }
+
     /// Empty batches for `shards` shards, on shard thread `me`.
     pub fn new(me: u16, shards: usize) -> Outgoing {
         Outgoing {
@@ -265,6 +276,10 @@ pub fn read_conn(
             Ok(n) => {
                 conn.rbuf.extend_from_slice(&scratch[..n]);
                 total += n as u64;
+                // A short read drained the stream socket's receive queue:
+                // skip the read that would only say EAGAIN (data arriving
+                // later raises a new edge-triggered event).
+                let drained = n < scratch.len();
                 if conn.rbuf.len() > query_buffer_bytes {
                     log::warn!(
                         "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
@@ -282,6 +297,9 @@ pub fn read_conn(
                         .observe(conn.rbuf.len() as u64);
                     conn.dead = true;
                     conn.rbuf = BytesMut::new();
+                    break;
+                }
+                if drained {
                     break;
                 }
             }
@@ -453,12 +471,7 @@ fn dispatch(
         }
         Routed::One(shard, req) => {
             shared.count_call(name, false, false);
-            conn.note_shard(shard, ShardId(out.me));
-            if shard.0 == out.me {
-                out.local_commands += 1;
-            } else {
-                out.remote_commands += 1;
-            }
+            out.count(conn, shard);
             let seq = conn.push_slot(Pending::Waiting);
             let mut job = conn.job(out.me, seq, 0, req);
             job.cmd = shared
@@ -474,6 +487,11 @@ fn dispatch(
         }
         Routed::Block(plan) => {
             shared.count_call(name, false, false);
+            if let [(shard, _)] = plan.parts.as_slice() {
+                // A blocking read on one shard's keys counts toward
+                // handover like any single-shard command (consumers).
+                out.count(conn, *shard);
+            }
             let seq = conn.push_slot(Pending::Waiting);
             start_block(out.me, shared, &mut out.batches, conn, seq, plan);
         }

@@ -513,11 +513,7 @@ impl ShardThread {
         if self
             .poll
             .registry()
-            .register(
-                &mut conn.sock,
-                Token(id as usize),
-                Interest::READABLE | Interest::WRITABLE,
-            )
+            .register(&mut conn.sock, Token(id as usize), Interest::READABLE)
             .is_err()
         {
             if let Ok(mut c) = self.shared.clients.lock() {
@@ -526,6 +522,7 @@ impl ShardThread {
             self.shared.thread_conns[usize::from(self.me)].fetch_sub(1, Ordering::Relaxed);
             return;
         }
+        conn.want_write = false;
         self.conns.insert(id, conn);
         // Input may have arrived while the socket was between threads.
         self.read(id);
@@ -763,6 +760,26 @@ impl ShardThread {
                 .recent_max_output_bytes
                 .observe(conn.output_bytes() as u64);
             let written = io::write_conn(conn);
+            // Ask for WRITABLE only while output is left over (as Redis
+            // installs its write handler): otherwise every ACK on an
+            // edge-triggered socket would wake the loop for nothing.
+            let pending = conn.output_bytes() > 0 && !conn.dead;
+            if pending != conn.want_write {
+                let interest = if pending {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                let token = Token(id as usize);
+                if self
+                    .poll
+                    .registry()
+                    .reregister(&mut conn.sock, token, interest)
+                    .is_ok()
+                {
+                    conn.want_write = pending;
+                }
+            }
             if written > 0 {
                 conn.session
                     .shared
