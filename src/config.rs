@@ -141,6 +141,21 @@ pub struct Config {
     /// to `listen(2)` (the kernel caps it at `net.core.somaxconn`). Fixed at
     /// start; see [`crate::listener::bind_listener`].
     pub tcp_backlog: i32,
+    /// `enable-debug-command`: `no` (default, as Redis), `yes` or `local`
+    /// (loopback clients only). Fixed at start.
+    pub enable_debug_command: &'static str,
+    /// `aof-use-rdb-preamble`: accepted for compatibility (Redis test suites
+    /// set it); shardstream's rewrites always write effect records.
+    pub aof_use_rdb_preamble: bool,
+    /// `latency-tracking` (default yes): per-command latency histograms (INFO latencystats).
+    pub latency_tracking: bool,
+    /// `slowlog-log-slower-than`, µs (default 10000; negative disables, 0 logs every command).
+    pub slowlog_log_slower_than_us: i64,
+    /// `slowlog-max-len` (default 128).
+    pub slowlog_max_len: usize,
+    /// `latency-tracking-info-percentiles` (default `50 99 99.9`): the
+    /// percentiles INFO latencystats reports.
+    pub latency_tracking_info_percentiles: Vec<f64>,
     /// `unixsocket`: also (or, with `port 0`, only) listen on this Unix
     /// domain socket. Fixed at start.
     pub unixsocket: Option<PathBuf>,
@@ -313,6 +328,12 @@ impl Default for Config {
             auto_aof_rewrite_min_size_bytes: 64 * 1024 * 1024,
             aof_load_truncated: true,
             tcp_backlog: 511,
+            enable_debug_command: "no",
+            aof_use_rdb_preamble: true,
+            latency_tracking: true,
+            slowlog_log_slower_than_us: 10_000,
+            slowlog_max_len: 128,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             unixsocket: None,
             unixsocketperm: 0,
             pidfile: None,
@@ -567,6 +588,42 @@ impl Config {
                     .filter(|v| *v >= 0)
                     .ok_or("argument must be between 0 and 2147483647 inclusive")?
             }
+            "enable-debug-command" => {
+                self.enable_debug_command = ["no", "yes", "local"]
+                    .into_iter()
+                    .find(|v| v.eq_ignore_ascii_case(value))
+                    .ok_or("argument(s) must be one of the following: no, yes, local")?
+            }
+            "aof-use-rdb-preamble" => {
+                self.aof_use_rdb_preamble =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "slowlog-log-slower-than" => {
+                self.slowlog_log_slower_than_us = value.parse().map_err(|_| bad())?
+            }
+            "slowlog-max-len" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.slowlog_max_len = usize::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= i32::MAX as usize)
+                    .ok_or("argument must be between 0 and 2147483647 inclusive")?
+            }
+            "latency-tracking" => {
+                self.latency_tracking = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "latency-tracking-info-percentiles" => {
+                let mut v = Vec::new();
+                for w in value.split_whitespace() {
+                    let p: f64 = w.parse().map_err(|_| {
+                        "Invalid latency-tracking-info-percentiles parameters".to_string()
+                    })?;
+                    if !(0.0..=100.0).contains(&p) {
+                        return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
+                    }
+                    v.push(p);
+                }
+                self.latency_tracking_info_percentiles = v;
+            }
             "unixsocket" => self.unixsocket = (!value.is_empty()).then(|| PathBuf::from(value)),
             "unixsocketperm" => {
                 self.unixsocketperm = u32::from_str_radix(value, 8)
@@ -660,6 +717,22 @@ impl Config {
             "auto-aof-rewrite-min-size" => self.auto_aof_rewrite_min_size_bytes.to_string(),
             "aof-load-truncated" => if self.aof_load_truncated { "yes" } else { "no" }.to_string(),
             "tcp-backlog" => self.tcp_backlog.to_string(),
+            "enable-debug-command" => self.enable_debug_command.to_string(),
+            "aof-use-rdb-preamble" => if self.aof_use_rdb_preamble {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+            "latency-tracking" => if self.latency_tracking { "yes" } else { "no" }.to_string(),
+            "slowlog-log-slower-than" => self.slowlog_log_slower_than_us.to_string(),
+            "slowlog-max-len" => self.slowlog_max_len.to_string(),
+            "latency-tracking-info-percentiles" => self
+                .latency_tracking_info_percentiles
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
             "unixsocket" => self
                 .unixsocket
                 .as_ref()
@@ -709,6 +782,12 @@ impl Config {
         "auto-aof-rewrite-min-size",
         "aof-load-truncated",
         "tcp-backlog",
+        "enable-debug-command",
+        "aof-use-rdb-preamble",
+        "latency-tracking",
+        "latency-tracking-info-percentiles",
+        "slowlog-log-slower-than",
+        "slowlog-max-len",
         "unixsocket",
         "unixsocketperm",
         "pidfile",

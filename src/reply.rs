@@ -73,6 +73,14 @@ impl Reply {
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
     }
+
+    /// The error, when this reply is one.
+    pub fn error_text(&self) -> Option<&CmdError> {
+        match self {
+            Reply::Error(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl From<CmdError> for Reply {

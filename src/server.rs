@@ -88,6 +88,8 @@ impl PeakWindow {
 pub struct CmdStats {
     /// Lowercase names (`get`, `client|list`), by row index.
     names: Vec<String>,
+    /// `latency-tracking`: record per-command latency histograms.
+    pub latency_tracking: std::sync::atomic::AtomicBool,
     index: HashMap<&'static str, usize, BuildHasherDefault<crate::cmd::table::NameHasher>>,
     /// One block per shard thread, then one for every other thread.
     blocks: Vec<CounterBlock>,
@@ -102,7 +104,41 @@ struct CounterBlock {
     calls: Vec<AtomicU64>,
     failed: Vec<AtomicU64>,
     rejected: Vec<AtomicU64>,
+    /// Execution time on the shard, nanoseconds (INFO reports µs).
+    exec_ns: Vec<AtomicU64>,
+    /// Error replies by their first word (`ERR`, `NOGROUP`...), INFO errorstats.
+    /// Only error paths take this (uncontended: one per thread) lock.
+    errors: std::sync::Mutex<HashMap<String, u64>>,
+    /// Execution-time histograms (ns) by command row, created on first use
+    /// (INFO latencystats). Written by this block's thread only; the lock is
+    /// uncontended except while INFO reads.
+    latency: std::sync::Mutex<Vec<Option<LatencyHistogram>>>,
 }
+
+/// One command's execution times in ns, 1 ns..1 s at 2 significant digits
+/// (Redis's `LATENCY_HISTOGRAM_MIN/MAX_VALUE` and precision).
+pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
+
+thread_local! {
+    /// Latencies recorded on this thread and not yet published (see
+    /// [`CmdStats::flush_latency`]), by command row.
+    static PENDING_LATENCY: std::cell::RefCell<Vec<Option<LatencyHistogram>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether `PENDING_LATENCY` holds anything unpublished.
+    static LATENCY_DIRTY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// An empty latency histogram with Redis's bounds and precision.
+fn new_latency_histogram() -> LatencyHistogram {
+    LatencyHistogram::new_with_bounds(1, LATENCY_MAX_NS, 2).expect("valid histogram bounds")
+}
+
+/// Highest execution time recorded in a latency histogram (1 s, in ns); longer
+/// ones are recorded as this, as Redis clamps them.
+const LATENCY_MAX_NS: u64 = 1_000_000_000;
+
+/// Redis stops adding new error names to errorstats past this many.
+const MAX_ERROR_NAMES: usize = 128;
 
 thread_local! {
     /// Which [`CounterBlock`] this thread counts into; shard threads set it
@@ -124,6 +160,7 @@ impl CmdStats {
         }
         let zeros = || rows.iter().map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
         CmdStats {
+            latency_tracking: std::sync::atomic::AtomicBool::new(true),
             names: rows.iter().map(|n| n.to_ascii_lowercase()).collect(),
             index: rows.iter().enumerate().map(|(i, n)| (*n, i)).collect(),
             blocks: (0..=threads)
@@ -132,6 +169,9 @@ impl CmdStats {
                     calls: zeros(),
                     failed: zeros(),
                     rejected: zeros(),
+                    exec_ns: zeros(),
+                    errors: Default::default(),
+                    latency: std::sync::Mutex::new((0..rows.len()).map(|_| None).collect()),
                 })
                 .collect(),
         }
@@ -167,8 +207,9 @@ impl CmdStats {
         self.sum(|b| &b.processed)
     }
 
-    /// `(name, calls, failed_calls, rejected_calls)` of every command used so far, by name.
-    pub fn snapshot(&self) -> Vec<(String, u64, u64, u64)> {
+    /// `(name, calls, failed_calls, rejected_calls, usec)` of every command
+    /// used so far, by name.
+    pub fn snapshot(&self) -> Vec<(String, u64, u64, u64, u64)> {
         let mut out: Vec<_> = (0..self.names.len())
             .map(|i| {
                 (
@@ -176,22 +217,151 @@ impl CmdStats {
                     self.sum(|b| &b.calls[i]),
                     self.sum(|b| &b.failed[i]),
                     self.sum(|b| &b.rejected[i]),
+                    self.sum(|b| &b.exec_ns[i]) / 1000,
                 )
             })
-            .filter(|(_, c, f, r)| c + f + r > 0)
+            .filter(|(_, c, f, r, _)| c + f + r > 0)
             .collect();
         out.sort();
         out
+    }
+
+    /// A command (row `cmd`, or [`NO_CMD`](crate::shard::msg::NO_CMD) for a
+    /// part of one) ran on this thread's shard for `ns` nanoseconds and
+    /// answered `err` if it failed: its time, and `failed_calls` and
+    /// errorstats for an error reply (Redis counts an error the command
+    /// itself answers as failed, not rejected).
+    pub fn count_exec(&self, cmd: u32, ns: u64, err: Option<&crate::error::CmdError>) {
+        let st = self.block();
+        let i = cmd as usize;
+        if let Some(c) = st.exec_ns.get(i) {
+            c.fetch_add(ns, Ordering::Relaxed);
+            // ns == 0: not a timed execution (an unblocked reader's error).
+            // Recorded without a lock into this thread's pending histograms;
+            // `flush_latency` publishes them (once per batch of commands).
+            if ns > 0 && self.latency_tracking.load(Ordering::Relaxed) {
+                PENDING_LATENCY.with(|p| {
+                    let mut p = p.borrow_mut();
+                    if p.len() <= i {
+                        p.resize_with(i + 1, || None);
+                    }
+                    let h = p[i].get_or_insert_with(new_latency_histogram);
+                    h.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
+                });
+                LATENCY_DIRTY.with(|d| d.set(true));
+            }
+        }
+        if let Some(e) = err {
+            if let Some(c) = st.failed.get(i) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            self.count_error(e);
+        }
+    }
+
+    /// One error reply, under its first word (INFO errorstats).
+    pub fn count_error(&self, err: &crate::error::CmdError) {
+        let text = err.to_string();
+        let name = text.split(' ').next().unwrap_or("ERR");
+        if let Ok(mut m) = self.block().errors.lock() {
+            if let Some(n) = m.get_mut(name) {
+                *n += 1;
+            } else if m.len() < MAX_ERROR_NAMES {
+                m.insert(name.to_string(), 1);
+            }
+        }
+    }
+
+    /// `(error name, count)` summed over threads, by name (INFO errorstats).
+    pub fn error_snapshot(&self) -> Vec<(String, u64)> {
+        let mut all: HashMap<String, u64> = HashMap::new();
+        for b in &self.blocks {
+            if let Ok(m) = b.errors.lock() {
+                for (k, v) in m.iter() {
+                    *all.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+        let mut out: Vec<_> = all.into_iter().collect();
+        out.sort();
+        out
+    }
+
+    /// Publish the latencies this thread recorded since the last flush into
+    /// its block (one lock per batch of commands, not per command).
+    pub fn flush_latency(&self) {
+        if !LATENCY_DIRTY.with(|d| d.replace(false)) {
+            return;
+        }
+        PENDING_LATENCY.with(|p| {
+            let mut p = p.borrow_mut();
+            let Ok(mut hists) = self.block().latency.lock() else {
+                return;
+            };
+            for (i, pending) in p.iter_mut().enumerate() {
+                let Some(pending) = pending.as_mut().filter(|h| !h.is_empty()) else {
+                    continue;
+                };
+                if let Some(slot) = hists.get_mut(i) {
+                    let _ = slot
+                        .get_or_insert_with(new_latency_histogram)
+                        .add(&*pending);
+                }
+                pending.reset();
+            }
+        });
+    }
+
+    /// `(name, merged histogram)` of every command with recorded latencies,
+    /// by name (INFO latencystats).
+    pub fn latency_snapshot(&self) -> Vec<(String, LatencyHistogram)> {
+        let mut merged: Vec<Option<LatencyHistogram>> =
+            (0..self.names.len()).map(|_| None).collect();
+        for b in &self.blocks {
+            let Ok(hists) = b.latency.lock() else {
+                continue;
+            };
+            for (i, h) in hists.iter().enumerate() {
+                let Some(h) = h else { continue };
+                match &mut merged[i] {
+                    Some(m) => {
+                        let _ = m.add(h);
+                    }
+                    slot @ None => *slot = Some(h.clone()),
+                }
+            }
+        }
+        let mut out: Vec<_> = merged
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.map(|h| (self.names[i].clone(), h)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Error replies counted in errorstats (INFO `total_error_replies`).
+    pub fn total_errors(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter_map(|b| b.errors.lock().ok().map(|m| m.values().sum::<u64>()))
+            .sum()
     }
 
     /// Zero every counter (CONFIG RESETSTAT).
     pub fn reset(&self) {
         for b in &self.blocks {
             b.processed.store(0, Ordering::Relaxed);
-            for v in [&b.calls, &b.failed, &b.rejected] {
+            for v in [&b.calls, &b.failed, &b.rejected, &b.exec_ns] {
                 for c in v {
                     c.store(0, Ordering::Relaxed);
                 }
+            }
+            if let Ok(mut m) = b.errors.lock() {
+                m.clear();
+            }
+            if let Ok(mut h) = b.latency.lock() {
+                h.iter_mut().for_each(|s| *s = None);
             }
         }
     }
@@ -248,6 +418,8 @@ pub struct Shared {
     /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
     /// cluster serving every slot, with no redirections.
     pub cluster: Option<crate::cluster::Topology>,
+    /// SLOWLOG entries and settings.
+    pub slowlog: crate::cmd::slowlog::SlowLog,
 }
 
 impl Shared {
@@ -585,13 +757,22 @@ fn start_with(
         clients: Mutex::new(HashMap::new()),
         next_client_id: AtomicU64::new(1),
         stats: ServerStats::default(),
-        cmdstats: CmdStats::new(usize::from(shards)),
+        cmdstats: {
+            let c = CmdStats::new(usize::from(shards));
+            c.latency_tracking
+                .store(config.latency_tracking, Ordering::Relaxed);
+            c
+        },
         started: Instant::now(),
         addr,
         unixsocket,
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: Arc::new(AtomicU64::new(0)),
+        slowlog: crate::cmd::slowlog::SlowLog::new(
+            config.slowlog_log_slower_than_us,
+            config.slowlog_max_len,
+        ),
         cluster,
     });
 

@@ -154,12 +154,12 @@ fn moved_for_keys_served_elsewhere_and_keyless_commands_local() {
     assert_eq!(a.raw(&["DBSIZE"]), ":1");
     // Redirections are rejected calls in INFO commandstats.
     let stats = a.raw(&["INFO", "commandstats"]);
-    assert!(
-        stats.contains(
-            "cmdstat_set:calls=1,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"
-        ),
-        "{stats}"
-    );
+    let set = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_set:"))
+        .unwrap_or_default();
+    assert!(set.starts_with("cmdstat_set:calls=1,usec="), "{stats}");
+    assert!(set.ends_with(",rejected_calls=1,failed_calls=0"), "{stats}");
     assert!(a.raw(&["INFO", "cluster"]).contains("cluster_enabled:1"));
     assert_eq!(
         a.raw(&["SELECT", "1"]),

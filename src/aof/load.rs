@@ -151,6 +151,33 @@ pub fn load_shard(db: &mut ShardDb, dir: &Path, m: &Manifest) -> Result<LoadStat
     Ok(stats)
 }
 
+/// Replay the records in `bytes` (a whole file's worth, e.g. a rewrite's
+/// serialized snapshot) into `db`, whose log must be off.
+///
+/// # Errors
+/// A message naming the offset of the first record that is malformed,
+/// incomplete or fails when replayed.
+pub fn load_bytes(db: &mut ShardDb, bytes: &[u8]) -> Result<LoadStats, String> {
+    let mut stats = LoadStats::default();
+    let mut state = Replay::default();
+    let mut off = 0usize;
+    while off < bytes.len() {
+        match parse_record(&bytes[off..]) {
+            Ok(Some((argv, len))) => {
+                state
+                    .apply(db, argv, &mut stats)
+                    .map_err(|e| format!("record at offset {off}: {e}"))?;
+                off += len;
+                stats.records += 1;
+                stats.bytes += len as u64;
+            }
+            Ok(None) => return Err(format!("incomplete record at offset {off}")),
+            Err(e) => return Err(format!("bad record at offset {off}: {e}")),
+        }
+    }
+    Ok(stats)
+}
+
 /// The repair step for damage at `offset` of `path`.
 fn repair_step(path: &str, offset: u64) -> String {
     format!(

@@ -68,6 +68,15 @@ impl AofLog {
         encode(&mut self.buf, args);
     }
 
+    /// Append pre-encoded effect records (whole RESP multibulks) right
+    /// after a [`record`](Self::record) call for the same database and time,
+    /// whose `SELECT` and clock framing they share.
+    pub fn append_encoded(&mut self, bytes: &[u8]) {
+        if self.enabled {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
     /// Take the recorded bytes (the shard loop writes them).
     pub fn take(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.buf)

@@ -64,75 +64,87 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
     for (dbi, keys) in &snap.dbs {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {
-            match value {
-                Value::Str(v) => match at {
-                    Some(at) => encode(
-                        &mut rec,
-                        &[b"SET", key, v, b"PXAT", n.format(*at).as_bytes()],
-                    ),
-                    None => encode(&mut rec, &[b"SET", key, v]),
-                },
-                Value::Stream(s) => {
-                    if s.is_empty() {
-                        encode(&mut rec, &[MKSTREAM_RECORD, key]);
-                    }
-                    for e in s.iter_range(
-                        crate::stream::StreamId::MIN,
-                        crate::stream::StreamId::MAX,
-                        false,
-                    ) {
-                        let id = e.id.to_bytes();
-                        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + 2 * e.fields.len());
-                        args.extend([&b"XADD"[..], &key[..], &id[..]]);
-                        for (f, v) in &e.fields {
-                            args.push(f);
-                            args.push(v);
-                        }
-                        encode(&mut rec, &args);
-                        if rec.len() >= 1 << 16 {
-                            out.write_all(&rec)?;
-                            rec.clear();
-                        }
-                    }
-                    let (last, maxdel) =
-                        (s.last_id().to_bytes(), s.max_deleted_entry_id().to_bytes());
-                    let mut m = itoa::Buffer::new();
-                    encode(
-                        &mut rec,
-                        &[
-                            b"XSETID",
-                            key,
-                            &last,
-                            b"ENTRIESADDED",
-                            m.format(s.entries_added()).as_bytes(),
-                            b"MAXDELETEDID",
-                            &maxdel,
-                        ],
-                    );
-                    let idmp = super::effects::rewrite_idmp(s, key, snap.taken_ms);
-                    for g in super::effects::rewrite_groups(s, key)
-                        .into_iter()
-                        .chain(idmp)
-                    {
-                        let args: Vec<&[u8]> = g.iter().map(|b| &b[..]).collect();
-                        encode(&mut rec, &args);
-                        if rec.len() >= 1 << 16 {
-                            out.write_all(&rec)?;
-                            rec.clear();
-                        }
-                    }
-                    if let Some(at) = at {
-                        encode(&mut rec, &[b"PEXPIREAT", key, n.format(*at).as_bytes()]);
-                    }
-                }
-            }
-            if rec.len() >= 1 << 16 {
-                out.write_all(&rec)?;
-                rec.clear();
-            }
+            encode_key(&mut rec, out, key, value, *at, snap.taken_ms)?;
         }
     }
     out.write_all(&rec)
+}
+
+/// Append the records that recreate `key` (its value and TTL) to `rec`,
+/// writing `rec` out to `out` whenever it passes 64 KiB (large streams);
+/// `now_ms` is the time the copy was taken (IDMP records' ages).
+pub fn encode_key(
+    rec: &mut Vec<u8>,
+    out: &mut impl Write,
+    key: &[u8],
+    value: &Value,
+    at: Option<u64>,
+    now_ms: u64,
+) -> std::io::Result<()> {
+    let mut n = itoa::Buffer::new();
+    match value {
+        Value::Str(v) => match at {
+            Some(at) => encode(rec, &[b"SET", key, v, b"PXAT", n.format(at).as_bytes()]),
+            None => encode(rec, &[b"SET", key, v]),
+        },
+        Value::Stream(s) => {
+            if s.is_empty() {
+                encode(rec, &[MKSTREAM_RECORD, key]);
+            }
+            for e in s.iter_range(
+                crate::stream::StreamId::MIN,
+                crate::stream::StreamId::MAX,
+                false,
+            ) {
+                let id = e.id.to_bytes();
+                let mut args: Vec<&[u8]> = Vec::with_capacity(3 + 2 * e.fields.len());
+                args.extend([&b"XADD"[..], key, &id[..]]);
+                for (f, v) in &e.fields {
+                    args.push(f);
+                    args.push(v);
+                }
+                encode(rec, &args);
+                if rec.len() >= 1 << 16 {
+                    out.write_all(rec)?;
+                    rec.clear();
+                }
+            }
+            let (last, maxdel) = (s.last_id().to_bytes(), s.max_deleted_entry_id().to_bytes());
+            let mut m = itoa::Buffer::new();
+            encode(
+                rec,
+                &[
+                    b"XSETID",
+                    key,
+                    &last,
+                    b"ENTRIESADDED",
+                    m.format(s.entries_added()).as_bytes(),
+                    b"MAXDELETEDID",
+                    &maxdel,
+                ],
+            );
+            let idmp = super::effects::rewrite_idmp(s, key, now_ms);
+            for g in super::effects::rewrite_groups(s, key)
+                .into_iter()
+                .chain(idmp)
+            {
+                let args: Vec<&[u8]> = g.iter().map(|b| &b[..]).collect();
+                encode(rec, &args);
+                if rec.len() >= 1 << 16 {
+                    out.write_all(rec)?;
+                    rec.clear();
+                }
+            }
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
+    }
+    if rec.len() >= 1 << 16 {
+        out.write_all(rec)?;
+        rec.clear();
+    }
+    Ok(())
 }
 
 /// Write `snap` to `dir/name` durably: a temporary file, fsync, rename,

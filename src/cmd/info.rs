@@ -46,6 +46,8 @@ const SECTIONS: &[(&str, bool)] = &[
     ("cpu", true),
     ("modules", true),
     ("commandstats", false),
+    ("errorstats", true),
+    ("latencystats", false),
     ("cluster", true),
     ("keyspace", true),
     ("shardstream", true),
@@ -68,7 +70,10 @@ const SHARD_SECTIONS: &[&str] = &["stats", "keyspace", "shardstream"];
 /// `infoCommand` / `genRedisInfoString`, redis/src/server.c.
 pub fn info(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let wanted = wanted_sections(&argv[1..]);
-    let snap = Snapshot::take(cx.shared);
+    let mut snap = Snapshot::take(cx.shared);
+    if wanted.contains(&"latencystats") {
+        snap.latencystats = cx.shared.cmdstats.latency_snapshot();
+    }
     let needs_shards = wanted.iter().any(|s| SHARD_SECTIONS.contains(s));
     if !needs_shards {
         return Ok(Reply::Verbatim(render(&wanted, &snap, &[])).into());
@@ -208,7 +213,10 @@ struct Snapshot {
     obuf_disconnections: u64,
     maxmemory: u64,
     /// `(name, calls, failed, rejected)`, sorted by name.
-    cmdstats: Vec<(String, u64, u64, u64)>,
+    cmdstats: Vec<(String, u64, u64, u64, u64)>,
+    errorstats: Vec<(String, u64)>,
+    latencystats: Vec<(String, crate::server::LatencyHistogram)>,
+    percentiles: Vec<f64>,
     mem: MemInfo,
     cpu: (f64, f64),
     /// A multi-node topology is configured (`cluster_enabled:1`).
@@ -298,7 +306,14 @@ impl Snapshot {
             evicted_keys: st.evicted_keys.load(Ordering::Relaxed),
             net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
             net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
-            errors: st.total_error_replies.load(Ordering::Relaxed),
+            errors: shared.cmdstats.total_errors(),
+            errorstats: shared.cmdstats.error_snapshot(),
+            latencystats: Vec::new(),
+            percentiles: shared
+                .config
+                .read()
+                .map(|c| c.latency_tracking_info_percentiles.clone())
+                .unwrap_or_default(),
             blocked_clients: shared.blocked_clients.load(Ordering::Relaxed),
             recent_max_input: st.recent_max_input_bytes.get(),
             recent_max_output: st.recent_max_output_bytes.get(),
@@ -578,10 +593,32 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         "modules" => line!("# Modules"),
         "commandstats" => {
             line!("# Commandstats");
-            for (name, calls, failed, rejected) in &s.cmdstats {
+            for (name, calls, failed, rejected, usec) in &s.cmdstats {
+                let per_call = if *calls > 0 {
+                    *usec as f64 / *calls as f64
+                } else {
+                    0.0
+                };
                 line!(
-                    "cmdstat_{name}:calls={calls},usec=0,usec_per_call=0.00,rejected_calls={rejected},failed_calls={failed}"
+                    "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"
                 );
+            }
+        }
+        "latencystats" => {
+            line!("# Latencystats");
+            for (name, h) in &s.latencystats {
+                let fields: Vec<String> = s
+                    .percentiles
+                    .iter()
+                    .map(|p| format!("p{p}={:.3}", h.value_at_percentile(*p) as f64 / 1000.0))
+                    .collect();
+                line!("latency_percentiles_usec_{name}:{}", fields.join(","));
+            }
+        }
+        "errorstats" => {
+            line!("# Errorstats");
+            for (name, count) in &s.errorstats {
+                line!("errorstat_{name}:count={count}");
             }
         }
         "cluster" => {

@@ -14,16 +14,23 @@
 pub mod args;
 pub mod cluster;
 pub mod connection;
+pub mod debug;
 pub mod expire;
+pub mod function;
 pub mod glob;
 pub mod info;
 pub mod keys;
+pub mod latency;
 pub mod object;
 pub mod persistence;
+pub mod rename;
 pub mod server;
+pub mod slowlog;
 pub mod stream;
 pub mod string;
 pub mod table;
+#[cfg(test)]
+pub mod testing;
 pub mod tx;
 
 use crate::reply::Reply;
@@ -49,6 +56,11 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     cluster::SPECS,
     tx::SPECS,
     persistence::SPECS,
+    function::SPECS,
+    rename::SPECS,
+    latency::SPECS,
+    slowlog::SPECS,
+    debug::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.
@@ -59,6 +71,13 @@ pub enum Action {
     FanOut {
         parts: Vec<(ShardId, ShardReq)>,
         merge: Merge,
+    },
+    /// Like `FanOut`, then continue with `then` (a next step, or parking a
+    /// blocking read) unless the merged reply is an error.
+    FanOutThen {
+        parts: Vec<(ShardId, ShardReq)>,
+        merge: Merge,
+        then: crate::io::conn::Then,
     },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),

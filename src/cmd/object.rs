@@ -204,7 +204,7 @@ pub fn apply_object_encoding(
 }
 
 /// Encoding Redis gives a string value stored by SET.
-fn string_encoding(s: &[u8]) -> &'static str {
+pub fn string_encoding(s: &[u8]) -> &'static str {
     if s.len() <= 20 && parse_i64(s).is_some() {
         "int"
     } else if s.len() <= 44 {

@@ -314,7 +314,7 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Redis settings shardstream does not implement but clients commonly read
 /// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
 /// them; CONFIG SET accepts only their current value.
-const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", "")];
+const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", ""), ("latency-monitor-threshold", "0")];
 
 /// Settings fixed for the life of the process (threads, sockets and data
 /// layout are built from them at start).
@@ -327,6 +327,7 @@ const IMMUTABLE: &[&str] = &[
     "databases",
     "cluster-config",
     "tcp-backlog",
+    "enable-debug-command",
     "unixsocket",
     "unixsocketperm",
     "pidfile",
@@ -447,6 +448,18 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     }
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    cx.shared
+        .cmdstats
+        .latency_tracking
+        .store(cfg.latency_tracking, Ordering::Relaxed);
+    cx.shared
+        .slowlog
+        .slower_than_us
+        .store(cfg.slowlog_log_slower_than_us, Ordering::Relaxed);
+    cx.shared
+        .slowlog
+        .max_len
+        .store(cfg.slowlog_max_len, Ordering::Relaxed);
     crate::logging::set_level(cfg.loglevel);
     cx.shared.config_epoch.fetch_add(1, Ordering::SeqCst);
     if cfg.maxmemory_bytes > 0 {

@@ -13,8 +13,15 @@
 //! so a queued SELECT changes the database of the keyed commands after it.
 //!
 //! A transaction whose work spans shards is refused as a whole, before anything
-//! runs, with [`CROSS_SHARD`]; the MULTI state is reset either way. WATCH is not
-//! implemented.
+//! runs, with [`CROSS_SHARD`]; the MULTI state is reset either way.
+//!
+//! WATCH registers each key on the shard that owns it (per-key versions, see
+//! [`crate::shard::watch`]); EXEC checks them on the transaction's shard in
+//! the same request that runs the queue, so nothing can write in between.
+//! Watches on other shards are checked by a step just before (the
+//! transaction's shard is told the result over a channel): a write there
+//! between the two steps is not seen — the window the cross-shard
+//! transaction design closes.
 
 use bytes::Bytes;
 
@@ -73,7 +80,113 @@ pub const SPECS: &[CommandSpec] = &[
         "Discards a transaction.",
         discard,
     ),
+    CommandSpec {
+        keys: crate::cmd::Keys::ALL,
+        ..CommandSpec::conn(
+            "WATCH",
+            -2,
+            Flags::NOSCRIPT
+                .with(Flags::LOADING)
+                .with(Flags::STALE)
+                .with(Flags::FAST)
+                .with(Flags::ALLOW_BUSY),
+            "transactions",
+            &["fast", "transaction"],
+            "Monitors changes to keys to determine the execution of a transaction.",
+            "2.2.0",
+            watch,
+        )
+    },
+    row(
+        "UNWATCH",
+        Flags::NOSCRIPT
+            .with(Flags::LOADING)
+            .with(Flags::STALE)
+            .with(Flags::FAST)
+            .with(Flags::ALLOW_BUSY),
+        &["fast", "transaction"],
+        "Forgets about watched keys of a transaction.",
+        unwatch,
+    ),
 ];
+
+/// A request that forgets every watch of the connection it runs for.
+pub fn unwatch_req() -> ShardReq {
+    on_shard(|db, cx| {
+        db.watch.unwatch_all(cx.reply_to.conn);
+        Reply::Ok
+    })
+}
+
+/// Forget the session's watches on every shard holding some; `reply` is
+/// the answer once they are gone (or at once when there are none).
+fn unwatch_then(session: &mut Session, reply: Reply) -> Action {
+    let shards = std::mem::take(&mut session.watching);
+    if shards.is_empty() {
+        return Action::Reply(reply);
+    }
+    Action::FanOut {
+        parts: shards.into_iter().map(|s| (s, unwatch_req())).collect(),
+        merge: Box::new(move |_| reply),
+    }
+}
+
+/// `WATCH key [key ...]`
+///
+/// Marks the keys for EXEC's check: if any of them is written (or expires)
+/// before EXEC, the transaction is not run.
+///
+/// # Reply
+/// `+OK`.
+/// # Errors
+/// `ERR WATCH inside MULTI is not allowed` (the transaction stays open).
+/// # Source
+/// `watchCommand`, redis/src/multi.c.
+fn watch(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    if cx.conn.multi.is_some() {
+        return Err(CmdError::msg("ERR WATCH inside MULTI is not allowed"));
+    }
+    let mut by_shard: Vec<(ShardId, Vec<Bytes>)> = Vec::new();
+    for key in &argv[1..] {
+        let shard = cx.shared.shard_of(key);
+        match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, keys)) => keys.push(key.clone()),
+            None => by_shard.push((shard, vec![key.clone()])),
+        }
+    }
+    let parts = by_shard
+        .into_iter()
+        .map(|(shard, keys)| {
+            if !cx.conn.watching.contains(&shard) {
+                cx.conn.watching.push(shard);
+            }
+            let req = on_shard(move |db, cx| {
+                for key in &keys {
+                    let live = db.is_live(cx.db, key, cx.now_ms);
+                    db.watch.watch(cx.reply_to.conn, cx.db, key, live);
+                }
+                Reply::Ok
+            });
+            (shard, req)
+        })
+        .collect();
+    Ok(Action::FanOut {
+        parts,
+        merge: Box::new(crate::cmd::merge_ok),
+    })
+}
+
+/// `UNWATCH`
+///
+/// Forgets every watched key of the connection.
+///
+/// # Reply
+/// `+OK`.
+/// # Source
+/// `unwatchCommand`, redis/src/multi.c.
+fn unwatch(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(unwatch_then(cx.conn, Reply::Ok))
+}
 
 /// Leave MULTI state: drop the queue and the failure mark (`multi=-1` in CLIENT LIST).
 pub fn reset_multi(session: &mut Session) {
@@ -123,7 +236,7 @@ fn discard(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
         return Err(CmdError::msg("ERR DISCARD without MULTI"));
     }
     reset_multi(cx.conn);
-    Ok(Reply::Ok.into())
+    Ok(unwatch_then(cx.conn, Reply::Ok))
 }
 
 /// One queued command's place in EXEC's reply.
@@ -163,7 +276,28 @@ enum Planned {
 /// commands need more than one shard (nothing runs).
 /// # Source
 /// `execCommand`, redis/src/multi.c.
-fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+fn exec(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    if cx.conn.multi.is_none() {
+        return Err(CmdError::msg("ERR EXEC without MULTI"));
+    }
+    let watching = std::mem::take(&mut cx.conn.watching);
+    match exec_queue(cx, argv, &watching) {
+        Err(e) if !watching.is_empty() => {
+            // The transaction did not run: its watches still go.
+            cx.conn.watching = watching;
+            Ok(unwatch_then(cx.conn, Reply::Error(e)))
+        }
+        other => other,
+    }
+}
+
+/// EXEC once the session left MULTI state; `watching` are the shards
+/// holding the connection's watches (taken out of the session).
+fn exec_queue(
+    cx: &mut ConnCtx<'_>,
+    _argv: &[Bytes],
+    watching: &[ShardId],
+) -> Result<Action, CmdError> {
     let Some(queue) = cx.conn.multi.take() else {
         return Err(CmdError::msg("ERR EXEC without MULTI"));
     };
@@ -236,7 +370,9 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                         outs.push(Out::Step(steps.len()));
                         steps.push((cx.conn.db, req));
                     }
-                    Routed::Block(_) => {
+                    // Steps that follow one another (a cross-shard RENAME)
+                    // cannot run inside one shard's EXEC.
+                    Routed::Block(_) | Routed::Fan(_, _, Some(_)) => {
                         restore(cx.conn, saved);
                         return Err(CmdError::msg(CROSS_SHARD));
                     }
@@ -261,19 +397,53 @@ fn exec(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
         }
     }
 
-    if steps.is_empty() {
+    if steps.is_empty() && watching.is_empty() {
         return Ok(reply_exec(outs, Vec::new()).into());
     }
-    let shard = tx_shard.unwrap_or(ShardId(0));
-    let req = on_shard(move |db, cx| Reply::Array(apply_exec(db, cx, steps)));
+    let shard = tx_shard.or(watching.first().copied()).unwrap_or(ShardId(0));
+    // Watches on other shards are checked first; their verdicts reach the
+    // transaction's shard over this channel.
+    let others: Vec<ShardId> = watching.iter().copied().filter(|s| *s != shard).collect();
+    let (dirty_tx, dirty_rx) = crossbeam_channel::unbounded::<bool>();
+    let pre: Vec<(ShardId, ShardReq)> = others
+        .iter()
+        .map(|&s| {
+            let dirty_tx = dirty_tx.clone();
+            let req = on_shard(move |db, cx| {
+                let _ = dirty_tx.send(db.take_watch_dirty(cx.reply_to.conn, cx.now_ms));
+                Reply::Ok
+            });
+            (s, req)
+        })
+        .collect();
+    drop(dirty_tx);
+    let req = on_shard(move |db, cx| {
+        let mine = db.take_watch_dirty(cx.reply_to.conn, cx.now_ms);
+        let theirs = dirty_rx.try_iter().any(|d| d);
+        if mine || theirs {
+            return Reply::NullArray;
+        }
+        Reply::Array(apply_exec(db, cx, steps))
+    });
     let merge: Merge = Box::new(move |parts: Vec<Reply>| match parts.into_iter().next() {
         Some(Reply::Array(replies)) => reply_exec(outs, replies),
         Some(other) => other,
         None => Reply::NullArray,
     });
-    Ok(Action::FanOut {
-        parts: vec![(shard, req)],
-        merge,
+    if pre.is_empty() {
+        return Ok(Action::FanOut {
+            parts: vec![(shard, req)],
+            merge,
+        });
+    }
+    Ok(Action::FanOutThen {
+        parts: pre,
+        merge: Box::new(crate::cmd::merge_ok),
+        then: crate::io::conn::Then::Fan {
+            parts: vec![(shard, req)],
+            merge,
+            then: None,
+        },
     })
 }
 

@@ -60,14 +60,15 @@ pub enum Then {
     /// A null-array merged reply parks the read on its shards (blocking
     /// XREAD / XREADGROUP over several shards, DESIGN.md "Blocking reads").
     Block(BlockPlan),
-    /// The fan-out was a side-effect-free validation pass: an error merged
-    /// reply is the answer; anything else starts this second fan-out in the
-    /// same reply slot (multi-shard XREADGROUP checks every key's type and
-    /// group on every shard before any shard delivers).
+    /// The fan-out was one step of several: an error merged reply is the
+    /// answer; anything else starts this next fan-out in the same reply slot,
+    /// which may itself be followed by `then` (multi-shard XREADGROUP checks
+    /// every key's type and group on every shard before any shard delivers;
+    /// a cross-shard RENAME copies, writes, then deletes).
     Fan {
         parts: Vec<(ShardId, ShardReq)>,
         merge: Merge,
-        then_block: Option<BlockPlan>,
+        then: Option<Box<Then>>,
     },
 }
 
@@ -96,6 +97,8 @@ pub struct ClientShared {
     pub addr: Endpoint,
     /// The server's end (`laddr=`).
     pub laddr: Endpoint,
+    /// The socket's file descriptor (`fd=`; it stays the same across handovers).
+    pub fd: i32,
     /// Shard thread owning the connection (changes when it is handed over).
     pub thread: AtomicU16,
     pub created: Instant,
@@ -123,6 +126,16 @@ pub struct ClientShared {
 }
 
 impl ClientShared {
+    /// Memory the client holds (`tot-mem=`): the connection state, its read
+    /// buffer (16 KiB, `rbs=`), and its query and output buffers' contents.
+    pub fn tot_mem_bytes(&self) -> usize {
+        std::mem::size_of::<Conn>()
+            + std::mem::size_of::<ClientShared>()
+            + 16 * 1024
+            + self.qbuf_bytes.load(Ordering::Relaxed)
+            + self.omem_bytes.load(Ordering::Relaxed)
+    }
+
     /// One `CLIENT LIST` / `CLIENT INFO` line (Redis 7 field order, the fields we track).
     /// `stats` names the last command (`cmd=`).
     pub fn info_line(&self, now_ms_since_start: u64, stats: &crate::server::CmdStats) -> String {
@@ -148,10 +161,11 @@ impl ClientShared {
         let multi = self.multi.load(Ordering::Relaxed);
         let multi = if multi == u64::MAX { -1 } else { multi as i64 };
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch=0 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch=0 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
+            self.fd,
             name,
             self.created.elapsed().as_secs(),
             idle_s,
@@ -166,6 +180,7 @@ impl ClientShared {
             multi,
             self.qbuf_bytes.load(Ordering::Relaxed),
             self.omem_bytes.load(Ordering::Relaxed),
+            self.tot_mem_bytes(),
             cmd,
             self.resp.load(Ordering::Relaxed),
             lib_name,
@@ -189,6 +204,8 @@ pub struct Session {
     pub multi_failed: bool,
     /// READONLY (cluster replica reads) was sent.
     pub readonly: bool,
+    /// Shards holding this connection's WATCHed keys (each once).
+    pub watching: Vec<crate::route::slot::ShardId>,
     pub shared: Arc<ClientShared>,
 }
 
@@ -270,6 +287,8 @@ impl Conn {
         Job {
             req,
             reply_budget_bytes,
+            cmd: crate::shard::msg::NO_CMD,
+            argv: None,
             db: self.session.db as u16,
             reply_to: ReplyTo {
                 io: thread,

@@ -1,5 +1,5 @@
 //! The checks a command passes before it runs, in the order Redis's
-//! `processCommand` makes them: known command → arity → subcommand → NOAUTH →
+//! `processCommand` makes them: known command → arity → subcommand → protected (DEBUG) → NOAUTH →
 //! cluster redirection → AOF write errors (MISCONF) → OOM → MULTI queueing.
 //! Each `gate_*` answers `Err` with the reply that refuses the command;
 //! [`admit`] runs them in order, counts the refusal as Redis does
@@ -36,28 +36,33 @@ pub fn admit(
     let args = argv.as_deref()?;
     let Some(spec) = table::lookup(&args[0]) else {
         let err = table::unknown_command(args);
-        shared.count_call("unknown", true, true);
+        shared.count_call("unknown", false, true);
         reject(shared, conn, err);
         return None;
     };
     if !spec.arity_ok(args.len()) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, CmdError::arity(spec.name));
         return None;
     }
     let spec = match gate_subcommand(spec, args) {
         Ok(sub) => sub,
         Err(e) => {
-            shared.count_call(spec.name, true, true);
+            shared.count_call(spec.name, false, true);
             reject(shared, conn, e);
             return None;
         }
     };
+    if let Err(e) = gate_protected(shared, spec, &conn.session) {
+        shared.count_call(spec.name, false, true);
+        reject(shared, conn, e);
+        return None;
+    }
     if let Some(i) = shared.cmdstats.index_of(spec.name) {
         conn.session.shared.last_cmd.store(i, Ordering::Relaxed);
     }
     if let Err(e) = gate_auth(spec, &conn.session) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, e);
         return None;
     }
@@ -73,7 +78,7 @@ pub fn admit(
         return None;
     }
     if let Err(e) = gate_aof(shared, spec).and_then(|()| gate_oom(shared, spec, &conn.session)) {
-        shared.count_call(spec.name, true, true);
+        shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, e);
         return None;
     }
@@ -105,6 +110,19 @@ fn gate_subcommand(
         return Ok(spec);
     }
     cmd::connection::resolve_subcommand(spec, argv)
+}
+
+/// Protected commands (DEBUG) run only as `enable-debug-command` allows.
+fn gate_protected(shared: &Shared, spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
+    if spec.name != "DEBUG" {
+        return Ok(());
+    }
+    let setting = shared
+        .config
+        .read()
+        .map(|c| c.enable_debug_command)
+        .unwrap_or("no");
+    cmd::debug::gate_debug(setting, &session.shared.addr)
 }
 
 /// `requirepass` is set and the connection has not authenticated: only
@@ -139,7 +157,7 @@ fn gate_oom(shared: &Shared, spec: &CommandSpec, session: &Session) -> Result<()
 fn runs_inside_multi(name: &str) -> bool {
     matches!(
         name,
-        "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "UNWATCH" | "QUIT" | "RESET"
+        "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
     )
 }
 
@@ -219,10 +237,7 @@ fn gate_cluster(
 /// Answer a command that was refused before running; inside MULTI this also
 /// dooms the transaction (EXECABORT), as Redis does.
 pub fn reject(shared: &Shared, conn: &mut Conn, err: CmdError) {
-    shared
-        .stats
-        .total_error_replies
-        .fetch_add(1, Ordering::Relaxed);
+    shared.cmdstats.count_error(&err);
     if conn.session.multi.is_some() {
         conn.session.multi_failed = true;
     }
@@ -240,6 +255,7 @@ fn reject_cmd(shared: &Shared, conn: &mut Conn, spec: &CommandSpec, err: CmdErro
         let err = CmdError::msg(format!(
             "EXECABORT Transaction discarded because of: {reason}"
         ));
+        shared.cmdstats.count_error(&err);
         conn.push_slot(Pending::Ready(Reply::Error(err)));
         return;
     }

@@ -161,6 +161,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         id,
         addr,
         laddr,
+        fd: std::os::fd::AsRawFd::as_raw_fd(&sock),
         thread: AtomicU16::new(thread),
         created: Instant::now(),
         name: Mutex::new(None),
@@ -189,6 +190,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             multi: None,
             multi_failed: false,
             readonly: false,
+            watching: Vec::new(),
             shared: client,
         },
         rbuf: BytesMut::with_capacity(16 * 1024),
@@ -456,11 +458,8 @@ fn dispatch(
     match router::route(spec, &argv, &mut conn.session, shared) {
         Routed::Reply(r) => {
             shared.count_call(name, r.is_error(), false);
-            if r.is_error() {
-                shared
-                    .stats
-                    .total_error_replies
-                    .fetch_add(1, Ordering::Relaxed);
+            if let Some(e) = r.error_text() {
+                shared.cmdstats.count_error(e);
             }
             conn.push_slot(Pending::Ready(r));
         }
@@ -477,7 +476,12 @@ fn dispatch(
             shared.count_call(name, false, false);
             out.count(conn, shard);
             let seq = conn.push_slot(Pending::Waiting);
-            let job = conn.job(out.me, seq, 0, req);
+            let mut job = conn.job(out.me, seq, 0, req);
+            job.cmd = shared
+                .cmdstats
+                .index_of(name)
+                .map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            job.argv = Some(argv);
             if shard.0 == out.me {
                 local.run_local(out, conn, job);
             } else {

@@ -19,6 +19,16 @@ pub enum Socket {
     Unix(UnixStream),
 }
 
+impl std::os::fd::AsRawFd for Socket {
+    /// The descriptor CLIENT LIST shows as `fd=`.
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
 /// One end of a client connection as Redis prints it in CLIENT LIST
 /// (`addr=` and `laddr=`): `ip:port` for TCP, `path:0` for a Unix socket.
 ///

@@ -71,6 +71,9 @@ pub fn route(
                 Ok(Action::Close(r)) => Routed::Close(r),
                 Ok(Action::Drop) => Routed::Drop,
                 Ok(Action::FanOut { parts, merge }) => Routed::Fan(parts, merge, None),
+                Ok(Action::FanOutThen { parts, merge, then }) => {
+                    Routed::Fan(parts, merge, Some(then))
+                }
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -173,7 +176,7 @@ pub fn route_keyed(
         Some(Then::Fan {
             parts,
             merge,
-            then_block: None,
+            then: None,
         }),
     )
 }
@@ -240,7 +243,7 @@ fn route_blocking(
             Some(Then::Fan {
                 parts,
                 merge,
-                then_block: None,
+                then: None,
             }),
         ) => Routed::Fan(
             checks,
@@ -248,7 +251,7 @@ fn route_blocking(
             Some(Then::Fan {
                 parts,
                 merge,
-                then_block: Some(plan),
+                then: Some(Box::new(Then::Block(plan))),
             }),
         ),
         other => other,

@@ -202,6 +202,10 @@ pub struct ShardDb {
     pub tunables: std::sync::Arc<crate::config::Tunables>,
     /// Effect records for the append-only file (see [`crate::aof`]).
     pub aof: crate::aof::AofLog,
+    /// Watched keys and their versions (WATCH; see [`crate::shard::watch`]).
+    pub watch: crate::shard::watch::WatchTable,
+    /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
+    pub active_expire_enabled: bool,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -221,6 +225,8 @@ impl ShardDb {
             tunables: Default::default(),
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
+            active_expire_enabled: true,
+            watch: Default::default(),
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
             _not_send: PhantomData,
@@ -263,6 +269,32 @@ impl ShardDb {
         }
     }
 
+    /// Record the whole current state of `key` (any type, with its TTL) as
+    /// effects: `DEL key`, then the records an AOF rewrite writes for it.
+    /// Used where the simplest statement of the effect is the result (a
+    /// value moved in by RENAME or COPY).
+    pub fn log_key_state(&mut self, cx: &crate::shard::msg::ExecCtx, key: &[u8]) {
+        if !self.aof.is_enabled() {
+            return;
+        }
+        self.log_effect(cx, &[b"DEL", key]);
+        let mut rec = Vec::new();
+        if let Some(e) = self.ks(cx.db).map.get(key) {
+            let mut out = Vec::new();
+            let _ = crate::aof::rewrite::encode_key(
+                &mut rec,
+                &mut out,
+                key,
+                &e.value,
+                e.expire_at_ms,
+                cx.now_ms,
+            );
+            out.extend_from_slice(&rec);
+            rec = out;
+        }
+        self.aof.append_encoded(&rec);
+    }
+
     /// Record the TTL state of `key` as an effect: `PEXPIREAT key deadline`,
     /// `PERSIST key`, or `DEL key` when it is gone.
     pub fn log_ttl_state(&mut self, cx: &crate::shard::msg::ExecCtx, key: &[u8]) {
@@ -282,6 +314,18 @@ impl ShardDb {
     /// Stream node caps currently configured (`stream-node-max-entries/bytes`).
     pub fn node_limits(&self) -> crate::stream::NodeLimits {
         self.tunables.node_limits()
+    }
+
+    /// Replace every database's keys with `other`'s (DEBUG RELOAD), waking
+    /// readers blocked on this shard so they re-check what they wait for.
+    pub fn take_keyspaces(&mut self, other: ShardDb) {
+        for (db, ks) in self.dbs.iter().enumerate() {
+            self.watch.touch_db(db, |k| ks.map.contains_key(k));
+        }
+        self.dbs = other.dbs;
+        for db in 0..self.dbs.len() {
+            self.blocking.mark_db_ready(db);
+        }
     }
 
     /// Number of databases.
@@ -318,13 +362,23 @@ impl ShardDb {
 
     /// The live entry under `key`, after lazy expiry.
     pub fn get(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        self.get_mut(db, key, now_ms).map(|e| &*e)
+        // A read: access time and LFU move, WATCH is not told.
+        self.expire_if_needed(db, key, now_ms);
+        self.get_mut_untracked(db, key, now_ms).map(|e| &*e)
     }
 
     /// The live entry under `key` for modification, after lazy expiry.
     /// Changing `expire_at_ms` through this reference is not allowed: use [`set_expire`](Self::set_expire).
     pub fn get_mut(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
+        // Mutable access is how commands write: watchers see a change.
+        self.watch.touch(db, key);
+        self.get_mut_untracked(db, key, now_ms)
+    }
+
+    /// [`get_mut`](Self::get_mut) without telling WATCH (consumer-group
+    /// commands: Redis does not count them as changes of the key).
+    fn get_mut_untracked(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.clock_ms = now_ms;
         // As Redis's lookupKey: the LFU counter moves only under an LFU
         // policy (it costs a random draw); otherwise only the access time.
@@ -348,6 +402,23 @@ impl ShardDb {
         } else {
             self.stats.keyspace_misses += 1;
         }
+    }
+
+    /// EXEC's WATCH check for connection `conn` on this shard (see
+    /// [`crate::shard::watch`]): whether a watched key changed; forgets the
+    /// connection's watches here either way.
+    pub fn take_watch_dirty(&mut self, conn: u64, now_ms: u64) -> bool {
+        let dbs = &self.dbs;
+        self.watch.take_dirty(conn, |db, key| {
+            let ks = &dbs[db.min(dbs.len() - 1)];
+            ks.map.contains_key(key) && !ks.is_expired(key, now_ms)
+        })
+    }
+
+    /// Whether `key` exists and has not expired, without lazy expiry (no side effects).
+    pub fn is_live(&self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        let ks = self.keyspace(db);
+        ks.map.contains_key(key) && !ks.is_expired(key, now_ms)
     }
 
     /// Whether a live key exists.
@@ -394,6 +465,9 @@ impl ShardDb {
     }
 
     /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.
+    /// Does not count as a write for WATCH: as in Redis, only XADD, XDEL,
+    /// XTRIM (and creating or deleting the key) touch a watched stream;
+    /// consumer-group commands do not. Those call `watch.touch` themselves.
     ///
     /// # Errors
     /// `WrongType` when the key holds another type.
@@ -403,7 +477,8 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&mut Stream>, CmdError> {
-        match self.get_mut(db, key, now_ms) {
+        self.expire_if_needed(db, key, now_ms);
+        match self.get_mut_untracked(db, key, now_ms) {
             None => Ok(None),
             Some(Entry {
                 value: Value::Stream(s),
@@ -466,6 +541,7 @@ impl ShardDb {
         value: Value,
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
+        self.watch.touch(db, &key);
         let created_ms = self.clock_ms;
         let value = match value {
             Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
@@ -516,6 +592,7 @@ impl ShardDb {
         }
         let old = self.ks(db).remove(key);
         if old.is_some() {
+            self.watch.touch(db, key);
             // Blocked XREADGROUP readers of a deleted stream get an error.
             self.blocking.mark_ready(db, key);
         }
@@ -524,6 +601,9 @@ impl ShardDb {
 
     /// Set or clear the TTL of an existing key. Returns false when the key is missing.
     pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at_ms: Option<u64>) -> bool {
+        if self.ks(db).map.contains_key(key) {
+            self.watch.touch(db, key);
+        }
         let ks = self.ks(db);
         let Some((k, entry)) = ks.map.get_key_value(key) else {
             return false;
@@ -660,6 +740,8 @@ impl ShardDb {
 
     /// Remove every key of database `db`. Returns how many were removed.
     pub fn flush(&mut self, db: usize) -> usize {
+        let map = &self.dbs[db.min(self.dbs.len() - 1)].map;
+        self.watch.touch_db(db, |k| map.contains_key(k));
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();

@@ -27,6 +27,7 @@
 pub mod blocking;
 pub mod db;
 pub mod msg;
+pub mod watch;
 
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
@@ -315,7 +316,9 @@ impl ShardThread {
         }
         let timer = now >= self.next_expire_ms;
         if timer {
-            self.db.active_expire(now, EXPIRE_BUDGET);
+            if self.db.active_expire_enabled {
+                self.db.active_expire(now, EXPIRE_BUDGET);
+            }
             self.db.blocking.sweep();
             // Expired streams and CLAIM readers waiting for entries to idle
             // are served on the timer too.
@@ -378,6 +381,7 @@ impl ShardThread {
         let mut exec = Exec {
             db: &mut self.db,
             replies: &mut self.replies,
+            shared: &self.shared,
             now_ms: self.now_ms,
             panic_after: self.panic_after,
         };
@@ -423,6 +427,7 @@ impl ShardThread {
         Exec {
             db: &mut self.db,
             replies: &mut self.replies,
+            shared: &self.shared,
             now_ms: now,
             panic_after: self.panic_after,
         }
@@ -480,18 +485,14 @@ impl ShardThread {
                     self.blocked_ids.insert(to.conn);
                 }
             }
-            Some(Then::Fan {
-                parts,
-                merge,
-                then_block,
-            }) => start_fan(
+            Some(Then::Fan { parts, merge, then }) => start_fan(
                 self.me,
                 &mut self.out.batches,
                 conn,
                 to.seq,
                 parts,
                 merge,
-                then_block.map(Then::Block),
+                then.map(|t| *t),
             ),
             None => {}
         }
@@ -737,6 +738,7 @@ impl ShardThread {
                 let mut exec = Exec {
                     db: &mut self.db,
                     replies: &mut self.replies,
+                    shared: &self.shared,
                     now_ms: self.now_ms,
                     panic_after: self.panic_after,
                 };
@@ -822,6 +824,11 @@ impl ShardThread {
                 b.ticket.finish();
             }
             self.blocked_ids.remove(&id);
+            // Its watches go with it (the replies find no connection and are dropped).
+            for shard in std::mem::take(&mut conn.session.watching) {
+                let job = conn.job(self.me, 0, 0, crate::cmd::tx::unwatch_req());
+                self.out.batches[usize::from(shard.0)].push(job);
+            }
             if let Ok(mut c) = self.shared.clients.lock() {
                 c.remove(&id);
             }
@@ -859,6 +866,8 @@ struct Exec<'a> {
     /// Replies per shard thread owning the connection; they leave after
     /// this iteration's group commit.
     replies: &'a mut [Vec<(ReplyTo, Reply)>],
+    /// Server-wide counters (commandstats, latencystats, slowlog).
+    shared: &'a Shared,
     now_ms: u64,
     panic_after: Option<u64>,
 }
@@ -872,7 +881,17 @@ impl Exec<'_> {
             reply_to: job.reply_to,
             reply_budget_bytes: job.reply_budget_bytes,
         };
+        let started = std::time::Instant::now();
         let reply = job.req.apply(self.db, &cx);
+        let ns = started.elapsed().as_nanos() as u64;
+        self.shared
+            .cmdstats
+            .count_exec(job.cmd, ns, reply.error_text());
+        if self.shared.slowlog.is_slow(ns) {
+            if let Some(argv) = &job.argv {
+                log_slow(self.shared, argv, ns / 1000, job.reply_to.conn);
+            }
+        }
         self.db.stats.ops += 1;
         if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
             panic!(
@@ -899,8 +918,25 @@ impl Exec<'_> {
         let mut served = Vec::new();
         blocking::serve_ready(self.db, self.now_ms, &mut served);
         for (to, reply) in served {
+            // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
+            // error reply like any other (INFO errorstats).
+            // Only XREADGROUP answers an error when unblocked (NOGROUP,
+            // WRONGTYPE, UNBLOCKED): it counts as its failed call, as Redis
+            // counts the failed re-execution of the blocked command.
+            if let Some(e) = reply.error_text() {
+                let row = self.shared.cmdstats.index_of("XREADGROUP");
+                let row = row.map_or(msg::NO_CMD, |i| i as u32);
+                self.shared.cmdstats.count_exec(row, 0, Some(e));
+            }
             self.queue_reply(to, reply);
         }
+    }
+}
+
+impl Drop for Exec<'_> {
+    /// The batch is done: publish its command latencies (INFO latencystats).
+    fn drop(&mut self) {
+        self.shared.cmdstats.flush_latency();
     }
 }
 
@@ -920,6 +956,25 @@ impl io::RunLocal for Exec<'_> {
         }
         self.serve_waiters();
     }
+}
+
+/// Record a slow command in SLOWLOG with its client's address and name.
+fn log_slow(shared: &Shared, argv: &[bytes::Bytes], duration_us: u64, conn: u64) {
+    let client = shared
+        .clients
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&conn).cloned());
+    let (addr, name) = client.map_or((String::new(), String::new()), |c| {
+        let name = c
+            .name
+            .lock()
+            .ok()
+            .and_then(|n| n.clone())
+            .unwrap_or_default();
+        (c.addr.to_string(), name)
+    });
+    shared.slowlog.push(argv, duration_us, addr, name);
 }
 
 /// Write (and under `appendfsync always`, fdatasync) this iteration's AOF

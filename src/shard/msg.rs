@@ -100,9 +100,18 @@ pub struct Job {
     /// Selected database of the connection when it sent the request.
     pub db: u16,
     pub reply_to: ReplyTo,
+    /// Command table row index for INFO commandstats (`usec`, `failed_calls`),
+    /// [`NO_CMD`] when the request is a part of a larger command.
+    pub cmd: u32,
+    /// The command line, kept (moved, not copied) for SLOWLOG when it turns
+    /// out slow; `None` for parts of larger commands.
+    pub argv: Option<Vec<bytes::Bytes>>,
     /// See [`ExecCtx::reply_budget_bytes`].
     pub reply_budget_bytes: u64,
 }
+
+/// [`Job::cmd`] for requests that are not counted as a command of their own.
+pub const NO_CMD: u32 = u32::MAX;
 
 /// A message to a shard thread's inbox.
 pub enum ShardMsg {

@@ -1,0 +1,265 @@
+//! `SLOWLOG GET|LEN|RESET|HELP` and the slow log itself.
+//!
+//! A command whose execution on its shard takes at least
+//! `slowlog-log-slower-than` µs (negative: never; 0: every command) is
+//! recorded with its arguments, client address and name; the log keeps the
+//! newest `slowlog-max-len` entries. The time is the one INFO commandstats
+//! counts (measured on the shard that ran the command). Commands answered on
+//! the connection's thread (CONFIG, INFO, ...) and fan-outs over several
+//! shards are not timed, so they never appear here.
+//!
+//! Recording takes a lock, but only for slow commands; the per-command cost
+//! is one relaxed atomic load of the threshold.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use crate::cmd::args;
+use crate::cmd::connection::{help_reply, run_subcommand};
+use crate::cmd::{Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
+use crate::error::CmdError;
+use crate::reply::Reply;
+
+/// Redis keeps at most this many arguments of a slow command.
+const MAX_ARGC: usize = 32;
+/// ... and at most this many bytes of each.
+const MAX_STRING: usize = 128;
+
+/// One slow command.
+struct Entry {
+    id: u64,
+    /// Unix time, seconds.
+    time_s: i64,
+    duration_us: u64,
+    argv: Vec<Bytes>,
+    addr: String,
+    name: String,
+}
+
+/// The slow log shared by every shard thread.
+pub struct SlowLog {
+    /// `slowlog-log-slower-than`, µs.
+    pub slower_than_us: AtomicI64,
+    /// `slowlog-max-len`.
+    pub max_len: AtomicUsize,
+    next_id: AtomicU64,
+    entries: Mutex<VecDeque<Entry>>,
+}
+
+impl SlowLog {
+    /// An empty log with the given settings.
+    pub fn new(slower_than_us: i64, max_len: usize) -> SlowLog {
+        SlowLog {
+            slower_than_us: AtomicI64::new(slower_than_us),
+            max_len: AtomicUsize::new(max_len),
+            next_id: AtomicU64::new(0),
+            entries: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Whether a command that ran `ns` nanoseconds is slow enough to record.
+    #[inline]
+    pub fn is_slow(&self, ns: u64) -> bool {
+        let t = self.slower_than_us.load(Ordering::Relaxed);
+        t >= 0 && ns / 1000 >= t as u64
+    }
+
+    /// Record a slow command (arguments trimmed as Redis does).
+    ///
+    /// # Source
+    /// `slowlogCreateEntry`, redis/src/slowlog.c.
+    pub fn push(&self, argv: &[Bytes], duration_us: u64, addr: String, name: String) {
+        let mut kept: Vec<Bytes> = Vec::with_capacity(argv.len().min(MAX_ARGC));
+        for (i, a) in argv.iter().enumerate() {
+            if i == MAX_ARGC - 1 && argv.len() > MAX_ARGC {
+                kept.push(Bytes::from(format!(
+                    "... ({} more arguments)",
+                    argv.len() - MAX_ARGC + 1
+                )));
+                break;
+            }
+            if a.len() > MAX_STRING {
+                let mut s = a[..MAX_STRING].to_vec();
+                s.extend_from_slice(
+                    format!("... ({} more bytes)", a.len() - MAX_STRING).as_bytes(),
+                );
+                kept.push(Bytes::from(s));
+            } else {
+                kept.push(Bytes::copy_from_slice(a));
+            }
+        }
+        let time_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let entry = Entry {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            time_s,
+            duration_us,
+            argv: kept,
+            addr,
+            name,
+        };
+        let max = self.max_len.load(Ordering::Relaxed);
+        if let Ok(mut e) = self.entries.lock() {
+            e.push_front(entry);
+            e.truncate(max);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.lock().map_or(0, |e| e.len())
+    }
+}
+
+const ADMIN: Flags = Flags::ADMIN
+    .with(Flags::NOSCRIPT)
+    .with(Flags::LOADING)
+    .with(Flags::STALE);
+
+const fn row(
+    name: &'static str,
+    arity: i16,
+    flags: Flags,
+    acl: &'static [&'static str],
+    summary: &'static str,
+    f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
+) -> CommandSpec {
+    CommandSpec::conn(name, arity, flags, "server", acl, summary, "2.2.12", f)
+}
+
+/// Rows of `SLOWLOG|<sub>`.
+const SUBS: &[CommandSpec] = &[
+    row(
+        "SLOWLOG|GET",
+        -2,
+        ADMIN,
+        &["admin", "slow", "dangerous"],
+        "Returns the slow log's entries.",
+        get,
+    ),
+    row(
+        "SLOWLOG|LEN",
+        2,
+        ADMIN,
+        &["admin", "slow", "dangerous"],
+        "Returns the number of entries in the slow log.",
+        len,
+    ),
+    row(
+        "SLOWLOG|RESET",
+        2,
+        ADMIN,
+        &["admin", "slow", "dangerous"],
+        "Clears all entries from the slow log.",
+        reset,
+    ),
+    CommandSpec {
+        since: "6.2.0",
+        ..row(
+            "SLOWLOG|HELP",
+            2,
+            Flags::LOADING.with(Flags::STALE),
+            &["slow"],
+            "Show helpful text about the different subcommands",
+            help,
+        )
+    },
+];
+
+/// Table rows of this family.
+pub const SPECS: &[CommandSpec] = &[CommandSpec {
+    name: "SLOWLOG",
+    arity: -2,
+    flags: Flags::NONE,
+    keys: Keys::None,
+    acl: &["slow"],
+    summary: "A container for slow log commands.",
+    since: "2.2.12",
+    group: "server",
+    subcommands: SUBS,
+    handler: Handler::Conn(run_subcommand),
+}];
+
+/// `SLOWLOG GET [count]`
+///
+/// # Reply
+/// The newest `count` entries (default 10, -1 for all), newest first, each
+/// `[id, unix time, duration µs, [args...], client addr, client name]`.
+/// # Errors
+/// `ERR count should be greater than or equal to -1` (also for a non-integer).
+/// # Source
+/// `slowlogCommand`, redis/src/slowlog.c.
+fn get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    if argv.len() > 3 {
+        return Err(CmdError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+            args::text(&argv[1])
+        )));
+    }
+    let bad = || CmdError::msg("ERR count should be greater than or equal to -1");
+    let count = match argv.get(2) {
+        None => 10,
+        Some(a) => {
+            let n = args::int_arg(a).map_err(|_| bad())?;
+            if n < -1 {
+                return Err(bad());
+            }
+            if n == -1 {
+                usize::MAX
+            } else {
+                n as usize
+            }
+        }
+    };
+    let entries = cx.shared.slowlog.entries.lock().map_err(|_| bad())?;
+    let out = entries
+        .iter()
+        .take(count)
+        .map(|e| {
+            Reply::Array(vec![
+                Reply::Int(e.id as i64),
+                Reply::Int(e.time_s),
+                Reply::Int(e.duration_us as i64),
+                Reply::Array(e.argv.iter().map(|a| Reply::Bulk(a.clone())).collect()),
+                Reply::bulk(e.addr.clone()),
+                Reply::bulk(e.name.clone()),
+            ])
+        })
+        .collect();
+    Ok(Reply::Array(out).into())
+}
+
+/// `SLOWLOG LEN` — the number of entries.
+fn len(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(Reply::Int(cx.shared.slowlog.len() as i64).into())
+}
+
+/// `SLOWLOG RESET` — drop every entry (`+OK`).
+fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    if let Ok(mut e) = cx.shared.slowlog.entries.lock() {
+        e.clear();
+    }
+    Ok(Reply::Ok.into())
+}
+
+/// `SLOWLOG HELP`
+fn help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    Ok(help_reply(&[
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+        "    client name",
+        "LEN",
+        "    Return the length of the slowlog.",
+        "RESET",
+        "    Reset the slowlog.",
+        "HELP",
+        "    Print this help.",
+    ])
+    .into())
+}

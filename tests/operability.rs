@@ -1,0 +1,749 @@
+//! Test-suite and admin support (issue 13): FUNCTION, DEBUG behind
+//! `enable-debug-command`, `aof-use-rdb-preamble`, RENAME/RENAMENX/COPY and
+//! WATCH — exact replies, and differential scripts against redis-server.
+mod common;
+
+use common::{assert_same_replies, test_config, RedisServer, TestServer};
+use shardstream::config::Config;
+
+fn debug_server(shards: u16) -> TestServer {
+    TestServer::with_config(Config {
+        shards,
+        enable_debug_command: "yes",
+        ..test_config()
+    })
+}
+
+#[test]
+fn function_commands_match_redis_with_no_libraries() {
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        "FUNCTION FLUSH
+         FUNCTION FLUSH ASYNC
+         FUNCTION FLUSH sync
+         FUNCTION FLUSH LATER
+         FUNCTION FLUSH SYNC ASYNC
+         FUNCTION LIST
+         FUNCTION LIST WITHCODE
+         FUNCTION LIST LIBRARYNAME x* WITHCODE
+         FUNCTION LIST LIBRARYNAME
+         FUNCTION LIST BOGUS
+         FUNCTION STATS
+         FUNCTION DELETE nolib
+         FUNCTION KILL
+         FUNCTION LOAD BOGUS code
+         FUNCTION NOPE",
+    );
+}
+
+#[test]
+fn function_load_says_there_is_no_engine() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=x\nredis.register_function('f', function() return 1 end)"
+        ]),
+        format!("-{}", shardstream::cmd::function::NO_ENGINE)
+    );
+    assert_eq!(
+        c.raw(&["FUNCTION", "LOAD"]),
+        "-ERR wrong number of arguments for 'function|load' command"
+    );
+}
+
+#[test]
+fn debug_is_refused_by_default_as_redis() {
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        "DEBUG SLEEP 0
+         DEBUG OBJECT k
+         DEBUG
+         CONFIG GET enable-debug-command
+         CONFIG SET enable-debug-command yes",
+    );
+    let info = ours.raw(&["INFO", "commandstats"]);
+    assert!(info.contains("cmdstat_debug:calls=0,"), "{info}");
+    assert!(info.contains("rejected_calls=3"), "{info}");
+}
+
+#[test]
+fn debug_subcommands_when_enabled() {
+    let srv = debug_server(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["DEBUG", "OBJECT", "nokey"]), "-ERR no such key");
+    assert_eq!(c.raw(&["SET", "k", "12"]), "+OK");
+    let obj = c.raw(&["DEBUG", "OBJECT", "k"]);
+    assert!(obj.starts_with("+Value at:0x"), "{obj}");
+    assert!(
+        obj.contains(" refcount:1 encoding:int serializedlength:2 lru:"),
+        "{obj}"
+    );
+    assert!(obj.ends_with(" lru_seconds_idle:0"), "{obj}");
+    assert_eq!(
+        c.raw(&["DEBUG", "NOPE"]),
+        "-ERR unknown subcommand or wrong number of arguments for 'NOPE'. Try DEBUG HELP."
+    );
+    assert_eq!(
+        c.raw(&["DEBUG", "SLEEP"]),
+        "-ERR unknown subcommand or wrong number of arguments for 'SLEEP'. Try DEBUG HELP."
+    );
+    assert_eq!(
+        c.raw(&["DEBUG", "RELOAD", "BAD"]),
+        "-ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."
+    );
+    assert_eq!(c.raw(&["DEBUG", "CHANGE-REPL-ID"]), "+OK");
+    let t = std::time::Instant::now();
+    assert_eq!(c.raw(&["DEBUG", "SLEEP", "0.2"]), "+OK");
+    assert!(t.elapsed() >= std::time::Duration::from_millis(190));
+    assert_eq!(c.raw(&["DEBUG", "SLEEP", "0"]), "+OK");
+}
+
+#[test]
+fn debug_set_active_expire_stops_active_expiry() {
+    let srv = debug_server(1);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), "+OK");
+    assert_eq!(c.raw(&["SET", "k", "v", "PX", "20"]), "+OK");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Not collected actively: still counted by DBSIZE, gone for reads.
+    assert_eq!(c.raw(&["DBSIZE"]), ":1");
+    assert_eq!(c.raw(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), "+OK");
+    assert!(common::eventually(3, || c.raw(&["DBSIZE"]) == ":0"));
+}
+
+#[test]
+fn debug_loadaof_and_reload_keep_streams() {
+    let srv = debug_server(2);
+    let mut c = srv.client();
+    for k in ["s1", "{s1}x", "s2", "s3"] {
+        c.raw(&["XADD", k, "1-1", "a", "1"]);
+        c.raw(&["XADD", k, "2-2", "b", "2"]);
+        c.raw(&["XDEL", k, "2-2"]);
+        c.raw(&["XGROUP", "CREATE", k, "g", "0"]);
+        c.raw(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", k, ">"]);
+    }
+    c.raw(&["SET", "str", "v"]);
+    let before: Vec<String> = ["s1", "{s1}x", "s2", "s3"]
+        .iter()
+        .map(|k| c.raw(&["XINFO", "STREAM", k]))
+        .collect();
+    for sub in ["LOADAOF", "RELOAD"] {
+        assert_eq!(c.raw(&["DEBUG", sub]), "+OK");
+        let after: Vec<String> = ["s1", "{s1}x", "s2", "s3"]
+            .iter()
+            .map(|k| c.raw(&["XINFO", "STREAM", k]))
+            .collect();
+        assert_eq!(before, after);
+        assert_eq!(c.raw(&["GET", "str"]), "$1\r\nv");
+        assert_eq!(c.raw(&["DBSIZE"]), ":5");
+    }
+}
+
+#[test]
+fn aof_use_rdb_preamble_is_accepted() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "aof-use-rdb-preamble", "no"]),
+        "+OK"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "aof-use-rdb-preamble"]),
+        "*2\r\n$20\r\naof-use-rdb-preamble\r\n$2\r\nno"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "aof-use-rdb-preamble", "maybe"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'aof-use-rdb-preamble') - argument must be 'yes' or 'no'"
+    );
+}
+
+/// Keys `a` (slot 15495) and `b` (slot 3300) live on different shards of a
+/// 2-shard server; `{a}x` lives with `a`.
+const RENAME_SCRIPT: &str = "
+    RENAME nokey b
+    RENAMENX nokey b
+    SET a 1
+    RENAME a a
+    RENAMENX a a
+    RENAME a b
+    GET a
+    GET b
+    SET a 2
+    RENAMENX a b
+    GET b
+    RENAMENX a {a}x
+    GET {a}x
+    EXISTS a
+    SET a 3 PX 100000
+    RENAME a b
+    ~PTTL b
+    EXISTS a
+    TTL a
+    XADD s1 1-1 f v
+    XGROUP CREATE s1 g 0
+    RENAME s1 b
+    TYPE b
+    XINFO GROUPS b
+    XRANGE b - +
+    RENAME b s1
+    RENAME s1 {s1}y
+    XLEN {s1}y
+    COPY nokey b
+    COPY {s1}y b
+    COPY {s1}y b
+    COPY {s1}y b REPLACE
+    XRANGE b - +
+    COPY b b
+    COPY b b DB 1
+    COPY b c DB 99
+    COPY b c DB x
+    COPY b c DB 4294967296
+    COPY b c BOGUS
+    COPY b c DB
+    SELECT 1
+    XLEN b
+    SELECT 0
+    SET str v EX 1000
+    COPY str a
+    ~PTTL a
+    TTL a
+    GET a
+    COPY str str2 DB 2 REPLACE
+    SELECT 2
+    GET str2
+    SELECT 0
+    RENAME
+    COPY a
+";
+
+#[test]
+fn rename_and_copy_match_redis_within_and_across_shards() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    for shards in [1, 2] {
+        let srv = TestServer::start(shards);
+        let mut ours = srv.client();
+        let mut theirs = redis.client();
+        theirs.raw(&["FLUSHALL"]);
+        assert_same_replies(&mut ours, &mut theirs, RENAME_SCRIPT);
+    }
+}
+
+#[test]
+fn cross_shard_rename_inside_multi_is_refused() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    c.raw(&["SET", "a", "1"]);
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["RENAME", "a", "b"]), "+QUEUED");
+    assert_eq!(
+        c.raw(&["EXEC"]),
+        format!("-{}", shardstream::cmd::tx::CROSS_SHARD)
+    );
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["RENAME", "a", "{a}b"]), "+QUEUED");
+    assert_eq!(c.raw(&["GET", "{a}b"]), "+QUEUED");
+    assert_eq!(c.raw(&["EXEC"]), "*2\r\n+OK\r\n$1\r\n1");
+}
+
+#[test]
+fn cross_shard_rename_survives_aof_restart() {
+    let dir = std::env::temp_dir().join(format!("ss-rename-aof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = Config {
+        shards: 2,
+        appendonly: true,
+        dir: dir.clone(),
+        ..test_config()
+    };
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        c.raw(&["XADD", "a", "1-1", "f", "v"]);
+        c.raw(&["XGROUP", "CREATE", "a", "g", "0"]);
+        c.raw(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", ">"]);
+        assert_eq!(c.raw(&["RENAME", "a", "b"]), "+OK");
+        assert_eq!(c.raw(&["COPY", "b", "a"]), ":1");
+        assert_eq!(c.raw(&["RENAME", "a", "{b}z"]), "+OK");
+    }
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["EXISTS", "a"]), ":0");
+    for k in ["b", "{b}z"] {
+        assert_eq!(c.raw(&["XLEN", k]), ":1");
+        let p = c.raw(&["XPENDING", k, "g"]);
+        assert!(p.starts_with("*4\r\n:1\r\n"), "{k}: {p}");
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run `script` against both servers with two clients each: lines start with
+/// `1 ` or `2 ` (which client), or are `sleep <ms>`; replies must match.
+fn two_clients_same_replies(ours: &TestServer, redis: &RedisServer, script: &str) {
+    let mut o = [ours.client(), ours.client()];
+    let mut r = [redis.client(), redis.client()];
+    r[0].raw(&["FLUSHALL"]);
+    for (n, line) in script.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(ms) = line.strip_prefix("sleep ") {
+            std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
+            continue;
+        }
+        let (who, cmd) = line.split_at(1);
+        let i: usize = who.parse::<usize>().unwrap() - 1;
+        let args = common::words(cmd);
+        let a = o[i].raw(&args);
+        let b = r[i].raw(&args);
+        assert_eq!(a, b, "line {}: `{line}`", n + 1);
+    }
+}
+
+/// `a` and `b` live on different shards of a 2-shard server.
+const WATCH_SCRIPT: &str = "
+    1 WATCH
+    1 SET a 1
+    1 WATCH a
+    2 SET a 2
+    1 MULTI
+    1 SET a 3
+    1 EXEC
+    1 GET a
+    1 WATCH a
+    1 MULTI
+    1 PING
+    1 GET a
+    1 EXEC
+    1 WATCH a b
+    2 SET b 1
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH b
+    1 MULTI
+    1 WATCH a
+    1 SET {a}x 1
+    1 EXEC
+    1 WATCH a
+    1 UNWATCH
+    2 SET a 9
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH a
+    1 MULTI
+    1 DISCARD
+    2 SET a 10
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH a
+    1 MULTI
+    1 UNWATCH
+    1 EXEC
+    2 SET a 11
+    1 WATCH a
+    1 MULTI
+    1 NOSUCHCMD
+    1 EXEC
+    1 MULTI
+    1 GET a
+    1 EXEC
+    1 WATCH nokey
+    2 SET nokey 1
+    1 MULTI
+    1 EXEC
+    1 WATCH nokey2
+    2 DEL nokey2
+    1 MULTI
+    1 EXEC
+    1 WATCH a
+    2 FLUSHALL
+    1 MULTI
+    1 EXEC
+    1 WATCH nokey3
+    2 SET other 1
+    2 FLUSHALL
+    1 MULTI
+    1 EXEC
+    1 SET t v PX 100
+    1 WATCH t
+    sleep 250
+    1 MULTI
+    1 EXEC
+    1 SET s v
+    1 WATCH s
+    2 EXPIRE s 100
+    1 MULTI
+    1 EXEC
+    1 WATCH st
+    2 XADD st 1-1 f v
+    1 MULTI
+    1 XLEN st
+    1 EXEC
+    1 XGROUP CREATE st g 0
+    1 WATCH st
+    2 XREADGROUP GROUP g c STREAMS st >
+    1 MULTI
+    1 XLEN st
+    1 EXEC
+    1 SELECT 1
+    1 WATCH a
+    2 SET a 12
+    1 MULTI
+    1 GET a
+    1 EXEC
+";
+
+#[test]
+fn watch_matches_redis_within_and_across_shards() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    for shards in [1, 2] {
+        let srv = TestServer::start(shards);
+        two_clients_same_replies(&srv, &redis, WATCH_SCRIPT);
+    }
+}
+
+#[test]
+fn watches_of_a_closed_connection_are_released() {
+    let srv = TestServer::start(2);
+    {
+        let mut c = srv.client();
+        assert_eq!(c.raw(&["WATCH", "a", "b"]), "+OK");
+    }
+    // A new connection watching the same keys is not disturbed by the old one.
+    let mut c = srv.client();
+    let mut other = srv.client();
+    assert_eq!(c.raw(&["WATCH", "a"]), "+OK");
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["SET", "a", "1"]), "+QUEUED");
+    assert_eq!(c.raw(&["EXEC"]), "*1\r\n+OK");
+    assert_eq!(other.raw(&["SET", "b", "1"]), "+OK");
+}
+
+/// The INFO lines starting with any of `prefixes`, with `usec` figures blanked.
+fn stat_lines(c: &mut common::RespClient, section: &str, prefixes: &[&str]) -> Vec<String> {
+    let text = c.raw(&["INFO", section]);
+    let mut out: Vec<String> = text
+        .lines()
+        .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
+        .map(|l| {
+            l.split(',')
+                .filter(|f| !f.starts_with("usec"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn failed_rejected_and_error_stats_match_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let script = "
+        CONFIG RESETSTAT
+        XADD s 1-1 f v
+        XADD s 1-1 f v
+        XADD s
+        XREADGROUP GROUP nogroup c STREAMS s >
+        XACK s nogroup 1-1
+        SET str v
+        XADD str * f v
+        NOSUCHCOMMAND x
+        GET
+        XGROUP CREATE s g 0
+        XGROUP CREATE s g 0
+        CLIENT NOSUCH
+    ";
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let args = common::words(line);
+        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
+    }
+    let prefixes = [
+        "cmdstat_xadd",
+        "cmdstat_xreadgroup",
+        "cmdstat_xack",
+        "cmdstat_set",
+        "cmdstat_get",
+        "cmdstat_xgroup|create",
+        "errorstat_",
+        "total_error_replies",
+    ];
+    for section in ["commandstats", "errorstats", "stats"] {
+        assert_eq!(
+            stat_lines(&mut ours, section, &prefixes),
+            stat_lines(&mut theirs, section, &prefixes),
+            "{section}"
+        );
+    }
+}
+
+#[test]
+fn commandstats_measure_execution_time() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for i in 0..200 {
+        c.raw(&["XADD", &format!("s{}", i % 7), "*", "f", "v"]);
+    }
+    let info = c.raw(&["INFO", "commandstats"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_xadd:"))
+        .unwrap();
+    let usec: u64 = line
+        .split("usec=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(usec > 0, "{line}");
+    assert!(line.contains("calls=200,"), "{line}");
+    let per_call: f64 = line
+        .split("usec_per_call=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((per_call - usec as f64 / 200.0).abs() < 0.01, "{line}");
+}
+
+#[test]
+fn latencystats_report_configured_percentiles() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for i in 0..50 {
+        c.raw(&["XADD", &format!("s{}", i % 5), "*", "f", "v"]);
+    }
+    let line = |c: &mut common::RespClient| {
+        c.raw(&["INFO", "latencystats"])
+            .lines()
+            .find(|l| l.starts_with("latency_percentiles_usec_xadd:"))
+            .map(str::to_string)
+    };
+    let l = line(&mut c).expect("xadd latencies");
+    let fields: Vec<&str> = l.split(':').nth(1).unwrap().split(',').collect();
+    assert_eq!(fields.len(), 3, "{l}");
+    for (f, p) in fields.iter().zip(["p50=", "p99=", "p99.9="]) {
+        assert!(f.starts_with(p), "{l}");
+        let v: f64 = f[p.len()..].parse().unwrap();
+        assert!(v > 0.0, "{l}");
+        assert_eq!(f[p.len()..].split('.').nth(1).map(str::len), Some(3), "{l}");
+        assert!(
+            v > 0.0 && f.split('.').nth(1).map(str::len) == Some(3) || p == "p99.9=",
+            "{l}"
+        );
+    }
+    assert!(!c.raw(&["INFO"]).contains("# Latencystats"));
+    assert_eq!(
+        c.raw(&[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "50 90"
+        ]),
+        "+OK"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "latency-tracking-info-percentiles"]),
+        "*2\r\n$33\r\nlatency-tracking-info-percentiles\r\n$5\r\n50 90"
+    );
+    let l = line(&mut c).unwrap();
+    assert!(
+        l.contains(":p50=") && l.contains(",p90=") && !l.contains("p99"),
+        "{l}"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "latency-tracking", "no"]), "+OK");
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    c.raw(&["XADD", "s", "*", "f", "v"]);
+    assert_eq!(line(&mut c), None);
+    assert_eq!(c.raw(&["CONFIG", "SET", "latency-tracking", "yes"]), "+OK");
+    c.raw(&["XADD", "s", "*", "f", "v"]);
+    assert!(line(&mut c).is_some());
+}
+
+#[test]
+fn latency_and_role_match_redis_without_events() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    assert_same_replies(
+        &mut srv.client(),
+        &mut redis.client(),
+        "ROLE
+         LATENCY LATEST
+         LATENCY HISTORY command
+         LATENCY RESET
+         LATENCY RESET command fast-command
+         LATENCY HISTOGRAM nosuchcommand
+         LATENCY NOPE
+         LATENCY",
+    );
+}
+
+#[test]
+fn latency_histogram_reports_calls_and_cumulative_buckets() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for _ in 0..10 {
+        c.raw(&["SET", "k", "v"]);
+    }
+    c.raw(&["XADD", "s", "*", "f", "v"]);
+    let r = c.raw(&["LATENCY", "HISTOGRAM", "set", "nosuch"]);
+    // One command: *2 (RESP2 map) name, {calls 10, histogram_usec {...}}.
+    assert!(
+        r.starts_with("*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:10\r\n$14\r\nhistogram_usec\r\n*"),
+        "{r}"
+    );
+    assert!(r.ends_with(":10"), "cumulative count ends at calls: {r}");
+    let all = c.raw(&["LATENCY", "HISTOGRAM"]);
+    assert!(
+        all.contains("$4\r\nxadd\r\n") && all.contains("$3\r\nset\r\n"),
+        "{all}"
+    );
+}
+
+#[test]
+fn client_list_shows_real_fd_and_tot_mem() {
+    let srv = TestServer::start(2);
+    let mut a = srv.client();
+    let mut b = srv.client();
+    let line = |c: &mut common::RespClient| c.raw(&["CLIENT", "INFO"]);
+    let field = |l: &str, f: &str| -> i64 {
+        l.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{f}=")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (la, lb) = (line(&mut a), line(&mut b));
+    let (fa, fb) = (field(&la, "fd"), field(&lb, "fd"));
+    assert!(fa > 2 && fb > 2 && fa != fb, "{la}\n{lb}");
+    assert!(field(&la, "tot-mem") >= 16 * 1024, "{la}");
+}
+
+#[test]
+fn slowlog_errors_and_empty_log_match_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    assert_same_replies(
+        &mut srv.client(),
+        &mut redis.client(),
+        "SLOWLOG RESET
+         SLOWLOG LEN
+         SLOWLOG GET
+         SLOWLOG GET -2
+         SLOWLOG GET x
+         SLOWLOG GET 1 2
+         SLOWLOG NOPE
+         CONFIG GET slowlog-log-slower-than
+         CONFIG GET slowlog-max-len",
+    );
+}
+
+#[test]
+fn slowlog_records_slow_shard_commands() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CLIENT", "SETNAME", "slowpoke"]), "+OK");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        "+OK"
+    );
+    c.raw(&["XADD", "s", "1-1", "f", "v"]);
+    let long = "x".repeat(130);
+    c.raw(&["SET", "k", &long]);
+    let mut many: Vec<String> = vec!["DEL".into()];
+    many.extend((0..40).map(|i| format!("{{t}}k{i}")));
+    c.raw(&many);
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":3");
+    let got = c.raw(&["SLOWLOG", "GET", "1"]);
+    assert!(got.starts_with("*1\r\n*6\r\n:2\r\n:"), "{got}");
+    assert!(got.contains("*32\r\n$3\r\nDEL\r\n"), "{got}");
+    assert!(got.contains("$23\r\n... (10 more arguments)\r\n"), "{got}");
+    assert!(got.ends_with("$8\r\nslowpoke"), "{got}");
+    let all = c.raw(&["SLOWLOG", "GET", "-1"]);
+    assert!(all.starts_with("*3\r\n"), "{all}");
+    assert!(
+        all.contains(&format!("{}... (2 more bytes)", "x".repeat(128))),
+        "{all}"
+    );
+    assert!(
+        all.contains("$4\r\nXADD\r\n$1\r\ns\r\n$3\r\n1-1\r\n"),
+        "{all}"
+    );
+    assert_eq!(c.raw(&["CONFIG", "SET", "slowlog-max-len", "1"]), "+OK");
+    c.raw(&["GET", "k"]);
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":1");
+    assert_eq!(c.raw(&["SLOWLOG", "RESET"]), "+OK");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+        "+OK"
+    );
+    c.raw(&["GET", "k"]);
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":0");
+}
+
+#[test]
+fn unblocked_reader_errors_count_in_errorstats() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let mut reader = srv.client();
+    c.raw(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    reader.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    assert!(common::eventually(3, || c
+        .raw(&["INFO", "clients"])
+        .contains("blocked_clients:1")));
+    assert_eq!(c.raw(&["XGROUP", "DESTROY", "s", "g"]), ":1");
+    assert!(reader.read_reply().starts_with("-NOGROUP"));
+    assert!(c
+        .raw(&["INFO", "errorstats"])
+        .contains("errorstat_NOGROUP:count=1"));
+}
