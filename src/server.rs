@@ -547,6 +547,24 @@ fn random_hex40() -> String {
     out
 }
 
+/// Turn on jemalloc's background purging threads (as Redis does with its
+/// default `jemalloc-bg-thread yes`). Without them, memory a shard thread
+/// freed (a slow reader's output buffer, a big reply built on another
+/// shard) goes back to the OS only when that thread allocates again, so an
+/// idle server could hold gigabytes of RSS long after the client left.
+/// The purging threads sleep unless there are dirty pages to return.
+fn enable_allocator_background_purge() {
+    #[cfg(feature = "jemalloc")]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+                log::warn!("cannot start the allocator's background purge: {e}");
+            }
+        });
+    }
+}
+
 /// Exit status of a process whose shard thread or acceptor panicked (EX_SOFTWARE).
 pub const PANIC_EXIT_CODE: i32 = 70;
 
@@ -679,6 +697,7 @@ fn start_with(
     cluster: Option<crate::cluster::Topology>,
 ) -> io::Result<ServerHandle> {
     exit_on_server_thread_panic();
+    enable_allocator_background_purge();
     if config.appendonly {
         crate::aof::manifest::check_dir(&config.dir, config.shards.max(1))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;

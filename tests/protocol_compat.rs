@@ -64,6 +64,14 @@ fn cases() -> Vec<(Vec<u8>, Vec<u8>)> {
             b"$1\r\na\r\n".to_vec(),
         ),
         (b"*1\r\n$4\r\nPINGx".to_vec(), b"".to_vec()),
+        (
+            b"*-0\r\nPING\r\n".to_vec(),
+            b"-ERR Protocol error: invalid multibulk length\r\n<EOF>".to_vec(),
+        ),
+        (
+            b"*1\r\n$-0\r\n\r\n".to_vec(),
+            b"-ERR Protocol error: invalid bulk length\r\n<EOF>".to_vec(),
+        ),
         (inline_echo(70_000, true), big_reply),
         (
             inline_echo(70_000, false),

@@ -91,11 +91,11 @@ pub struct LatencyArgs {
     /// Key prefix of the streams.
     #[arg(long, default_value = "loadgen")]
     pub key_prefix: String,
-    /// Producer threads (one connection per node each).
-    #[arg(long, default_value_t = 2)]
+    /// Producer threads (one connection per node each), at least 1.
+    #[arg(long, default_value_t = 2, value_parser = at_least_one())]
     pub producers: usize,
-    /// Consumer threads, all in one consumer group.
-    #[arg(long, default_value_t = 2)]
+    /// Consumer threads, all in one consumer group, at least 1.
+    #[arg(long, default_value_t = 2, value_parser = at_least_one())]
     pub consumers: usize,
     /// Consumer group name.
     #[arg(long, default_value = "g")]
@@ -123,8 +123,8 @@ pub struct LatencyArgs {
     /// Bytes per payload field value.
     #[arg(long, default_value_t = 16)]
     pub value_size: usize,
-    /// Measured time, seconds (after the warmup).
-    #[arg(long, default_value_t = 10.0)]
+    /// Measured time, seconds (after the warmup); more than 0.
+    #[arg(long, default_value_t = 10.0, value_parser = positive_secs)]
     pub duration: f64,
     /// Time before measuring, seconds: entries scheduled then are checked but not recorded.
     #[arg(long, default_value_t = 1.0)]
@@ -225,4 +225,20 @@ pub struct XaddArgs {
     /// Keep the stream keys after the run.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// A count that must be at least 1 (a run with no producers or no consumers
+/// measures nothing): clap refuses 0 with exit status 2.
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A duration in seconds that must be more than 0 (and finite).
+fn positive_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err("must be a number of seconds greater than 0".into())
+    }
 }

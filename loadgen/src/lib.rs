@@ -69,7 +69,10 @@ pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
     let addr = handle.addr();
     Ok(Resolved {
         url: format!("redis://{addr}/"),
-        desc: format!("embedded shardstream at {addr} ({shards} shards)"),
+        desc: format!(
+            "embedded shardstream at {addr} ({shards} shard{})",
+            if shards == 1 { "" } else { "s" }
+        ),
         embedded: Some(handle),
     })
 }

@@ -445,3 +445,20 @@ fn xadd_throughput_against_redis_server() {
     assert_eq!(v["errors"], 0);
     assert!(v["latency_us"]["p99.9"].as_u64().is_some());
 }
+
+/// A run that cannot measure anything is a setup error (exit 2), named,
+/// before any server starts: no producers, no consumers, no time.
+#[test]
+fn empty_runs_are_setup_errors() {
+    for (args, name) in [
+        (&["--producers", "0"][..], "--producers"),
+        (&["--consumers", "0"][..], "--consumers"),
+        (&["--duration", "0"][..], "--duration"),
+        (&["--duration=-1"][..], "--duration"),
+    ] {
+        let out = loadgen(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(name), "{args:?}: {err}");
+    }
+}

@@ -110,7 +110,8 @@ fn header_int(text: &[u8]) -> Option<i64> {
         [b'-', rest @ ..] => (true, rest),
         _ => (false, text),
     };
-    if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+    if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') || (neg && digits == b"0") {
+        // Redis's string2ll: no "-0", no leading zeros.
         return None;
     }
     let mut v: i64 = 0;
