@@ -120,12 +120,11 @@ struct CounterBlock {
 pub type LatencyHistogram = hdrhistogram::Histogram<u64>;
 
 thread_local! {
-    /// Latencies recorded on this thread and not yet published (see
-    /// [`CmdStats::flush_latency`]), by command row.
-    static PENDING_LATENCY: std::cell::RefCell<Vec<Option<LatencyHistogram>>> =
+    /// Execution times `(command row, ns)` recorded on this thread and not
+    /// yet published (see [`CmdStats::flush_latency`]): a push per command,
+    /// recorded into the histograms once per loop iteration under one lock.
+    static PENDING_LATENCY: std::cell::RefCell<Vec<(u32, u64)>> =
         const { std::cell::RefCell::new(Vec::new()) };
-    /// Whether `PENDING_LATENCY` holds anything unpublished.
-    static LATENCY_DIRTY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// An empty latency histogram with Redis's bounds and precision.
@@ -238,17 +237,9 @@ impl CmdStats {
             c.fetch_add(ns, Ordering::Relaxed);
             // ns == 0: not a timed execution (an unblocked reader's error).
             // Recorded without a lock into this thread's pending histograms;
-            // `flush_latency` publishes them (once per batch of commands).
+            // `flush_latency` publishes them (once per loop iteration).
             if ns > 0 && self.latency_tracking.load(Ordering::Relaxed) {
-                PENDING_LATENCY.with(|p| {
-                    let mut p = p.borrow_mut();
-                    if p.len() <= i {
-                        p.resize_with(i + 1, || None);
-                    }
-                    let h = p[i].get_or_insert_with(new_latency_histogram);
-                    h.saturating_record(ns.clamp(1, LATENCY_MAX_NS));
-                });
-                LATENCY_DIRTY.with(|d| d.set(true));
+                PENDING_LATENCY.with(|p| p.borrow_mut().push((cmd, ns)));
             }
         }
         if let Some(e) = err {
@@ -288,33 +279,32 @@ impl CmdStats {
     }
 
     /// Publish the latencies this thread recorded since the last flush into
-    /// its block (one lock per batch of commands, not per command).
+    /// its block (one lock per loop iteration, not per command).
     pub fn flush_latency(&self) {
-        if !LATENCY_DIRTY.with(|d| d.replace(false)) {
-            return;
-        }
         PENDING_LATENCY.with(|p| {
             let mut p = p.borrow_mut();
+            if p.is_empty() {
+                return;
+            }
             let Ok(mut hists) = self.block().latency.lock() else {
+                p.clear();
                 return;
             };
-            for (i, pending) in p.iter_mut().enumerate() {
-                let Some(pending) = pending.as_mut().filter(|h| !h.is_empty()) else {
-                    continue;
-                };
-                if let Some(slot) = hists.get_mut(i) {
-                    let _ = slot
-                        .get_or_insert_with(new_latency_histogram)
-                        .add(&*pending);
+            for &(i, ns) in p.iter() {
+                if let Some(slot) = hists.get_mut(i as usize) {
+                    slot.get_or_insert_with(new_latency_histogram)
+                        .saturating_record(ns.clamp(1, LATENCY_MAX_NS));
                 }
-                pending.reset();
             }
+            p.clear();
         });
     }
 
     /// `(name, merged histogram)` of every command with recorded latencies,
     /// by name (INFO latencystats).
     pub fn latency_snapshot(&self) -> Vec<(String, LatencyHistogram)> {
+        // The calling thread's own commands of this iteration count too.
+        self.flush_latency();
         let mut merged: Vec<Option<LatencyHistogram>> =
             (0..self.names.len()).map(|_| None).collect();
         for b in &self.blocks {

@@ -340,6 +340,8 @@ impl ShardThread {
         self.flush_touched();
         self.send_batches();
         self.publish_stats();
+        // This iteration's command latencies (INFO latencystats).
+        self.shared.cmdstats.flush_latency();
         let epoch = KILL_EPOCH.load(Ordering::SeqCst);
         if epoch != self.kill_epoch {
             self.kill_epoch = epoch;
@@ -930,13 +932,6 @@ impl Exec<'_> {
             }
             self.queue_reply(to, reply);
         }
-    }
-}
-
-impl Drop for Exec<'_> {
-    /// The batch is done: publish its command latencies (INFO latencystats).
-    fn drop(&mut self) {
-        self.shared.cmdstats.flush_latency();
     }
 }
 
