@@ -139,6 +139,34 @@ const LATENCY_MAX_NS: u64 = 1_000_000_000;
 /// Redis stops adding new error names to errorstats past this many.
 const MAX_ERROR_NAMES: usize = 128;
 
+/// The calling thread's [`CounterBlock`], and whether it is the only thread
+/// that writes it (a shard thread's own block).
+struct Counters<'a> {
+    block: &'a CounterBlock,
+    exclusive: bool,
+}
+
+impl std::ops::Deref for Counters<'_> {
+    type Target = CounterBlock;
+    fn deref(&self) -> &CounterBlock {
+        self.block
+    }
+}
+
+impl Counters<'_> {
+    /// Add `n` to counter `c` of this block. Its only writer adds without a
+    /// locked read-modify-write (a plain load and store: readers on other
+    /// threads see the value a moment late, never torn); the block shared by
+    /// other threads adds atomically.
+    fn add(&self, c: &AtomicU64, n: u64) {
+        if self.exclusive {
+            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        } else {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
 thread_local! {
     /// Which [`CounterBlock`] this thread counts into; shard threads set it
     /// with [`count_on_block`], every other thread uses the last block.
@@ -177,10 +205,13 @@ impl CmdStats {
     }
 
     /// The calling thread's block.
-    fn block(&self) -> &CounterBlock {
+    fn block(&self) -> Counters<'_> {
         let i = COUNTER_BLOCK.with(|b| b.get());
         let last = self.blocks.len() - 1;
-        &self.blocks[i.min(last)]
+        Counters {
+            block: &self.blocks[i.min(last)],
+            exclusive: i < last,
+        }
     }
 
     /// Row index of a table row's name (`"GET"`, `"CLIENT|LIST"`).
@@ -234,7 +265,7 @@ impl CmdStats {
         let st = self.block();
         let i = cmd as usize;
         if let Some(c) = st.exec_ns.get(i) {
-            c.fetch_add(ns, Ordering::Relaxed);
+            st.add(c, ns);
             // ns == 0: not a timed execution (an unblocked reader's error).
             // Recorded without a lock into this thread's pending histograms;
             // `flush_latency` publishes them (once per loop iteration).
@@ -286,7 +317,8 @@ impl CmdStats {
             if p.is_empty() {
                 return;
             }
-            let Ok(mut hists) = self.block().latency.lock() else {
+            let block = self.block();
+            let Ok(mut hists) = block.latency.lock() else {
                 p.clear();
                 return;
             };
@@ -459,16 +491,16 @@ impl Shared {
     /// rejected before running.
     pub fn count_call(&self, name: &str, failed: bool, rejected: bool) {
         let st = self.cmdstats.block();
-        st.processed.fetch_add(1, Ordering::Relaxed);
+        st.add(&st.processed, 1);
         if let Some(i) = self.cmdstats.index_of(name) {
             if !rejected {
-                st.calls[i].fetch_add(1, Ordering::Relaxed);
+                st.add(&st.calls[i], 1);
             }
             if failed {
-                st.failed[i].fetch_add(1, Ordering::Relaxed);
+                st.add(&st.failed[i], 1);
             }
             if rejected {
-                st.rejected[i].fetch_add(1, Ordering::Relaxed);
+                st.add(&st.rejected[i], 1);
             }
         }
     }
