@@ -148,6 +148,14 @@ fn ids_in(reply: &str) -> Vec<String> {
         .collect()
 }
 
+/// These tests measure process-wide figures (INFO `used_memory` is the
+/// allocator's count for the whole test process, connection counts): they
+/// run one at a time, so one test's servers never show in another's figures.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn big_server() -> TestServer {
     TestServer::with_config(Config {
         maxclients: 20_000,
@@ -201,6 +209,7 @@ fn resp(args: &[&[u8]]) -> Vec<u8> {
 
 #[test]
 fn ten_thousand_connections_xadd_then_xreadgroup() {
+    let _one_at_a_time = one_at_a_time();
     // Connection setup is slow in some sandboxes (several ms per connect), so
     // CI's short version opens 2,000; SHARDSTREAM_SOAK_SECS (the long run)
     // or SHARDSTREAM_LOAD_CONNS selects the full 10,000.
@@ -302,6 +311,7 @@ fn ten_thousand_connections_xadd_then_xreadgroup() {
 /// each exactly one distinct entry, as entries arrive.
 #[test]
 fn thousand_blocked_group_readers_all_served() {
+    let _one_at_a_time = one_at_a_time();
     const N: usize = 1_000;
     if !raise_nofile(3 * N as u64 + 1000) {
         eprintln!("cannot raise RLIMIT_NOFILE to {}: skipping", 3 * N + 1000);
@@ -364,6 +374,7 @@ fn thousand_blocked_group_readers_all_served() {
 /// and used_memory return to their baseline.
 #[test]
 fn dropped_connections_leave_no_leaks() {
+    let _one_at_a_time = one_at_a_time();
     let srv = TestServer::start(2);
     let mut admin = srv.client();
     let big = vec![b'x'; 256 << 10];
@@ -450,6 +461,7 @@ fn dropped_connections_leave_no_leaks() {
 /// is in its stream, memory stayed bounded, and nothing leaked.
 #[test]
 fn soak_mixed_load_with_random_kills() {
+    let _one_at_a_time = one_at_a_time();
     let secs: u64 = std::env::var("SHARDSTREAM_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
