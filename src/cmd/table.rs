@@ -119,6 +119,14 @@ pub enum FanMerge {
     KeyOrder,
     /// XREAD-style: `[key, entries]` pairs in the caller's key order, null when none.
     Streams,
+    /// Atomic across shards (MSET): every involved shard is held (see
+    /// [`crate::shard::hold`]) while the parts run, so no client sees some
+    /// keys set and not others; `+OK` when every part said OK.
+    AtomicAllOk,
+    /// Atomic across shards, all or nothing (MSETNX): with every involved
+    /// shard held, `:0` and no change when any key exists, else every part
+    /// runs and the answer is `:1`.
+    AtomicIfNoneExist,
 }
 
 /// Parses one argv (or one shard's part of it) into a shard request.

@@ -503,5 +503,11 @@ fn dispatch(
             let seq = conn.push_slot(Pending::Waiting);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
         }
+        Routed::Atomic(shards, body, merge) => {
+            shared.count_call(name, false, false);
+            let seq = conn.push_slot(Pending::Waiting);
+            let (parts, merge, then) = crate::route::held::held_steps(shared, &shards, body, merge);
+            start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
+        }
     }
 }

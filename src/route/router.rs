@@ -38,6 +38,9 @@ pub enum Routed {
     Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
+    /// Atomic work over several shards: `body` runs with every shard of
+    /// the list held ([`crate::route::held`]); `merge` shapes its reply.
+    Atomic(Vec<ShardId>, crate::route::held::Body, Merge),
 }
 
 /// Parse `argv` with its table row and decide where it runs.
@@ -138,6 +141,20 @@ pub fn route_keyed(
         }
         positions.push(pos);
     }
+    if matches!(merge, FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist) {
+        let shards = parts.iter().map(|(s, _)| *s).collect();
+        let key_sets: Vec<(ShardId, Vec<Bytes>)> = parts
+            .iter()
+            .zip(&positions)
+            .map(|((s, _), pos)| (*s, pos.iter().map(|&n| argv[keys[n]].clone()).collect()))
+            .collect();
+        let none_exist = merge == FanMerge::AtomicIfNoneExist;
+        return Routed::Atomic(
+            shards,
+            Box::new(move |tx, db| atomic_parts(tx, db, parts, none_exist.then_some(key_sets))),
+            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+        );
+    }
     let check_positions = positions.clone();
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(merge_sum),
@@ -163,7 +180,9 @@ pub fn route_keyed(
                 .collect();
             Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
         }
-        FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+        FanMerge::Refuse | FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist => {
+            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk))
+        }
     };
     if validate.is_none() {
         return Routed::Fan(parts, merge, None);
@@ -179,6 +198,41 @@ pub fn route_keyed(
             then: None,
         }),
     )
+}
+
+/// Body of an atomic multi-shard command ([`FanMerge::AtomicAllOk`],
+/// [`FanMerge::AtomicIfNoneExist`]), run with every shard held: with
+/// `none_exist` (each shard's keys), answer `:0` when any key exists;
+/// then run every part in order; the first error, else `+OK` (or `:1`).
+fn atomic_parts(
+    tx: &mut crate::shard::hold::TxRun<'_>,
+    db: usize,
+    parts: Vec<(ShardId, ShardReq)>,
+    none_exist: Option<Vec<(ShardId, Vec<Bytes>)>>,
+) -> Reply {
+    let checked = none_exist.is_some();
+    for (shard, keys) in none_exist.unwrap_or_default() {
+        let any = crate::shard::msg::on_shard(move |d, cx| {
+            Reply::Int(i64::from(
+                keys.iter().any(|k| d.exists(cx.db, k, cx.now_ms)),
+            ))
+        });
+        if tx.run(shard.0, db, any) == Reply::Int(1) {
+            return Reply::Int(0);
+        }
+    }
+    let replies: Vec<Reply> = parts
+        .into_iter()
+        .map(|(shard, req)| tx.run(shard.0, db, req))
+        .collect();
+    if let Some(e) = first_error(&replies) {
+        return e;
+    }
+    if checked {
+        Reply::Int(1)
+    } else {
+        Reply::Ok
+    }
 }
 
 /// Merge a validation step: each part answers `+OK` or `[local key index,

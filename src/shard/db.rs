@@ -206,6 +206,9 @@ pub struct ShardDb {
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire_enabled: bool,
+    /// A cross-shard transaction asked to hold this shard (set by the job
+    /// that asked; the shard loop enters its held loop right after it).
+    pub hold: Option<crate::shard::hold::Hold>,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -227,6 +230,7 @@ impl ShardDb {
             aof: Default::default(),
             active_expire_enabled: true,
             watch: Default::default(),
+            hold: None,
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
             _not_send: PhantomData,

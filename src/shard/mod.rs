@@ -26,6 +26,7 @@
 
 pub mod blocking;
 pub mod db;
+pub mod hold;
 pub mod msg;
 pub mod watch;
 
@@ -47,6 +48,18 @@ use crate::route::slot::ShardId;
 use crate::server::Shared;
 use db::ShardDb;
 use msg::{Job, ReplyTo, ShardMsg};
+
+thread_local! {
+    /// The shard this thread runs (`None` off shard threads).
+    static CURRENT_SHARD: std::cell::Cell<Option<u16>> = const { std::cell::Cell::new(None) };
+}
+
+/// The shard whose thread is calling: connection commands run on the thread
+/// owning the connection, which coordinates the cross-shard work they start
+/// ([`hold`]). `None` off shard threads (unit tests).
+pub fn current_shard() -> Option<ShardId> {
+    CURRENT_SHARD.with(|c| c.get()).map(ShardId)
+}
 
 /// Wall clock in ms since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -100,6 +113,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 core_affinity::set_for_current(core);
             }
             crate::server::count_on_block(usize::from(seed.id.0));
+            CURRENT_SHARD.with(|c| c.set(Some(seed.id.0)));
             let mut db = ShardDb::new(seed.id, seed.shards, seed.databases);
             db.tunables = seed.shared.tunables.clone();
             db.slot_map = seed.shared.slot_map.clone();
@@ -414,14 +428,48 @@ impl ShardThread {
     /// Run requests on this shard's data, in order, queueing each reply for
     /// the thread that owns its connection; then serve readers parked on keys
     /// the requests made ready.
+    ///
+    /// A job that asks to hold this shard for a cross-shard transaction
+    /// (see [`hold`]) stops the batch: the shard runs only that
+    /// transaction's operations until released, then goes on with the rest.
     fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
-        let mut exec = self.exec(now);
-        for job in jobs {
-            if let Some((to, reply)) = exec.run(job) {
-                exec.queue_reply(to, reply);
+        let mut jobs = jobs.into_iter();
+        loop {
+            let mut exec = self.exec(now);
+            let mut held = None;
+            for job in jobs.by_ref() {
+                if let Some((to, reply)) = exec.run(job) {
+                    exec.queue_reply(to, reply);
+                }
+                if let Some(h) = exec.db.hold.take() {
+                    held = Some(h);
+                    break;
+                }
+            }
+            exec.serve_waiters();
+            match held {
+                Some(h) => self.held(h, now),
+                None => return,
             }
         }
-        exec.serve_waiters();
+    }
+
+    /// Held by a cross-shard transaction (see [`hold`]): ack, then run its
+    /// operations until it releases this shard (or its coordinator goes
+    /// away); commit their AOF effects before acking the release.
+    fn held(&mut self, h: hold::Hold, now: u64) {
+        h.ack();
+        while let Ok(op) = h.ops.recv() {
+            match op {
+                hold::TxOp::Apply(f) => f(&mut self.db),
+                hold::TxOp::Release(done) => {
+                    commit_round(&mut self.db, &mut self.aof);
+                    let _ = done.send(());
+                    break;
+                }
+            }
+        }
+        self.serve_waiters(now);
     }
 
     /// The shard's data, ready to run requests at time `now`.
