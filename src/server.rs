@@ -819,6 +819,7 @@ fn start_with(
 
     let mut shard_threads = Vec::new();
     let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
+    let tx_sync = Arc::new(crate::aof::load::TxSync::default());
     let dir = shared
         .config
         .read()
@@ -836,6 +837,7 @@ fn start_with(
             shared: shared.clone(),
             dir: dir.clone(),
             ready: ready_tx.clone(),
+            tx_sync: tx_sync.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
     }

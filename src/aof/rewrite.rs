@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use crate::shard::db::{ShardDb, Value};
 
-use super::log::{encode, CLOCK_RECORD};
+use super::log::{encode, CLOCK_RECORD, TX_FLOOR_RECORD};
 
 /// Internal record: create an empty stream under `key` if the key is missing.
 pub const MKSTREAM_RECORD: &[u8] = b"SS.MKSTREAM";
@@ -32,6 +32,11 @@ pub struct Snapshot {
     pub taken_ms: u64,
     /// `(database, [(key, value, expire_at_ms)])` for non-empty databases.
     pub dbs: Vec<(usize, Vec<KeyCopy>)>,
+    /// The last cross-shard transaction the shard coordinated (all of them
+    /// committed): written as `SS.TXFLOOR`, so blocks other shards still
+    /// hold for them stay judged committed once this shard's old files,
+    /// with their `SS.TXCOMMIT` records, are gone.
+    pub tx_floor: u64,
 }
 
 /// Copy every live key of `db` (expired keys are left out).
@@ -50,6 +55,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
     Snapshot {
         taken_ms: now_ms,
         dbs,
+        tx_floor: db.tx_seq,
     }
 }
 
@@ -61,6 +67,12 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
         &mut rec,
         &[CLOCK_RECORD, n.format(snap.taken_ms).as_bytes()],
     );
+    if snap.tx_floor > 0 {
+        encode(
+            &mut rec,
+            &[TX_FLOOR_RECORD, n.format(snap.tx_floor).as_bytes()],
+        );
+    }
     for (dbi, keys) in &snap.dbs {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {

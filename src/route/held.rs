@@ -14,16 +14,11 @@ use crate::reply::Reply;
 use crate::route::router::{merge_ok, Merge};
 use crate::route::slot::ShardId;
 use crate::server::Shared;
-use crate::shard::hold::{hold_req, hold_uppers, HoldAck, TxOp, TxRun};
+use crate::shard::hold::{hold_req, Coordinate, HoldAck, TxBody, TxOp, TxRun};
 use crate::shard::msg::{on_shard, ShardReq};
 
-/// A transaction body: runs on the coordinator with every involved shard
-/// held, in the given database (the client's selected one), and returns the
-/// command's reply (before the final merge).
-pub type Body = Box<dyn FnOnce(&mut TxRun<'_>, usize) -> Reply + Send>;
-
-/// Error when a shard cannot be held (the server is shutting down).
-const NOT_HELD: &str = "ERR cross-shard transaction aborted: the server is shutting down";
+/// A transaction body (see [`TxBody`]).
+pub type Body = TxBody;
 
 /// Steps that run `body` atomically over `shards`: the first fan-out and
 /// what follows it, in the shape of `Routed::Fan` / `Action::FanOutThen`.
@@ -63,15 +58,17 @@ pub fn held_steps(
     }
     let outboxes = shared.threads.clone();
     let barrier_to = uppers.clone();
+    // The body's job only leaves the work on the coordinator's shard: the
+    // shard loop runs it, since committing needs the AOF writer.
     let run = on_shard(move |db, cx| {
-        let Some(mut held) = hold_uppers(&uppers, &outboxes, cx.reply_to) else {
-            return Reply::Error(crate::error::CmdError::msg(NOT_HELD));
-        };
-        held.extend(lower_ops);
-        let mut tx = TxRun::new(db, *cx, held);
-        let reply = body(&mut tx, cx.db);
-        tx.release();
-        reply
+        db.coordinate.push(Coordinate {
+            cx: *cx,
+            uppers,
+            outboxes,
+            lowers: lower_ops,
+            body,
+        });
+        Reply::NoReply
     });
 
     // Built back to front: the body's job, preceded by each lower hold.

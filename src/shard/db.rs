@@ -209,6 +209,12 @@ pub struct ShardDb {
     /// A cross-shard transaction asked to hold this shard (set by the job
     /// that asked; the shard loop enters its held loop right after it).
     pub hold: Option<crate::shard::hold::Hold>,
+    /// Cross-shard transactions this shard coordinates, left by their jobs
+    /// for the shard loop to run (see [`crate::shard::hold::Coordinate`]).
+    pub coordinate: Vec<crate::shard::hold::Coordinate>,
+    /// Sequence number of the last cross-shard transaction this shard
+    /// coordinated (its AOF blocks are tagged with it); resumed after a restart.
+    pub tx_seq: u64,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -231,6 +237,8 @@ impl ShardDb {
             active_expire_enabled: true,
             watch: Default::default(),
             hold: None,
+            coordinate: Vec::new(),
+            tx_seq: 0,
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
             _not_send: PhantomData,

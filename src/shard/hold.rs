@@ -42,11 +42,63 @@ use crate::shard::msg::{on_shard, ExecCtx, Outbox, ReplyTo, ShardReq};
 
 /// One operation a held shard runs for its transaction.
 pub enum TxOp {
+    /// The transaction's id, before its first operation: `(coordinator, seq)`
+    /// (the shard's AOF block is tagged with it).
+    Begin(u16, u64),
     /// Run this on the shard's data (it sends its own result back).
     Apply(Box<dyn FnOnce(&mut ShardDb) + Send>),
-    /// The transaction is over: commit the AOF, ack on the channel, go back
-    /// to the event loop.
-    Release(Sender<()>),
+    /// Every operation ran: close the shard's AOF block, write it (fsync
+    /// under `appendfsync always`), then answer whether it wrote one.
+    Prepare(Sender<bool>),
+    /// The transaction committed: go back to the event loop.
+    Release,
+}
+
+/// A transaction body: runs on the coordinator with every involved shard
+/// held, in the given database (the client's selected one), and returns the
+/// command's reply.
+pub type TxBody = Box<dyn FnOnce(&mut TxRun<'_>, usize) -> Reply + Send>;
+
+/// The coordinator's part, left on its shard by the transaction's job and
+/// run by the shard loop (it needs the AOF writer, which jobs do not see).
+pub struct Coordinate {
+    /// Context of the job: the client's connection and pipeline slot, the clock.
+    pub cx: ExecCtx,
+    /// Shards above the coordinator, to hold now, ascending.
+    pub uppers: Vec<u16>,
+    /// Every shard thread's inbox.
+    pub outboxes: Vec<Outbox>,
+    /// Shards below the coordinator, already held, with their channels.
+    pub lowers: Vec<(u16, Sender<TxOp>)>,
+    pub body: TxBody,
+}
+
+/// Error when a shard cannot be held (the server is shutting down).
+const NOT_HELD: &str = "ERR cross-shard transaction aborted: the server is shutting down";
+
+impl Coordinate {
+    /// Hold the upper shards, run the body, then commit in two phases:
+    /// every participant writes its closed block (prepare), then this shard
+    /// writes its own block and the commit record through `commit` (the
+    /// shard loop's AOF commit), then the participants are released. A
+    /// crash before the commit record is written leaves blocks that start-up
+    /// discards (see `aof::load`), so the transaction is all or nothing.
+    pub fn run(self, db: &mut ShardDb, commit: &mut dyn FnMut(&mut ShardDb)) -> Reply {
+        let Some(mut held) = hold_uppers(&self.uppers, &self.outboxes, self.cx.reply_to) else {
+            return Reply::Error(crate::error::CmdError::msg(NOT_HELD));
+        };
+        held.extend(self.lowers);
+        db.tx_seq += 1;
+        let (me, seq) = (db.id.0, db.tx_seq);
+        for (_, ops) in &held {
+            let _ = ops.send(TxOp::Begin(me, seq));
+        }
+        db.aof.begin_tx(me, seq);
+        let mut tx = TxRun::new(db, self.cx, held);
+        let reply = (self.body)(&mut tx, self.cx.db);
+        tx.finish(commit);
+        reply
+    }
 }
 
 /// How a shard tells the coordinator it is held.
@@ -107,8 +159,8 @@ pub struct TxRun<'a> {
 const HOLD_LOST: &str = "ERR cross-shard transaction lost a shard";
 
 impl<'a> TxRun<'a> {
-    /// The body's runner on the coordinator's shard `db`; `held` are the
-    /// operation channels of the other shards, already held.
+    /// The body's runner on shard `db`; `held` are the operation channels
+    /// of the other shards, already held (none for a one-shard transaction).
     pub fn new(db: &'a mut ShardDb, cx: ExecCtx, held: Vec<(u16, Sender<TxOp>)>) -> Self {
         TxRun { db, cx, held }
     }
@@ -138,18 +190,27 @@ impl<'a> TxRun<'a> {
             .unwrap_or_else(|_| Reply::Error(crate::error::CmdError::msg(HOLD_LOST)))
     }
 
-    /// Release every held shard; returns once each has committed its AOF
-    /// effects.
-    pub fn release(self) {
-        let mut done = Vec::with_capacity(self.held.len());
-        for (_, ops) in self.held {
+    /// Commit and release (see [`Coordinate::run`]): prepare every held
+    /// shard and wait for each, write this shard's block and the commit
+    /// record with `commit`, release them.
+    fn finish(self, commit: &mut dyn FnMut(&mut ShardDb)) {
+        let mut prepared = Vec::with_capacity(self.held.len());
+        for (_, ops) in &self.held {
             let (tx, rx) = crossbeam_channel::bounded(1);
-            if ops.send(TxOp::Release(tx)).is_ok() {
-                done.push(rx);
+            if ops.send(TxOp::Prepare(tx)).is_ok() {
+                prepared.push(rx);
             }
         }
-        for rx in done {
-            let _ = rx.recv();
+        let mut others_wrote = false;
+        for rx in prepared {
+            others_wrote |= rx.recv().unwrap_or(false);
+        }
+        let wrote = self.db.aof.end_tx(true, others_wrote);
+        if wrote || others_wrote {
+            commit(self.db);
+        }
+        for (_, ops) in &self.held {
+            let _ = ops.send(TxOp::Release);
         }
     }
 }

@@ -101,6 +101,9 @@ pub struct ShardSeed {
     pub dir: std::path::PathBuf,
     /// Told once the shard has loaded its AOF and serves, or why it cannot.
     pub ready: crossbeam_channel::Sender<Result<crate::aof::load::LoadStats, String>>,
+    /// Where the shards' loaders meet to judge cross-shard transaction
+    /// blocks at the end of their files (shared by every shard).
+    pub tx_sync: Arc<crate::aof::load::TxSync>,
 }
 
 /// Start a shard thread; it loads its AOF, reports on `seed.ready`, then runs
@@ -188,7 +191,12 @@ fn load_aof(
     seed: &ShardSeed,
 ) -> Result<(crate::aof::writer::ShardAof, crate::aof::load::LoadStats), String> {
     use crate::aof::{load, manifest::Manifest, writer::ShardAof};
-    let manifest = Manifest::read(&seed.dir, seed.id.0)?;
+    let manifest = Manifest::read(&seed.dir, seed.id.0).inspect_err(|_| {
+        if seed.shared.tunables.aof.is_enabled() {
+            // Meet the other loaders anyway (see below), then fail.
+            seed.tx_sync.meet(usize::from(seed.shards), seed.id.0, 0);
+        }
+    })?;
     let mut aof = ShardAof::new(
         seed.id.0,
         seed.shards,
@@ -198,8 +206,26 @@ fn load_aof(
     );
     let mut stats = load::LoadStats::default();
     if seed.shared.tunables.aof.is_enabled() {
-        if let Some(m) = &manifest {
-            stats = load::load_shard(db, &seed.dir, m)?;
+        let loaded = match &manifest {
+            Some(m) => load::load_shard(db, &seed.dir, m).map(Some),
+            None => Ok(None),
+        };
+        // Every shard meets the others, even one that failed (it reports
+        // nothing committed), so no loader waits forever.
+        let max_commit = match &loaded {
+            Ok(Some((_, tx))) => tx.max_commit,
+            _ => 0,
+        };
+        let committed = seed
+            .tx_sync
+            .meet(usize::from(seed.shards), seed.id.0, max_commit);
+        if let Some((st, tx)) = loaded? {
+            stats = st;
+            if let Some(tail) = tx.pending {
+                let committed = |c: u16| committed.get(&c).copied().unwrap_or(0);
+                load::resolve_tail(db, tail, committed, &mut stats)?;
+            }
+            db.tx_seq = tx.max_commit;
             db.stats = Default::default();
         }
         aof.open(&mut db.aof).map_err(|e| {
@@ -406,6 +432,8 @@ impl ShardThread {
             self.blocked_ids.insert(id);
         }
         self.touched.push(id);
+        // A transaction's job that ran inline left its coordination here.
+        self.coordinate_pending(self.now_ms);
     }
 
     /// Take every message waiting in the inbox.
@@ -437,21 +465,43 @@ impl ShardThread {
         loop {
             let mut exec = self.exec(now);
             let mut held = None;
+            let mut stopped = false;
             for job in jobs.by_ref() {
                 if let Some((to, reply)) = exec.run(job) {
                     exec.queue_reply(to, reply);
                 }
-                if let Some(h) = exec.db.hold.take() {
-                    held = Some(h);
+                held = exec.db.hold.take();
+                if held.is_some() || !exec.db.coordinate.is_empty() {
+                    stopped = true;
                     break;
                 }
             }
             exec.serve_waiters();
-            match held {
-                Some(h) => self.held(h, now),
-                None => return,
+            self.coordinate_pending(now);
+            if let Some(h) = held {
+                self.held(h, now);
+            }
+            if !stopped {
+                return;
             }
         }
+    }
+
+    /// Run the cross-shard transactions this shard coordinates that jobs
+    /// left (see [`hold::Coordinate`]); each reply joins this iteration's.
+    fn coordinate_pending(&mut self, now: u64) {
+        if self.db.coordinate.is_empty() {
+            return;
+        }
+        for c in std::mem::take(&mut self.db.coordinate) {
+            let to = c.cx.reply_to;
+            let aof = &mut self.aof;
+            let reply = c.run(&mut self.db, &mut |db| commit_round(db, aof));
+            if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
+                o.push((to, reply));
+            }
+        }
+        self.serve_waiters(now);
     }
 
     /// Held by a cross-shard transaction (see [`hold`]): ack, then run its
@@ -461,14 +511,20 @@ impl ShardThread {
         h.ack();
         while let Ok(op) = h.ops.recv() {
             match op {
+                hold::TxOp::Begin(coordinator, seq) => self.db.aof.begin_tx(coordinator, seq),
                 hold::TxOp::Apply(f) => f(&mut self.db),
-                hold::TxOp::Release(done) => {
-                    commit_round(&mut self.db, &mut self.aof);
-                    let _ = done.send(());
-                    break;
+                hold::TxOp::Prepare(done) => {
+                    let wrote = self.db.aof.end_tx(false, false);
+                    if wrote {
+                        commit_round(&mut self.db, &mut self.aof);
+                    }
+                    let _ = done.send(wrote);
                 }
+                hold::TxOp::Release => break,
             }
         }
+        // A coordinator gone before its first operation leaves no block open.
+        self.db.aof.end_tx(false, false);
         self.serve_waiters(now);
     }
 
