@@ -385,3 +385,43 @@ fn sigkill_in_the_middle_of_cross_shard_transactions_keeps_them_whole() {
     drop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Requests pipelined after a cross-shard transaction see its effects,
+/// whichever shard they go to (the transaction's coordinator is its lowest
+/// shard, not necessarily the connection's).
+#[test]
+fn requests_pipelined_after_a_transaction_see_it() {
+    let srv = TestServer::start(SHARDS);
+    let keys = keys_on_every_shard("after");
+    for _ in 0..20 {
+        let mut c = srv.client();
+        let mut batch = common::resp_command(&["MULTI"]);
+        for k in &keys {
+            batch.extend(common::resp_command(&["INCR", k]));
+        }
+        batch.extend(common::resp_command(&["EXEC"]));
+        for k in &keys {
+            batch.extend(common::resp_command(&["GET", k]));
+        }
+        batch.extend(common::resp_command(&[
+            "MSET", &keys[0], "x", &keys[3], "y",
+        ]));
+        batch.extend(common::resp_command(&["MGET", &keys[3], &keys[0]]));
+        c.send_raw(&batch);
+        assert_eq!(c.read_reply(), "+OK");
+        for _ in &keys {
+            assert_eq!(c.read_reply(), "+QUEUED");
+        }
+        let exec = c.read_reply();
+        assert!(exec.starts_with(&format!("*{}\r\n:", keys.len())), "{exec}");
+        let n: String = exec[exec.len() - 1..].to_string();
+        for _ in &keys {
+            assert_eq!(c.read_reply(), format!("$1\r\n{n}"));
+        }
+        assert_eq!(c.read_reply(), "+OK");
+        assert_eq!(c.read_reply(), "*2\r\n$1\r\ny\r\n$1\r\nx");
+        for k in &keys {
+            c.raw(&["SET", k, "0"]);
+        }
+    }
+}

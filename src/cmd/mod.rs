@@ -79,6 +79,14 @@ pub enum Action {
         merge: Merge,
         then: crate::io::conn::Then,
     },
+    /// Run `body` atomically with every shard of the list held (a
+    /// transaction over several shards, see [`crate::route::held`]); `merge`
+    /// shapes its reply.
+    Atomic {
+        shards: Vec<ShardId>,
+        body: crate::route::held::Body,
+        merge: Merge,
+    },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),
     /// Close the connection now without replying (SHUTDOWN, as Redis does).

@@ -32,10 +32,10 @@ use crate::error::CmdError;
 use crate::io::conn::Session;
 use crate::io::conn::Then;
 use crate::reply::Reply;
-use crate::route::held::{chain_shards, held_steps, run_chain, Body};
+use crate::route::held::{chain_shards, run_chain, Body};
 use crate::route::router::{route, route_keyed, Routed};
 use crate::route::slot::ShardId;
-use crate::shard::hold::TxRun;
+use crate::shard::hold::{ShardGroup, TxBody, TxRun};
 
 /// Error for a command that cannot run inside a transaction (SHUTDOWN).
 const NOT_IN_TX: &str = "ERR Command not allowed inside a transaction";
@@ -439,37 +439,140 @@ fn exec_queue(
             merge,
         });
     }
-    let body: Body = Box::new(move |tx: &mut TxRun<'_>, _db| {
-        let mut dirty = false;
-        for s in watch_shards {
-            let check = on_shard(|db, cx| {
-                Reply::Int(i64::from(db.take_watch_dirty(cx.reply_to.conn, cx.now_ms)))
-            });
-            dirty |= tx.run(s.0, 0, check) == Reply::Int(1);
-        }
+    if watch_shards.is_empty() && steps.iter().all(|(_, w)| matches!(w, Work::One(..))) {
+        return Ok(Action::Atomic {
+            shards,
+            body: independent_steps(steps),
+            merge,
+        });
+    }
+    let body: Body = TxBody::Run(Box::new(move |tx: &mut TxRun<'_>, _db| {
+        let checks = watch_shards
+            .into_iter()
+            .map(|s| {
+                let check = on_shard(|db, cx| {
+                    Reply::Int(i64::from(db.take_watch_dirty(cx.reply_to.conn, cx.now_ms)))
+                });
+                (s.0, vec![(0, check)])
+            })
+            .collect();
+        let dirty = tx
+            .run_each(checks)
+            .iter()
+            .flatten()
+            .any(|r| *r == Reply::Int(1));
         if dirty {
             return Reply::NullArray;
         }
         Reply::Array(run_steps(tx, steps))
-    });
-    let (parts, merge, then) = held_steps(shared, &shards, body, merge);
-    Ok(match then {
-        Some(then) => Action::FanOutThen { parts, merge, then },
-        None => Action::FanOut { parts, merge },
+    }));
+    Ok(Action::Atomic {
+        shards,
+        body,
+        merge,
     })
+}
+
+/// The body of a transaction made only of single-shard steps and no WATCH:
+/// each shard's steps as one group (see [`TxBody::Groups`]), the reply an
+/// array of the steps' replies in queue order.
+fn independent_steps(steps: Vec<(usize, Work)>) -> Body {
+    let mut groups: Vec<ShardGroup> = Vec::new();
+    let mut order: Vec<(usize, usize)> = Vec::with_capacity(steps.len());
+    for (db, work) in steps {
+        let Work::One(shard, req) = work else {
+            continue; // callers pass single-shard steps only
+        };
+        let g = match groups.iter().position(|(s, _)| *s == shard.0) {
+            Some(g) => g,
+            None => {
+                groups.push((shard.0, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        order.push((g, groups[g].1.len()));
+        groups[g].1.push((Some(db), req));
+    }
+    TxBody::Groups(
+        groups,
+        Box::new(move |replies: Vec<Vec<Reply>>| {
+            let mut replies: Vec<Vec<Option<Reply>>> = replies
+                .into_iter()
+                .map(|v| v.into_iter().map(Some).collect())
+                .collect();
+            Reply::Array(
+                order
+                    .into_iter()
+                    .map(|(g, i)| {
+                        replies
+                            .get_mut(g)
+                            .and_then(|v| v.get_mut(i))
+                            .and_then(Option::take)
+                            .unwrap_or(Reply::NullBulk)
+                    })
+                    .collect(),
+            )
+        }),
+    )
 }
 
 /// Run a transaction's steps in order, each in its own database, all at the
 /// job's clock snapshot, with nothing interleaved; one reply per step.
+///
+/// Consecutive single-shard steps run as one batch: each shard gets its
+/// steps in one operation and the shards run them at the same time (steps
+/// on different shards touch different data, so only each shard's own
+/// order matters). A multi-shard step runs alone, after everything before it.
 fn run_steps(tx: &mut TxRun<'_>, steps: Vec<(usize, Work)>) -> Vec<Reply> {
-    steps
-        .into_iter()
-        .map(|(db, work)| match work {
-            Work::One(shard, req) => tx.run(shard.0, db, req),
-            Work::Chain(parts, merge, then) => run_chain(tx, db, parts, merge, then),
-            Work::Atomic(_, body, merge) => merge(vec![body(tx, db)]),
-        })
-        .collect()
+    let mut out = Vec::with_capacity(steps.len());
+    let mut batch: Vec<(u16, Vec<(usize, ShardReq)>)> = Vec::new();
+    let mut order: Vec<(usize, usize)> = Vec::new(); // (group, index in group) per step
+    let flush = |tx: &mut TxRun<'_>,
+                 batch: &mut Vec<(u16, Vec<(usize, ShardReq)>)>,
+                 order: &mut Vec<(usize, usize)>,
+                 out: &mut Vec<Reply>| {
+        if batch.is_empty() {
+            return;
+        }
+        let mut replies: Vec<std::vec::IntoIter<Reply>> = tx
+            .run_each(std::mem::take(batch))
+            .into_iter()
+            .map(Vec::into_iter)
+            .collect();
+        for (group, _) in order.drain(..) {
+            out.push(
+                replies
+                    .get_mut(group)
+                    .and_then(Iterator::next)
+                    .unwrap_or(Reply::NullBulk),
+            );
+        }
+    };
+    for (db, work) in steps {
+        match work {
+            Work::One(shard, req) => {
+                let group = match batch.iter().position(|(s, _)| *s == shard.0) {
+                    Some(g) => g,
+                    None => {
+                        batch.push((shard.0, Vec::new()));
+                        batch.len() - 1
+                    }
+                };
+                order.push((group, batch[group].1.len()));
+                batch[group].1.push((db, req));
+            }
+            Work::Chain(parts, merge, then) => {
+                flush(tx, &mut batch, &mut order, &mut out);
+                out.push(run_chain(tx, db, parts, merge, then));
+            }
+            Work::Atomic(_, body, merge) => {
+                flush(tx, &mut batch, &mut order, &mut out);
+                out.push(merge(vec![body.run(tx, db)]));
+            }
+        }
+    }
+    flush(tx, &mut batch, &mut order, &mut out);
+    out
 }
 
 /// The element for a queued argv that names no command (cannot happen: the

@@ -1,20 +1,18 @@
-//! Atomic work over several shards: the steps that take the holds of
-//! [`crate::shard::hold`] in shard order and then run a body on the
-//! coordinator (the thread owning the client connection).
+//! Atomic work over several shards: the steps that send a transaction to
+//! its coordinator, the lowest involved shard, which holds the others in
+//! ascending order and runs the body ([`crate::shard::hold`]).
 //!
 //! Used by EXEC when a transaction's keys (or watched keys) live on more
-//! than one shard, and by MSETNX across shards. The result is an ordinary
-//! fan-out chain, so the connection layer treats it like any multi-step
-//! command: its pipeline waits, its reply takes its place in order.
-
-use crossbeam_channel::Sender;
+//! than one shard, and by MSET / MSETNX across shards. The result is an
+//! ordinary fan-out chain, so the connection layer treats it like any
+//! multi-step command: its pipeline waits, its reply takes its place in order.
 
 use crate::io::conn::Then;
 use crate::reply::Reply;
 use crate::route::router::{merge_ok, Merge};
 use crate::route::slot::ShardId;
 use crate::server::Shared;
-use crate::shard::hold::{hold_req, Coordinate, HoldAck, TxBody, TxOp, TxRun};
+use crate::shard::hold::{Coordinate, CoordinateJob, TxBody, TxRun};
 use crate::shard::msg::{on_shard, ShardReq};
 
 /// A transaction body (see [`TxBody`]).
@@ -24,77 +22,47 @@ pub type Body = TxBody;
 /// what follows it, in the shape of `Routed::Fan` / `Action::FanOutThen`.
 /// `merge` shapes the body's reply (it gets a one-element vector).
 ///
-/// Steps: a no-op on every shard above the coordinator (so requests this
-/// connection sent there earlier run first), the hold of each shard below
-/// the coordinator in ascending order, then the body's job on the
-/// coordinator, which holds the shards above it and runs.
+/// The body's job goes to the lowest shard. With `flush` (the connection
+/// has earlier requests still in flight), a no-op first goes to every other
+/// involved shard, so those requests run before the transaction holds their
+/// shards (the holds travel from the coordinator, not from the connection).
 pub fn held_steps(
     shared: &Shared,
     shards: &[ShardId],
     body: Body,
     merge: Merge,
+    flush: bool,
 ) -> (Vec<(ShardId, ShardReq)>, Merge, Option<Then>) {
     let mut all: Vec<u16> = shards.iter().map(|s| s.0).collect();
-    let me = crate::shard::current_shard()
-        .map(|s| s.0)
-        .or_else(|| all.iter().copied().min())
-        .unwrap_or(0);
-    all.push(me);
     all.sort_unstable();
     all.dedup();
-    let lowers: Vec<u16> = all.iter().copied().filter(|&s| s < me).collect();
-    let uppers: Vec<u16> = all.iter().copied().filter(|&s| s > me).collect();
-
-    let mut lower_ops: Vec<(u16, Sender<TxOp>)> = Vec::with_capacity(lowers.len());
-    let mut hold_steps = Vec::with_capacity(lowers.len());
-    let coordinator = shared.threads[usize::from(me)].clone();
-    for &l in &lowers {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        hold_steps.push((
-            ShardId(l),
-            hold_req(rx, HoldAck::Reply(coordinator.clone())),
-        ));
-        lower_ops.push((l, tx));
-    }
+    let coordinator = all.first().copied().unwrap_or(0);
+    let others: Vec<u16> = all.iter().copied().skip(1).collect();
+    let barrier: Vec<(ShardId, ShardReq)> = if flush {
+        others
+            .iter()
+            .map(|&s| (ShardId(s), on_shard(|_, _| Reply::Ok)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let outboxes = shared.threads.clone();
-    let barrier_to = uppers.clone();
-    // The body's job only leaves the work on the coordinator's shard: the
-    // shard loop runs it, since committing needs the AOF writer.
-    let run = on_shard(move |db, cx| {
-        db.coordinate.push(Coordinate {
-            cx: *cx,
-            uppers,
-            outboxes,
-            lowers: lower_ops,
-            body,
-        });
-        Reply::NoReply
-    });
-
-    // Built back to front: the body's job, preceded by each lower hold.
-    let mut first: (Vec<(ShardId, ShardReq)>, Merge, Option<Then>) =
-        (vec![(ShardId(me), run)], merge, None);
-    for step in hold_steps.into_iter().rev() {
-        let (parts, merge, then) = first;
-        let next = Then::Fan {
-            parts,
-            merge,
-            then: then.map(Box::new),
-        };
-        first = (vec![step], Box::new(merge_ok), Some(next));
+    // The job only leaves the work on the coordinator's shard: the shard
+    // loop runs it, since committing needs the AOF writer.
+    let run: ShardReq = Box::new(CoordinateJob(Coordinate {
+        cx: crate::shard::msg::ExecCtx::at(0, 0),
+        others,
+        outboxes,
+        body,
+    }));
+    let first = vec![(ShardId(coordinator), run)];
+    if barrier.is_empty() {
+        return (first, merge, None);
     }
-    if barrier_to.is_empty() {
-        return first;
-    }
-    let (parts, merge, then) = first;
-    let barrier = barrier_to
-        .into_iter()
-        .map(|u| (ShardId(u), on_shard(|_, _| Reply::Ok)))
-        .collect();
     let next = Then::Fan {
-        parts,
+        parts: first,
         merge,
-        then: then.map(Box::new),
+        then: None,
     };
     (barrier, Box::new(merge_ok), Some(next))
 }

@@ -21,6 +21,7 @@ use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::server::Shared;
 use crate::shard::blocking::{BlockedWatch, Ticket};
+use crate::shard::hold::TxBody;
 use crate::shard::msg::{Job, ShardReq};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
@@ -77,6 +78,11 @@ pub fn route(
                 Ok(Action::FanOutThen { parts, merge, then }) => {
                     Routed::Fan(parts, merge, Some(then))
                 }
+                Ok(Action::Atomic {
+                    shards,
+                    body,
+                    merge,
+                }) => Routed::Atomic(shards, body, merge),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -148,10 +154,26 @@ pub fn route_keyed(
             .zip(&positions)
             .map(|((s, _), pos)| (*s, pos.iter().map(|&n| argv[keys[n]].clone()).collect()))
             .collect();
-        let none_exist = merge == FanMerge::AtomicIfNoneExist;
+        let body = if merge == FanMerge::AtomicIfNoneExist {
+            TxBody::Run(Box::new(move |tx, db| {
+                msetnx_parts(tx, db, parts, key_sets)
+            }))
+        } else {
+            let groups = parts
+                .into_iter()
+                .map(|(shard, req)| (shard.0, vec![(None, req)]))
+                .collect();
+            TxBody::Groups(
+                groups,
+                Box::new(|replies: Vec<Vec<Reply>>| {
+                    let replies: Vec<Reply> = replies.into_iter().flatten().collect();
+                    first_error(&replies).unwrap_or(Reply::Ok)
+                }),
+            )
+        };
         return Routed::Atomic(
             shards,
-            Box::new(move |tx, db| atomic_parts(tx, db, parts, none_exist.then_some(key_sets))),
+            body,
             Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
         );
     }
@@ -200,39 +222,40 @@ pub fn route_keyed(
     )
 }
 
-/// Body of an atomic multi-shard command ([`FanMerge::AtomicAllOk`],
-/// [`FanMerge::AtomicIfNoneExist`]), run with every shard held: with
-/// `none_exist` (each shard's keys), answer `:0` when any key exists;
-/// then run every part in order; the first error, else `+OK` (or `:1`).
-fn atomic_parts(
+/// Body of MSETNX over several shards ([`FanMerge::AtomicIfNoneExist`]),
+/// run with every shard held: `:0` when any key exists (`key_sets`: each
+/// shard's keys), else every part runs: the first error, else `:1`.
+fn msetnx_parts(
     tx: &mut crate::shard::hold::TxRun<'_>,
     db: usize,
     parts: Vec<(ShardId, ShardReq)>,
-    none_exist: Option<Vec<(ShardId, Vec<Bytes>)>>,
+    key_sets: Vec<(ShardId, Vec<Bytes>)>,
 ) -> Reply {
-    let checked = none_exist.is_some();
-    for (shard, keys) in none_exist.unwrap_or_default() {
-        let any = crate::shard::msg::on_shard(move |d, cx| {
-            Reply::Int(i64::from(
-                keys.iter().any(|k| d.exists(cx.db, k, cx.now_ms)),
-            ))
-        });
-        if tx.run(shard.0, db, any) == Reply::Int(1) {
-            return Reply::Int(0);
-        }
-    }
-    let replies: Vec<Reply> = parts
+    let checks = key_sets
         .into_iter()
-        .map(|(shard, req)| tx.run(shard.0, db, req))
+        .map(|(shard, keys)| {
+            let any = crate::shard::msg::on_shard(move |d, cx| {
+                Reply::Int(i64::from(
+                    keys.iter().any(|k| d.exists(cx.db, k, cx.now_ms)),
+                ))
+            });
+            (shard.0, vec![(db, any)])
+        })
         .collect();
-    if let Some(e) = first_error(&replies) {
-        return e;
+    if tx
+        .run_each(checks)
+        .iter()
+        .flatten()
+        .any(|r| *r == Reply::Int(1))
+    {
+        return Reply::Int(0);
     }
-    if checked {
-        Reply::Int(1)
-    } else {
-        Reply::Ok
-    }
+    let groups = parts
+        .into_iter()
+        .map(|(shard, req)| (shard.0, vec![(db, req)]))
+        .collect();
+    let replies: Vec<Reply> = tx.run_each(groups).into_iter().flatten().collect();
+    first_error(&replies).unwrap_or(Reply::Int(1))
 }
 
 /// Merge a validation step: each part answers `+OK` or `[local key index,
@@ -338,6 +361,7 @@ pub fn start_fan(
         conn.hold_until = Some(seq);
     }
     for (part, (shard, req)) in parts.into_iter().enumerate() {
+        conn.note_sent(shard);
         batches[usize::from(shard.0)].push(conn.job(io, seq, part as u16, req));
     }
 }
@@ -358,7 +382,10 @@ pub fn start_block(
     });
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
-            Ok(req) => batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req)),
+            Ok(req) => {
+                conn.note_sent(*shard);
+                batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req))
+            }
             Err(e) => {
                 if ticket.claim() {
                     conn.fill(seq, 0, Reply::Error(e));

@@ -334,6 +334,7 @@ impl ShardThread {
             || !self.out.batches[me].is_empty()
             || !self.read_again.is_empty()
             || self.db.blocking.has_ready()
+            || !self.db.coordinate.is_empty()
         {
             return Duration::ZERO;
         }
@@ -349,6 +350,9 @@ impl ShardThread {
     fn turn(&mut self) {
         let now = self.now_ms;
         self.drain_inbox(now);
+        // Left by a transaction's job that ran inline after the last turn's
+        // replies went out (a pipeline resumed in `flush_touched`).
+        self.coordinate_pending(now);
         let me = usize::from(self.me);
         let local = std::mem::take(&mut self.out.batches[me]);
         if !local.is_empty() {
@@ -378,7 +382,12 @@ impl ShardThread {
         self.release_replies();
         self.expire_blocked();
         self.flush_touched();
-        self.send_batches();
+        if self.out.batches[usize::from(self.me)].is_empty() {
+            self.send_batches();
+        }
+        // Otherwise a resumed pipeline queued work here: the next turn runs
+        // it first, then sends (a transaction coordinated here must hold its
+        // shards before this connection's later requests reach them).
         self.publish_stats();
         // This iteration's command latencies (INFO latencystats).
         self.shared.cmdstats.flush_latency();
@@ -423,6 +432,7 @@ impl ShardThread {
         let mut exec = Exec {
             db: &mut self.db,
             replies: &mut self.replies,
+            aof: &mut self.aof,
             shared: &self.shared,
             now_ms: self.now_ms,
             panic_after: self.panic_after,
@@ -461,17 +471,20 @@ impl ShardThread {
     /// (see [`hold`]) stops the batch: the shard runs only that
     /// transaction's operations until released, then goes on with the rest.
     fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
-        let mut jobs = jobs.into_iter();
+        let mut jobs = jobs.into_iter().peekable();
         loop {
             let mut exec = self.exec(now);
             let mut held = None;
             let mut stopped = false;
-            for job in jobs.by_ref() {
+            while let Some(job) = jobs.next() {
                 if let Some((to, reply)) = exec.run(job) {
                     exec.queue_reply(to, reply);
                 }
                 held = exec.db.hold.take();
-                if held.is_some() || !exec.db.coordinate.is_empty() {
+                // Transactions this shard coordinates run before the next
+                // request — together when they come one after another.
+                let group_ends = !jobs.peek().is_some_and(|j| j.req.coordinates());
+                if held.is_some() || (!exec.db.coordinate.is_empty() && group_ends) {
                     stopped = true;
                     break;
                 }
@@ -490,25 +503,16 @@ impl ShardThread {
     /// Run the cross-shard transactions this shard coordinates that jobs
     /// left (see [`hold::Coordinate`]); each reply joins this iteration's.
     fn coordinate_pending(&mut self, now: u64) {
-        if self.db.coordinate.is_empty() {
-            return;
+        if !self.db.coordinate.is_empty() {
+            self.exec(now).coordinate();
         }
-        for c in std::mem::take(&mut self.db.coordinate) {
-            let to = c.cx.reply_to;
-            let aof = &mut self.aof;
-            let reply = c.run(&mut self.db, &mut |db| commit_round(db, aof));
-            if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
-                o.push((to, reply));
-            }
-        }
-        self.serve_waiters(now);
     }
 
     /// Held by a cross-shard transaction (see [`hold`]): ack, then run its
     /// operations until it releases this shard (or its coordinator goes
     /// away); commit their AOF effects before acking the release.
     fn held(&mut self, h: hold::Hold, now: u64) {
-        h.ack();
+        let _ = h.ack.send(());
         while let Ok(op) = h.ops.recv() {
             match op {
                 hold::TxOp::Begin(coordinator, seq) => self.db.aof.begin_tx(coordinator, seq),
@@ -533,6 +537,7 @@ impl ShardThread {
         Exec {
             db: &mut self.db,
             replies: &mut self.replies,
+            aof: &mut self.aof,
             shared: &self.shared,
             now_ms: now,
             panic_after: self.panic_after,
@@ -844,6 +849,7 @@ impl ShardThread {
                 let mut exec = Exec {
                     db: &mut self.db,
                     replies: &mut self.replies,
+                    aof: &mut self.aof,
                     shared: &self.shared,
                     now_ms: self.now_ms,
                     panic_after: self.panic_after,
@@ -972,6 +978,8 @@ struct Exec<'a> {
     /// Replies per shard thread owning the connection; they leave after
     /// this iteration's group commit.
     replies: &'a mut [Vec<(ReplyTo, Reply)>],
+    /// The shard's AOF writer (cross-shard transactions commit through it).
+    aof: &'a mut crate::aof::writer::ShardAof,
     /// Server-wide counters (commandstats, latencystats, slowlog).
     shared: &'a Shared,
     now_ms: u64,
@@ -1006,6 +1014,27 @@ impl Exec<'_> {
             );
         }
         (!matches!(reply, Reply::NoReply)).then_some((job.reply_to, reply))
+    }
+
+    /// Run the cross-shard transactions jobs left on this shard (see
+    /// [`hold::run_group`]), together, and queue their replies; then serve
+    /// the readers they made ready here.
+    fn coordinate(&mut self) {
+        let group = std::mem::take(&mut self.db.coordinate);
+        if group.is_empty() {
+            return;
+        }
+        let stats = &self.shared.stats;
+        stats.cross_shard_holds.fetch_add(1, Ordering::Relaxed);
+        stats
+            .cross_shard_txs
+            .fetch_add(group.len() as u64, Ordering::Relaxed);
+        let aof = &mut *self.aof;
+        let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof));
+        for (to, reply) in replies {
+            self.queue_reply(to, reply);
+        }
+        self.serve_waiters();
     }
 
     /// Queue a reply for the thread that owns its connection.
@@ -1049,6 +1078,8 @@ impl io::RunLocal for Exec<'_> {
                 self.queue_reply(to, reply);
             }
         }
+        // A transaction among them runs before this request.
+        self.coordinate();
         if let Some((to, reply)) = self.run(job) {
             // A single-shard request's slot: filling it never starts a next step.
             let _ = conn.fill(to.seq, to.part, reply);
