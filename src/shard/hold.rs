@@ -194,15 +194,18 @@ pub fn run_group(
     out
 }
 
+/// A transaction in a [`GroupBatch`]: its context, where each of its groups
+/// landed `(index in the batch's shards, first request, count)`, and its
+/// assembler.
+type BatchedTx = (ExecCtx, Vec<(usize, usize, usize)>, Assemble);
+
 /// Transactions of independent per-shard groups, merged so each shard runs
 /// all of theirs at once (in transaction order: the same as one after the
 /// other, since each shard only sees its own requests).
 #[derive(Default)]
 struct GroupBatch {
     shards: Vec<(u16, Vec<(usize, ShardReq)>)>,
-    /// Per transaction: its context, where each of its groups landed
-    /// `(index in shards, first request, count)`, and its assembler.
-    txs: Vec<(ExecCtx, Vec<(usize, usize, usize)>, Assemble)>,
+    txs: Vec<BatchedTx>,
 }
 
 impl GroupBatch {
