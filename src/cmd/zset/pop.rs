@@ -171,10 +171,10 @@ fn pop_req(argv: &[Bytes], end: End) -> Result<ShardReq, CmdError> {
     let count = match argv.get(2) {
         None => None,
         Some(a) => {
-            let n = parse_i64(a).ok_or(CmdError::NotInteger)?;
-            if n < 0 {
-                return Err(CmdError::msg("ERR value is out of range, must be positive"));
-            }
+            // Redis's getPositiveLongFromObjectOrReply: one text for both.
+            let n = parse_i64(a)
+                .filter(|n| *n >= 0)
+                .ok_or(CmdError::msg("ERR value is out of range, must be positive"))?;
             Some(n as u64)
         }
     };
