@@ -232,9 +232,9 @@ fn parse_bzpop_req(argv: &[Bytes], end: End) -> Result<PopReq, CmdError> {
     })
 }
 
-/// Parse `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]` (`numkeys_at`
-/// 1) or `BZMPOP timeout numkeys ...` (`numkeys_at` 2, timeout checked
-/// after the other arguments, as Redis does).
+/// Parse `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]` (with
+/// `numkeys_at` 1) or `BZMPOP timeout numkeys ...` (with `numkeys_at` 2;
+/// the timeout is checked after the other arguments, as Redis does).
 ///
 /// # Errors
 /// `ERR numkeys should be greater than 0`, `ERR syntax error` (missing or

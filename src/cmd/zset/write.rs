@@ -65,7 +65,7 @@ pub fn parse_zadd_req(argv: &[Bytes]) -> Result<Zadd, CmdError> {
         i += 1;
     }
     let rest = &argv[i..];
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     if flags.nx && flags.xx {
@@ -73,7 +73,7 @@ pub fn parse_zadd_req(argv: &[Bytes]) -> Result<Zadd, CmdError> {
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (flags.gt && flags.nx) || (flags.lt && flags.nx) || (flags.gt && flags.lt) {
+    if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
         return Err(CmdError::msg(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
