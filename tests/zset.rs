@@ -226,7 +226,7 @@ ZMPOP 2 {z}nokey {z}str MIN
 BZPOPMIN {z}nokey {z}str 0
 ZRANDMEMBER {z}str
 ZRANDMEMBER {z}str 1
-XADD stream * f v
+~XADD stream * f v
 ~XADD stream * f v
 ZADD stream 1 a
 ZRANGE stream 0 -1

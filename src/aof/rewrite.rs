@@ -90,7 +90,7 @@ pub fn encode_key(
         },
         Value::Zset(z) => {
             // `ZADD key score member ...`, at most 64 pairs per record.
-            let entries: Vec<(String, &crate::zset::Member)> = z
+            let entries: Vec<(String, &[u8])> = z
                 .iter()
                 .map(|(s, m)| (crate::zset::score::format_score(s), m))
                 .collect();

@@ -28,7 +28,6 @@ use bytes::Bytes;
 use crate::cmd::{CommandSpec, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::zset::Member;
 
 mod pop;
 mod range;
@@ -215,16 +214,16 @@ pub fn reply_score(score: f64) -> Reply {
 /// Members (and scores when `withscores`) in the order given: an array of
 /// members, or [`Reply::Pairs`] of member and score.
 pub fn reply_members<'a>(
-    entries: impl Iterator<Item = (f64, &'a Member)>,
+    entries: impl Iterator<Item = (f64, &'a [u8])>,
     withscores: bool,
 ) -> Reply {
     if withscores {
         Reply::Pairs(
             entries
-                .map(|(s, m)| (Reply::bulk_copy(&m[..]), reply_score(s)))
+                .map(|(s, m)| (Reply::bulk_copy(m), reply_score(s)))
                 .collect(),
         )
     } else {
-        Reply::Array(entries.map(|(_, m)| Reply::bulk_copy(&m[..])).collect())
+        Reply::Array(entries.map(|(_, m)| Reply::bulk_copy(m)).collect())
     }
 }

@@ -10,7 +10,7 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::{ShardDb, Value};
 use crate::zset::score::{self, LexRange, ScoreRange};
-use crate::zset::{AddFlags, Member, SortedSet};
+use crate::zset::{AddFlags, SortedSet};
 
 use super::write::{log_zadd, rank_span, ERR_MIN_MAX_FLOAT, ERR_MIN_MAX_LEX};
 use super::{key_at, reply_members};
@@ -137,7 +137,7 @@ fn parse_range(argv: &[Bytes], at: usize, store: bool, form: Form) -> Result<Zra
 /// `genericZrangebyrankCommand`, `genericZrangebyscoreCommand`,
 /// `genericZrangebylexCommand`: a negative LIMIT offset selects nothing, a
 /// negative count means no limit.
-pub fn select<'a>(z: &'a SortedSet, req: &ZrangeReq) -> Vec<(f64, &'a Member)> {
+pub fn select<'a>(z: &'a SortedSet, req: &ZrangeReq) -> Vec<(f64, &'a [u8])> {
     let len = z.len();
     match &req.by {
         RangeBy::Rank(a, b) => {
@@ -147,9 +147,9 @@ pub fn select<'a>(z: &'a SortedSet, req: &ZrangeReq) -> Vec<(f64, &'a Member)> {
             }
             if req.rev {
                 // Ranks count from the highest score.
-                z.range(len - end, len - start, true).collect()
+                z.range(len - end, len - start, true)
             } else {
-                z.range(start, end, false).collect()
+                z.range(start, end, false)
             }
         }
         RangeBy::Score(_) | RangeBy::Lex(_) => {
@@ -173,10 +173,9 @@ pub fn select<'a>(z: &'a SortedSet, req: &ZrangeReq) -> Vec<(f64, &'a Member)> {
                 (count as u64).min((n - offset) as u64) as usize
             };
             if req.rev {
-                z.range(end - offset - take, end - offset, true).collect()
+                z.range(end - offset - take, end - offset, true)
             } else {
                 z.range(start + offset, start + offset + take, false)
-                    .collect()
             }
         }
     }

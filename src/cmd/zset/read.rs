@@ -9,7 +9,6 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
 use crate::zset::score::{self, format_score, LexRange, ScoreRange};
-use crate::zset::Member;
 
 use super::write::{ERR_MIN_MAX_FLOAT, ERR_MIN_MAX_LEX};
 use super::{key_at, reply_members, reply_score};
@@ -225,7 +224,9 @@ pub fn apply_zrandmember(
     let Some(count) = req.count else {
         let r = (db.rand_u64() % len as u64) as usize;
         let z = db.get_zset(cx.db, &req.key, cx.now_ms)?;
-        let m = z.and_then(|z| z.by_rank(r)).map(|(_, m)| m.clone());
+        let m = z
+            .and_then(|z| z.by_rank(r))
+            .map(|(_, m)| Bytes::copy_from_slice(m));
         return Ok(m.map_or(Reply::NullBulk, |m| Reply::bulk_copy(&m[..])));
     };
     // Each pick is at least a few reply bytes: a count the client's output
@@ -272,7 +273,7 @@ pub fn apply_zrandmember(
     let z = db
         .get_zset(cx.db, &req.key, cx.now_ms)?
         .ok_or(CmdError::WrongType)?;
-    let entries: Vec<(f64, &Member)> = picks.iter().filter_map(|&r| z.by_rank(r)).collect();
+    let entries: Vec<(f64, &[u8])> = picks.iter().filter_map(|&r| z.by_rank(r)).collect();
     Ok(reply_members(entries.into_iter(), req.withscores))
 }
 
@@ -365,7 +366,7 @@ pub(super) fn parse_zscan(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
             {
                 continue;
             }
-            items.push(Reply::bulk_copy(&m[..]));
+            items.push(Reply::bulk_copy(m));
             items.push(Reply::bulk(format_score(s)));
         }
         Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(items)])

@@ -295,7 +295,7 @@ pub fn apply_zrem(
     if let Some(z) = db.get_zset_mut(cx.db, key, cx.now_ms)? {
         for m in members {
             if let Some(s) = z.remove(m) {
-                removed.push((s, Member::from(&m[..])));
+                removed.push((s, m.clone()));
             }
             if z.is_empty() {
                 break;
