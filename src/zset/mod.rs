@@ -470,9 +470,14 @@ impl SortedSet {
         self.remove_entry(score, member).then_some(score)
     }
 
-    /// Number of entries in the chunks before chunk `ci`.
+    /// Number of entries in the chunks before chunk `ci`, summed from the
+    /// nearer end (both ends of the order are cheap: ZPOPMIN, ZPOPMAX).
     fn prefix_len(&self, ci: usize) -> usize {
-        self.chunks[..ci].iter().map(|c| c.n as usize).sum()
+        if ci <= self.chunks.len() / 2 {
+            self.chunks[..ci].iter().map(|c| c.n as usize).sum()
+        } else {
+            self.len - self.chunks[ci..].iter().map(|c| c.n as usize).sum::<usize>()
+        }
     }
 
     /// 0-based position of `member` in ascending order (`ZRANK`).
@@ -484,6 +489,19 @@ impl SortedSet {
 
     /// Chunk and entry index of rank `rank` (`chunks.len()` when past the end).
     fn locate_rank(&self, mut rank: usize) -> (usize, usize) {
+        if rank >= self.len {
+            return (self.chunks.len(), 0);
+        }
+        if rank >= self.len / 2 {
+            // Walk back from the end: entries after the wanted one.
+            let mut after = self.len - 1 - rank;
+            for (ci, c) in self.chunks.iter().enumerate().rev() {
+                if after < c.n as usize {
+                    return (ci, c.n as usize - 1 - after);
+                }
+                after -= c.n as usize;
+            }
+        }
         for (ci, c) in self.chunks.iter().enumerate() {
             if rank < c.n as usize {
                 return (ci, rank);
