@@ -94,6 +94,41 @@ ZCOUNT z (1 3
 ZCOUNT z 3 1
 ZCOUNT z x 1
 ZCOUNT {z}nokey 1 2
+ZADD edge -0 negzero 3.0e2 threehundred 0.5 half
+ZSCORE edge negzero
+ZSCORE edge threehundred
+ZRANGEBYSCORE edge ( 1
+ZRANGEBYSCORE edge -inf (
+ZRANGEBYSCORE edge "" 1
+ZCOUNT edge (0 (0
+ZCOUNT edge 0 0
+ZADD edge GT 5 newgt
+ZADD edge LT CH 6 newlt
+ZADD edge XX INCR 1 missing
+ZADD edge XX INCR 1 half
+ZRANGE edge 0 -1 WITHSCORES
+ZADD lexedge 0 same1 0 same2 0 same3 0 "" 0 a
+ZRANGEBYLEX lexedge [same1 [same2
+ZRANGE lexedge [same3 [same1 BYLEX REV LIMIT 0 5
+ZRANGE lexedge (same1 + BYLEX LIMIT 1 1
+ZRANGEBYLEX lexedge [ (b
+ZRANGEBYLEX lexedge ( +
+ZLEXCOUNT lexedge - -
+ZLEXCOUNT lexedge + +
+ZLEXCOUNT lexedge + -
+ZLEXCOUNT lexedge [a [a
+ZLEXCOUNT lexedge (a [a
+ZRANGEBYLEX lexedge - + LIMIT 0 0
+ZREVRANGEBYSCORE edge +inf -inf LIMIT 0 0
+ZRANGESTORE edge edge 0 1
+ZRANGE edge 0 -1 WITHSCORES
+MULTI
+ZADD tx 1 a 2 b
+ZPOPMIN tx
+BZPOPMAX tx 0
+BZPOPMAX tx 0
+ZCARD tx
+EXEC
 ZADD {z}lex 0 a 0 b 0 c 0 d 0 e 0 f 0 g
 ZRANGEBYLEX {z}lex - +
 ZRANGEBYLEX {z}lex [b (e

@@ -364,6 +364,13 @@ impl SortedSet {
     }
 
     fn insert_entry(&mut self, score: f64, member: &[u8]) {
+        // A listpack stores integral scores as integers, so -0 reads back
+        // as 0 there (Redis's zzlInsertAt with double2ll); a skiplist keeps it.
+        let score = if self.dict.is_none() && score == 0.0 {
+            0.0
+        } else {
+            score
+        };
         let (ci, pos) = self.locate(score, member);
         let (_, at) = pos.unwrap_or_else(|p| p);
         if self.chunks.is_empty() {
@@ -476,7 +483,11 @@ impl SortedSet {
         if ci <= self.chunks.len() / 2 {
             self.chunks[..ci].iter().map(|c| c.n as usize).sum()
         } else {
-            self.len - self.chunks[ci..].iter().map(|c| c.n as usize).sum::<usize>()
+            self.len
+                - self.chunks[ci..]
+                    .iter()
+                    .map(|c| c.n as usize)
+                    .sum::<usize>()
         }
     }
 
