@@ -129,6 +129,23 @@ BZPOPMAX tx 0
 BZPOPMAX tx 0
 ZCARD tx
 EXEC
+MULTI
+ZADD {z}tx 1 a 2 b 3 c
+ZMPOP 2 {z}nokey {z}tx MAX COUNT 2
+ZRANGESTORE {z}txdst {z}tx 0 -1
+ZRANGE {z}txdst 0 -1 WITHSCORES
+EXEC
+ZADD delayed 100 job1 50 job2 200 job3
+MULTI
+ZRANGE delayed 0 0 WITHSCORES
+ZREMRANGEBYRANK delayed 0 0
+EXEC
+ZRANGE delayed -inf 150 BYSCORE LIMIT 0 1 WITHSCORES
+ZREM delayed job1
+WATCH delayed
+MULTI
+ZPOPMIN delayed
+EXEC
 ZADD {z}lex 0 a 0 b 0 c 0 d 0 e 0 f 0 g
 ZRANGEBYLEX {z}lex - +
 ZRANGEBYLEX {z}lex [b (e
@@ -592,4 +609,39 @@ fn zscan_cursor_is_checked_before_the_key() {
     let srv = TestServer::start(1);
     let mut c: RespClient = srv.client();
     assert_eq!(c.raw(&["ZSCAN", "nokey", "x"]), "-ERR invalid cursor");
+}
+
+#[test]
+fn cross_shard_zmpop_and_zrangestore_match_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (a, b) = keys_on_two_shards();
+    let script = format!(
+        "ZADD {b} 1 x 2 y 3 z\n\
+         ZMPOP 2 {a} {b} MIN\n\
+         ZMPOP 2 {a} {b} MAX COUNT 5\n\
+         ZMPOP 2 {a} {b} MIN\n\
+         ZADD {a} 5 p\nZADD {b} 6 q\n\
+         ZMPOP 2 {b} {a} MIN COUNT 2\n\
+         ZMPOP 2 {b} {a} MIN COUNT 2\n\
+         SET {a} str\nZADD {b} 1 x\n\
+         ZMPOP 2 {a} {b} MIN\n\
+         ZMPOP 2 {b} {a} MIN\n\
+         ZMPOP 2 {b} {a} MIN\n\
+         DEL {a}\n\
+         ZADD {a} 1 m1 2 m2 3 m3\n\
+         ZRANGESTORE {b} {a} 1 -1\n\
+         ZRANGE {b} 0 -1 WITHSCORES\n\
+         ZRANGESTORE {b} {a} (1 +inf BYSCORE REV LIMIT 0 1\n\
+         ZRANGE {b} 0 -1 WITHSCORES\n\
+         ZRANGESTORE {b} {a} 10 20\n\
+         EXISTS {b}\n\
+         SET {b} s\nZRANGESTORE {b} {a} 0 0\nTYPE {b}\n\
+         SET {a} s\nZRANGESTORE {b} {a} 0 0\nZRANGE {b} 0 -1\n\
+         ZRANGESTORE {b} {a} 0 0 LIMIT 0 1\n"
+    );
+    let (mut ours, mut theirs) = (srv.client(), redis.client());
+    assert_same_replies(&mut ours, &mut theirs, &script);
 }

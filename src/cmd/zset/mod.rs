@@ -8,7 +8,8 @@
 //! * `range`: ZRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX,
 //!   ZREVRANGEBYLEX, ZREVRANGE, ZRANGESTORE;
 //! * `pop`: ZPOPMIN, ZPOPMAX, ZMPOP and the blocking BZPOPMIN, BZPOPMAX,
-//!   BZMPOP (served push-style through [`crate::shard::blocking`]).
+//!   BZMPOP (served push-style through [`crate::shard::blocking`]);
+//! * `cross`: ZMPOP and ZRANGESTORE over keys of several shards, in steps.
 //!
 //! Argument errors are found on the connection's thread, except where Redis
 //! reports them only after the key's type check (ZSCAN's options): those are
@@ -29,6 +30,7 @@ use crate::cmd::{CommandSpec, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
 
+mod cross;
 mod pop;
 mod range;
 mod read;
@@ -175,17 +177,24 @@ pub const SPECS: &[CommandSpec] = &[
     row("ZREVRANGE", -4, Flags::READONLY, Keys::FIRST, ACL_R_SLOW,
         "Returns members in a sorted set within a range of indexes in reverse order.", "1.2.0",
         parse_zrevrange),
-    row("ZRANGESTORE", -5, Flags::WRITE.with(Flags::DENYOOM), FIRST_TWO, ACL_W_SLOW,
-        "Stores a range of members from sorted set in a key.", "6.2.0", parse_zrangestore),
+    CommandSpec {
+        keys: FIRST_TWO,
+        ..CommandSpec::conn("ZRANGESTORE", -5, Flags::WRITE.with(Flags::DENYOOM), "sorted-set",
+            ACL_W_SLOW, "Stores a range of members from sorted set in a key.", "6.2.0",
+            cross::zrangestore_cmd)
+    },
     row("ZPOPMIN", -2, W_FAST, Keys::FIRST, ACL_W_FAST,
         "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
         "5.0.0", parse_zpopmin),
     row("ZPOPMAX", -2, W_FAST, Keys::FIRST, ACL_W_FAST,
         "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
         "5.0.0", parse_zpopmax),
-    row("ZMPOP", -4, Flags::WRITE, Keys::NumKeys { at: 1 }, ACL_W_SLOW,
-        "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.",
-        "7.0.0", parse_zmpop),
+    CommandSpec {
+        keys: Keys::NumKeys { at: 1 },
+        ..CommandSpec::conn("ZMPOP", -4, Flags::WRITE, "sorted-set", ACL_W_SLOW,
+            "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.",
+            "7.0.0", cross::zmpop_cmd)
+    },
     row("ZRANDMEMBER", -2, Flags::READONLY, Keys::FIRST, ACL_R_SLOW,
         "Returns one or more random members from a sorted set.", "6.2.0", parse_zrandmember),
     row("ZSCAN", -3, Flags::READONLY, Keys::FIRST, ACL_R_SLOW,

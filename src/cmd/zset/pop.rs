@@ -242,7 +242,7 @@ fn parse_bzpop_req(argv: &[Bytes], end: End) -> Result<PopReq, CmdError> {
 /// than 0`, then the timeout errors of [`parse_timeout_s`].
 /// # Source
 /// `zmpopGenericCommand`.
-fn parse_zmpop_req(argv: &[Bytes], numkeys_at: usize) -> Result<PopReq, CmdError> {
+pub(super) fn parse_zmpop_req(argv: &[Bytes], numkeys_at: usize) -> Result<PopReq, CmdError> {
     let numkeys_err = || CmdError::msg("ERR numkeys should be greater than 0");
     let numkeys = parse_i64(&argv[numkeys_at]).ok_or_else(numkeys_err)?;
     if numkeys < 1 {
@@ -286,11 +286,6 @@ fn parse_zmpop_req(argv: &[Bytes], numkeys_at: usize) -> Result<PopReq, CmdError
         shape: PopShape::Nested,
         timeout_ms,
     })
-}
-
-pub(super) fn parse_zmpop(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
-    let req = parse_zmpop_req(argv, 1)?;
-    Ok(on_shard(move |db, cx| apply_pop(db, cx, &req).into()))
 }
 
 fn now_req(req: PopReq) -> ShardReq {

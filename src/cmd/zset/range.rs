@@ -261,13 +261,14 @@ pub fn apply_zrange(db: &mut ShardDb, cx: &ExecCtx, req: &ZrangeReq) -> Result<R
     Ok(reply_members(picked.into_iter(), req.withscores))
 }
 
-/// `ZRANGESTORE dst src min max [BYSCORE | BYLEX] [REV] [LIMIT offset count]`
-pub(super) fn parse_zrangestore(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
-    let dst = key_at(argv, 1)?;
-    let req = parse_range(argv, 2, true, Form::Auto)?;
-    Ok(on_shard(move |db, cx| {
-        apply_zrangestore(db, cx, &dst, &req).into()
-    }))
+/// Parse a ZRANGE-form range whose source key is `argv[at]` (ZRANGESTORE:
+/// `at` 2, `store` true).
+pub(super) fn parse_range_req(
+    argv: &[Bytes],
+    at: usize,
+    store: bool,
+) -> Result<ZrangeReq, CmdError> {
+    parse_range(argv, at, store, Form::Auto)
 }
 
 /// Apply ZRANGESTORE: the selected members of `req.key` replace whatever
@@ -287,7 +288,6 @@ pub fn apply_zrangestore(
     dst: &Bytes,
     req: &ZrangeReq,
 ) -> Result<Reply, CmdError> {
-    let limits = db.tunables.zset_limits();
     let picked: Vec<(f64, Bytes)> = match db.get_zset(cx.db, &req.key, cx.now_ms)? {
         Some(z) => select(z, req)
             .into_iter()
@@ -295,20 +295,34 @@ pub fn apply_zrangestore(
             .collect(),
         None => Vec::new(),
     };
+    Ok(Reply::Int(store_members(db, cx, dst, &picked) as i64))
+}
+
+/// ZRANGESTORE's write: `picked` replaces whatever `dst` held (any type, TTL
+/// cleared), or `dst` is deleted when `picked` is empty. Records `DEL dst`
+/// (and `ZADD dst ...`), wakes poppers blocked on `dst`. Returns the number
+/// of members stored.
+pub(super) fn store_members(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    dst: &Bytes,
+    picked: &[(f64, Bytes)],
+) -> usize {
     if picked.is_empty() {
         if db.remove(cx.db, dst, cx.now_ms).is_some() {
             db.log_effect(cx, &[b"DEL", dst]);
         }
-        return Ok(Reply::Int(0));
+        return 0;
     }
+    let limits = db.tunables.zset_limits();
     let mut set = SortedSet::with_hint(picked.len(), 0, limits);
-    for (s, m) in &picked {
+    for (s, m) in picked {
         set.add(m, *s, AddFlags::default(), limits);
     }
     let n = set.len();
     db.set(cx.db, dst.clone(), Value::Zset(Box::new(set)), None);
     db.log_effect(cx, &[b"DEL", dst]);
-    log_zadd(db, cx, dst, &picked);
+    log_zadd(db, cx, dst, picked);
     db.blocking.mark_ready(cx.db, dst);
-    Ok(Reply::Int(n as i64))
+    n
 }
