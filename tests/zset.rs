@@ -404,6 +404,10 @@ fn newest_redis_replies() {
         "-ERR syntax error"
     );
     assert_eq!(
+        c.raw(&["ZSCAN", "z", "0", "NOVALUES"]),
+        "-ERR NOVALUES option can only be used in HSCAN"
+    );
+    assert_eq!(
         c.raw(&["ZRANK", "z", "a", "WITHSCORE", "x"]),
         "-ERR wrong number of arguments for 'zrank' command"
     );

@@ -287,7 +287,8 @@ pub struct ZscanOpts {
 }
 
 /// Parse ZSCAN's options (`MATCH`, `COUNT`; `TYPE` and `NOVALUES` are
-/// SCAN's and HSCAN's only).
+/// SCAN's and HSCAN's only: `ERR syntax error`, and since Redis 7.4 `ERR
+/// NOVALUES option can only be used in HSCAN`).
 fn parse_zscan_opts(argv: &[Bytes]) -> Result<ZscanOpts, CmdError> {
     let mut o = ZscanOpts {
         count: 10,
@@ -295,6 +296,12 @@ fn parse_zscan_opts(argv: &[Bytes]) -> Result<ZscanOpts, CmdError> {
     };
     let mut i = 3;
     while i < argv.len() {
+        if args::is(&argv[i], "NOVALUES") {
+            // Redis 7.4's HSCAN option, refused by name for other types.
+            return Err(CmdError::msg(
+                "ERR NOVALUES option can only be used in HSCAN",
+            ));
+        }
         if i + 1 >= argv.len() {
             return Err(CmdError::Syntax);
         }
