@@ -324,9 +324,10 @@ fn parse_zscan_opts(argv: &[Bytes]) -> Result<ZscanOpts, CmdError> {
 
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`
 ///
-/// The cursor is a position in score order. A compact (listpack) set is
-/// returned whole in one call with cursor 0, as Redis does; a larger set
-/// `COUNT` members per call.
+/// A compact (listpack) set is returned whole in one call with cursor 0,
+/// as Redis does; a larger set about `COUNT` members per call, in score
+/// order, the cursor being the next score to visit (see [`score_cursor`];
+/// a run of equal scores is never split across calls).
 ///
 /// # Reply
 /// `[next cursor, [member, score, ...]]`, scores as bulk strings in Redis's
@@ -337,10 +338,29 @@ fn parse_zscan_opts(argv: &[Bytes]) -> Result<ZscanOpts, CmdError> {
 /// syntax error`).
 /// # Source
 /// `zscanCommand` / `scanGenericCommand`, redis/src/db.c. Redis walks its
-/// hash table; a position in score order is this server's own cursor: a
-/// member present for the whole scan and not moved by a score change is
-/// returned, but removals before the cursor can make the next call skip
-/// members (Redis guarantees no skip).
+/// hash table; the score cursor is this server's own, with the same
+/// guarantee for members whose score does not change during the scan: each
+/// is returned at least once, whatever else is added or removed.
+/// ZSCAN cursor of a score: its bits mapped so that cursor order is score
+/// order (never 0, which starts a scan: NaN is never a score).
+pub fn score_cursor(score: f64) -> u64 {
+    let bits = score.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The score a ZSCAN cursor stands for (inverse of [`score_cursor`]).
+pub fn cursor_score(cursor: u64) -> f64 {
+    if cursor >> 63 == 1 {
+        f64::from_bits(cursor & !(1 << 63))
+    } else {
+        f64::from_bits(!cursor)
+    }
+}
+
 pub(super) fn parse_zscan(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let cursor = crate::cmd::keys::parse_cursor(&argv[2])
         .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?;
@@ -357,13 +377,31 @@ pub(super) fn parse_zscan(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
             Ok(o) => o,
             Err(e) => return Reply::Error(e.clone()),
         };
+        let len = z.len();
         let (start, end) = if z.is_listpack() {
-            (0, z.len())
+            (0, len)
         } else {
-            let start = usize::try_from(cursor).unwrap_or(usize::MAX).min(z.len());
-            (start, start.saturating_add(opts.count).min(z.len()))
+            // Resume at the cursor's score; members of the score at the
+            // boundary may come twice (SCAN allows it), none is skipped.
+            let start = match cursor {
+                0 => 0,
+                c => {
+                    let from = cursor_score(c);
+                    z.count_while(|s, _| s < from)
+                }
+            };
+            let mut end = start.saturating_add(opts.count).min(len);
+            if end < len && end > start {
+                // Never cut a run of equal scores: the next cursor must move.
+                let last = z.by_rank(end - 1).map_or(f64::INFINITY, |(s, _)| s);
+                end = z.count_while(|s, _| s <= last).max(end);
+            }
+            (start, end)
         };
-        let next = if end >= z.len() { 0 } else { end };
+        let next = match z.by_rank(end) {
+            Some((s, _)) if end < len => score_cursor(s),
+            _ => 0,
+        };
         let mut items = Vec::new();
         for (s, m) in z.range(start, end, false) {
             if opts
