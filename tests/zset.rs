@@ -649,3 +649,48 @@ fn cross_shard_zmpop_and_zrangestore_match_redis() {
     let (mut ours, mut theirs) = (srv.client(), redis.client());
     assert_same_replies(&mut ours, &mut theirs, &script);
 }
+
+/// redis-py drives the delayed-job pattern (tests/py/zset_delayed_jobs.py)
+/// against redis-server and shardstream, in RESP2 and RESP3. Skipped
+/// without redis-py, unless SHARDSTREAM_REQUIRE_REDIS is set (CI).
+#[test]
+fn redis_py_delayed_jobs_like_redis() {
+    use std::process::{Command, Stdio};
+    let has_redis_py = Command::new("python3")
+        .args(["-c", "import redis"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_redis_py {
+        assert!(
+            std::env::var_os("SHARDSTREAM_REQUIRE_REDIS").is_none(),
+            "redis-py is required (pip install redis)"
+        );
+        eprintln!("python3 with redis-py not available: skipping");
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/zset_delayed_jobs.py");
+    let srv = TestServer::start(2);
+    let redis = RedisServer::start();
+    let mut ports = vec![("shardstream", srv.addr.port())];
+    if let Some(r) = &redis {
+        ports.push(("redis-server", r.addr.port()));
+    }
+    for (name, port) in ports {
+        for protocol in ["2", "3"] {
+            let out = Command::new("python3")
+                .arg(script)
+                .arg(port.to_string())
+                .arg(protocol)
+                .output()
+                .expect("run python3");
+            assert!(
+                out.status.success(),
+                "{name} RESP{protocol}: redis-py script failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
