@@ -3,7 +3,8 @@
 //!
 //! The base file holds the same kind of effect records as incr files, so one
 //! loader reads both: per database `SELECT`, then per key `SET key value
-//! [PXAT t]` for strings, or for streams one `XADD key id field value ...` per
+//! [PXAT t]` for strings, `ZADD key score member ...` (64 pairs per
+//! record, then `PEXPIREAT`) for sorted sets, or for streams one `XADD key id field value ...` per
 //! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
 //! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
 //! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
@@ -99,6 +100,29 @@ pub fn encode_key(
             Some(at) => encode(rec, &[b"SET", key, v, b"PXAT", n.format(at).as_bytes()]),
             None => encode(rec, &[b"SET", key, v]),
         },
+        Value::Zset(z) => {
+            // `ZADD key score member ...`, at most 64 pairs per record.
+            let entries: Vec<(String, &[u8])> = z
+                .iter()
+                .map(|(s, m)| (crate::zset::score::format_score(s), m))
+                .collect();
+            for batch in entries.chunks(64) {
+                let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * batch.len());
+                args.extend([&b"ZADD"[..], key]);
+                for (s, m) in batch {
+                    args.push(s.as_bytes());
+                    args.push(m);
+                }
+                encode(rec, &args);
+                if rec.len() >= 1 << 16 {
+                    out.write_all(rec)?;
+                    rec.clear();
+                }
+            }
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
         Value::Stream(s) => {
             if s.is_empty() {
                 encode(rec, &[MKSTREAM_RECORD, key]);

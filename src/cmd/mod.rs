@@ -32,6 +32,7 @@ pub mod table;
 #[cfg(test)]
 pub mod testing;
 pub mod tx;
+pub mod zset;
 
 use crate::reply::Reply;
 pub use crate::route::router::{
@@ -52,6 +53,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     string::SPECS,
     stream::SPECS,
     stream::GROUP_SPECS,
+    zset::SPECS,
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,

@@ -83,6 +83,10 @@ pub enum Keys {
     /// `... STREAMS k1 .. kn id1 .. idn`: the first half of the arguments after
     /// the `STREAMS` token (XREAD, XREADGROUP).
     AfterStreamsToken,
+    /// `argv[at]` is a key count n, the n keys follow it (ZMPOP at 1,
+    /// BZMPOP at 2). A count that is not a positive integer or runs past
+    /// the arguments gives no keys (the parser reports the error).
+    NumKeys { at: u8 },
 }
 
 impl Keys {
@@ -289,6 +293,18 @@ impl CommandSpec {
                 }
                 (start..start + n / 2).collect()
             }
+            Keys::NumKeys { at } => {
+                let at = usize::from(at);
+                let n = argv
+                    .get(at)
+                    .and_then(|a| crate::cmd::args::parse_i64(a))
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0);
+                if n == 0 || at + n >= argv.len() {
+                    return Vec::new();
+                }
+                (at + 1..=at + n).collect()
+            }
         }
     }
 
@@ -298,7 +314,7 @@ impl CommandSpec {
             Keys::None => (0, 0, 0),
             Keys::Range { first, last, step } => (first.into(), last.into(), step.into()),
             // Redis reports XREAD/XREADGROUP as movablekeys with 0 0 0.
-            Keys::AfterStreamsToken => (0, 0, 0),
+            Keys::AfterStreamsToken | Keys::NumKeys { .. } => (0, 0, 0),
         }
     }
 }
@@ -394,7 +410,7 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
 pub fn reply_command_info(spec: &CommandSpec) -> Reply {
     let (first, last, step) = spec.key_triple();
     let mut flags: Vec<Reply> = spec.flags.names().into_iter().map(Reply::simple).collect();
-    if spec.keys == Keys::AfterStreamsToken {
+    if matches!(spec.keys, Keys::AfterStreamsToken | Keys::NumKeys { .. }) {
         flags.push(Reply::simple("movablekeys"));
     }
     Reply::Array(vec![

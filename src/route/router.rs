@@ -309,7 +309,11 @@ fn route_blocking(
         park,
         timeout_ms,
     };
-    if split.len() <= 1 {
+    // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
+    // the reply comes from one key) skips the non-blocking first pass: its
+    // park requests serve at once when a key has data, claiming the shared
+    // ticket first, so exactly one shard answers.
+    if split.len() <= 1 || merge == FanMerge::Refuse {
         return Routed::Block(plan);
     }
     match route_keyed(spec, parse, merge, validate, argv, shared) {
@@ -491,6 +495,13 @@ pub fn split_by_shard(
         ),
         Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
         Keys::None => (1, argv.len(), None),
+        Keys::NumKeys { .. } => (1, last + 1, None),
+    };
+    // NumKeys: each part's key count replaces the count before the keys.
+    let numkeys_at = matches!(spec.keys, Keys::NumKeys { .. }).then(|| first - 1);
+    let prefix = match numkeys_at {
+        Some(at) => &argv[..at],
+        None => prefix,
     };
     let suffix = argv.get(tail_start.min(argv.len())..).unwrap_or(&[]);
     let mut keyed: Vec<(ShardId, Vec<Bytes>, Vec<usize>)> = Vec::new();
@@ -513,6 +524,9 @@ pub fn split_by_shard(
     }
     for (shard, args, positions) in keyed {
         let mut full: Vec<Bytes> = prefix.to_vec();
+        if numkeys_at.is_some() {
+            full.push(Bytes::from(positions.len().to_string()));
+        }
         full.extend(args);
         if let Some(nkeys) = paired {
             for &n in &positions {

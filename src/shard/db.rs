@@ -30,6 +30,8 @@ pub enum Value {
     Str(Bytes),
     /// A stream (XADD/XRANGE/XREAD/...). Boxed: the struct is much larger than a string.
     Stream(Box<Stream>),
+    /// A sorted set (ZADD/ZRANGE/ZPOPMIN/...). Boxed, as streams.
+    Zset(Box<crate::zset::SortedSet>),
 }
 
 impl Value {
@@ -38,6 +40,7 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::Stream(_) => "stream",
+            Value::Zset(_) => "zset",
         }
     }
 
@@ -46,6 +49,7 @@ impl Value {
         match self {
             Value::Str(b) => b.len(),
             Value::Stream(s) => s.memory_usage_bytes(),
+            Value::Zset(z) => z.memory_usage_bytes(),
         }
     }
 }
@@ -476,6 +480,57 @@ impl ShardDb {
         }
     }
 
+    /// The sorted set under `key` (after lazy expiry): `Ok(None)` when
+    /// missing, `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_ZSET)`.
+    pub fn get_zset(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&crate::zset::SortedSet>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Zset(z),
+                ..
+            }) => Ok(Some(z)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// The sorted set under `key` for writing (counts as a change for
+    /// WATCH); never creates the key.
+    ///
+    /// # Errors
+    /// `WrongType` when the key holds another type.
+    pub fn get_zset_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut crate::zset::SortedSet>, CmdError> {
+        match self.get_mut(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Zset(z),
+                ..
+            }) => Ok(Some(z)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Type check of `key` for a sorted-set command without touching it:
+    /// `Ok(true)` when it holds a sorted set, `Ok(false)` when missing.
+    ///
+    /// # Errors
+    /// `WrongType` when the key holds another type.
+    pub fn check_zset(&mut self, db: usize, key: &[u8], now_ms: u64) -> Result<bool, CmdError> {
+        self.get_zset(db, key, now_ms).map(|z| z.is_some())
+    }
+
     /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.
     /// Does not count as a write for WATCH: as in Redis, only XADD, XDEL,
     /// XTRIM (and creating or deleting the key) touch a watched stream;
@@ -642,6 +697,11 @@ impl ShardDb {
         x ^= x << 17;
         self.rng = x;
         x
+    }
+
+    /// A pseudo-random number (ZRANDMEMBER's picks; not for security).
+    pub fn rand_u64(&mut self) -> u64 {
+        self.next_rand()
     }
 
     /// A uniform sample in [0, 1).
