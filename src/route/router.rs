@@ -304,10 +304,15 @@ fn route_blocking(
     let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
     let plan_parts: Vec<(ShardId, Vec<Bytes>)> =
         split.iter().map(|(s, a, _)| (*s, a.clone())).collect();
+    let rerun = (merge == FanMerge::Streams && split.len() > 1).then(|| crate::io::conn::Rerun {
+        spec,
+        argv: argv.to_vec(),
+    });
     let plan = BlockPlan {
         parts: plan_parts,
         park,
         timeout_ms,
+        rerun,
     };
     // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
     // the reply comes from one key) skips the non-blocking first pass: its
@@ -380,10 +385,15 @@ pub fn start_block(
     seq: u64,
     plan: BlockPlan,
 ) {
-    let ticket = Ticket::watched(BlockedWatch {
+    let watch = BlockedWatch {
         flag: conn.session.shared.blocked.clone(),
         count: shared.blocked_clients.clone(),
-    });
+    };
+    let ticket = if plan.rerun.is_some() {
+        Ticket::watched_rerun(watch)
+    } else {
+        Ticket::watched(watch)
+    };
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
             Ok(req) => {
@@ -404,8 +414,87 @@ pub fn start_block(
         seq,
         ticket,
         deadline,
+        rerun: plan.rerun,
     });
     conn.hold_until = Some(seq);
+}
+
+/// The command line of a woken read over several shards, to run it again
+/// ([`crate::io::conn::Rerun`]): its BLOCK timeout becomes what is left of
+/// it (at least 1 ms; 0 stays "forever"), and each `$` a shard resolved
+/// when it parked becomes that ID, so the read continues from where it
+/// blocked.
+pub fn rerun_argv(
+    rerun: &crate::io::conn::Rerun,
+    deadline: Option<std::time::Instant>,
+    ticket: &Ticket,
+) -> Vec<Bytes> {
+    let mut argv = rerun.argv.clone();
+    // Options start after `XREADGROUP GROUP group consumer` / `XREAD`.
+    let mut i = if rerun.spec.name == "XREADGROUP" {
+        4
+    } else {
+        1
+    };
+    let mut streams = None;
+    while i < argv.len() {
+        let tok = argv[i].to_ascii_uppercase();
+        match &tok[..] {
+            b"STREAMS" => {
+                streams = Some(i);
+                break;
+            }
+            b"BLOCK" => {
+                if let (Some(d), Some(v)) = (deadline, argv.get_mut(i + 1)) {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+                    *v = Bytes::from(ms.to_string());
+                }
+                i += 2;
+            }
+            b"NOACK" => i += 1,
+            _ => i += 2,
+        }
+    }
+    if let Some(s) = streams {
+        let n = (argv.len() - s - 1) / 2;
+        let resolved = ticket.resolved();
+        for k in 0..n {
+            let (key, id) = (s + 1 + k, s + 1 + n + k);
+            if argv[id][..] == b"$"[..] {
+                if let Some((_, v)) = resolved.iter().find(|(rk, _)| *rk == argv[key]) {
+                    argv[id] = v.clone();
+                }
+            }
+        }
+    }
+    argv
+}
+
+/// Start a command routed for slot `seq` of `conn` (already reserved and
+/// waiting): answer it, send its parts, or park it.
+pub fn start_routed(
+    io: u16,
+    shared: &Shared,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    routed: Routed,
+) {
+    match routed {
+        Routed::Reply(r) | Routed::Close(r) => {
+            conn.fill(seq, 0, r);
+        }
+        Routed::One(shard, req) => {
+            conn.note_sent(shard);
+            batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req));
+        }
+        Routed::Fan(parts, merge, then) => start_fan(io, batches, conn, seq, parts, merge, then),
+        Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
+        Routed::Drop | Routed::Atomic(..) => {
+            conn.fill(seq, 0, Reply::NullArray);
+        }
+    }
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the

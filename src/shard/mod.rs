@@ -605,6 +605,43 @@ impl ShardThread {
                 merge,
                 then.map(|t| *t),
             ),
+            Some(Then::Rerun) => {
+                if let Some(b) = conn.blocked.take() {
+                    b.ticket.finish();
+                    let argv = b.rerun.as_ref().map(|r| {
+                        (
+                            r.spec,
+                            crate::route::router::rerun_argv(r, b.deadline, &b.ticket),
+                        )
+                    });
+                    match argv {
+                        Some((spec, argv)) => {
+                            let routed = crate::route::router::route(
+                                spec,
+                                &argv,
+                                &mut conn.session,
+                                &self.shared,
+                            );
+                            crate::route::router::start_routed(
+                                self.me,
+                                &self.shared,
+                                &mut self.out.batches,
+                                conn,
+                                to.seq,
+                                routed,
+                            );
+                        }
+                        None => {
+                            conn.fill(to.seq, 0, Reply::NullArray);
+                        }
+                    }
+                }
+                if conn.blocked.is_some() {
+                    self.blocked_ids.insert(to.conn);
+                } else {
+                    self.blocked_ids.remove(&to.conn);
+                }
+            }
             None => {}
         }
         self.touched.push(to.conn);

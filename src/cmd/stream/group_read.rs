@@ -495,13 +495,23 @@ pub(super) fn park_xreadgroup_apply(
     if ticket.is_fired() {
         return Reply::NoReply;
     }
-    let answer = |r: Reply| if ticket.claim() { r } else { Reply::NoReply };
+    // Over several shards a shard never answers alone: it has the read run
+    // again over all of them (see `Ticket::reruns`).
+    let rerun = ticket.reruns();
+    let answer = |r: Reply| match ticket.claim() {
+        true if rerun => Reply::Rerun,
+        true => r,
+        false => Reply::NoReply,
+    };
     if let Err(e) = validate_xreadgroup(db, cx, &req) {
         return answer(Reply::Error(e));
     }
     if xreadgroup_has_data(db, cx, &req) {
         if !ticket.claim() {
             return Reply::NoReply;
+        }
+        if rerun {
+            return Reply::Rerun;
         }
         return perform_xreadgroup(db, cx, &req);
     }
@@ -552,12 +562,15 @@ pub(super) fn attempt_xreadgroup(
             if !ticket.claim() {
                 return Attempt::Lost;
             }
+            if ticket.reruns() {
+                return Attempt::Served(Reply::Rerun);
+            }
             return Attempt::Served(perform_xreadgroup(db, cx, req));
         }
     };
-    if ticket.claim() {
-        Attempt::Served(reply)
-    } else {
-        Attempt::Lost
+    match ticket.claim() {
+        true if ticket.reruns() => Attempt::Served(Reply::Rerun),
+        true => Attempt::Served(reply),
+        false => Attempt::Lost,
     }
 }

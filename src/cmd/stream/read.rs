@@ -449,13 +449,27 @@ pub(super) fn park_xread_apply(
     if ticket.is_fired() {
         return Reply::NoReply;
     }
-    let answer = |r: Reply| if ticket.claim() { r } else { Reply::NoReply };
+    // Over several shards a shard never answers alone: it has the read run
+    // again over all of them (see `Ticket::reruns`).
+    let rerun = ticket.reruns();
+    let answer = |r: Reply| match ticket.claim() {
+        true if rerun => Reply::Rerun,
+        true => r,
+        false => Reply::NoReply,
+    };
     let (reply, after) = match apply_xread(db, cx, &req) {
         Ok(x) => x,
         Err(e) => return answer(Reply::Error(e)),
     };
     if !matches!(reply, Reply::NullArray) {
         return answer(reply);
+    }
+    if rerun {
+        for ((key, from), id) in req.keys.iter().zip(&req.from).zip(&after) {
+            if matches!(from, ReadFrom::Last) {
+                ticket.note_resolved(key.clone(), id.to_bytes());
+            }
+        }
     }
     let dbi = cx.db;
     let keys = req.keys;
@@ -480,20 +494,20 @@ pub(super) fn park_xread_apply(
             }
             // Run again, the type checks come first: another of its keys
             // now holding another type fails the whole read.
+            let serve = |reply: Reply| match ticket.claim() {
+                true if ticket.reruns() => Attempt::Served(Reply::Rerun),
+                true => Attempt::Served(reply),
+                false => Attempt::Lost,
+            };
             if let Some(e) = keys
                 .iter()
                 .find_map(|k| db.get_stream(cx.db, k, cx.now_ms).err())
             {
-                return if ticket.claim() {
-                    Attempt::Served(Reply::Error(e))
-                } else {
-                    Attempt::Lost
-                };
+                return serve(Reply::Error(e));
             }
             match read_after(db, cx, &keys, &after, count, caps) {
                 Reply::NullArray => Attempt::NotReady,
-                reply if ticket.claim() => Attempt::Served(reply),
-                _ => Attempt::Lost,
+                reply => serve(reply),
             }
         }),
     });
