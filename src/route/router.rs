@@ -40,8 +40,9 @@ pub enum Routed {
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
     /// Atomic work over several shards: `body` runs with every shard of
-    /// the list held ([`crate::route::held`]); `merge` shapes its reply.
-    Atomic(Vec<ShardId>, crate::route::held::Body, Merge),
+    /// the list held ([`crate::route::held`]); `merge` shapes its reply,
+    /// which may then park a blocking read ([`Then::Block`]).
+    Atomic(Vec<ShardId>, crate::route::held::Body, Merge, Option<Then>),
 }
 
 /// Parse `argv` with its table row and decide where it runs.
@@ -82,7 +83,7 @@ pub fn route(
                     shards,
                     body,
                     merge,
-                }) => Routed::Atomic(shards, body, merge),
+                }) => Routed::Atomic(shards, body, merge, None),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -175,7 +176,20 @@ pub fn route_keyed(
             shards,
             body,
             Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+            None,
         );
+    }
+    if merge == FanMerge::Streams && spec.keys == crate::cmd::Keys::AfterStreamsToken {
+        let runs = key_runs(argv, &keys, |k| shared.shard_of(k));
+        if let Some(body) = crate::cmd::stream::cumulative_read(spec.name, argv, runs) {
+            let shards = parts.iter().map(|(s, _)| *s).collect();
+            return Routed::Atomic(
+                shards,
+                body,
+                Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullArray)),
+                None,
+            );
+        }
     }
     let check_positions = positions.clone();
     let merge: Merge = match merge {
@@ -258,6 +272,38 @@ fn msetnx_parts(
     first_error(&replies).unwrap_or(Reply::Int(1))
 }
 
+/// The keys of an XREAD / XREADGROUP command line (`keys`: their argv
+/// indexes, after `STREAMS`) cut into runs of consecutive keys on one
+/// shard, each with its own command line: the options, `STREAMS`, the
+/// run's keys and their IDs. In key order.
+fn key_runs(
+    argv: &[Bytes],
+    keys: &[usize],
+    shard_of: impl Fn(&[u8]) -> ShardId,
+) -> Vec<(ShardId, Vec<Bytes>)> {
+    let n = keys.len();
+    let Some(&first) = keys.first() else {
+        return Vec::new();
+    };
+    let head = &argv[..first];
+    let mut runs: Vec<(ShardId, Vec<usize>)> = Vec::new();
+    for &k in keys {
+        let shard = shard_of(&argv[k]);
+        match runs.last_mut() {
+            Some((s, ks)) if *s == shard => ks.push(k),
+            _ => runs.push((shard, vec![k])),
+        }
+    }
+    runs.into_iter()
+        .map(|(shard, ks)| {
+            let mut part = head.to_vec();
+            part.extend(ks.iter().map(|&k| argv[k].clone()));
+            part.extend(ks.iter().filter_map(|&k| argv.get(k + n).cloned()));
+            (shard, part)
+        })
+        .collect()
+}
+
 /// Merge a validation step: each part answers `+OK` or `[local key index,
 /// error]`; the answer is the error of the first failing key in the caller's
 /// key order, else `+OK`.
@@ -323,6 +369,9 @@ fn route_blocking(
     }
     match route_keyed(spec, parse, merge, validate, argv, shared) {
         Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Atomic(shards, body, merge, None) => {
+            Routed::Atomic(shards, body, merge, Some(Then::Block(plan)))
+        }
         Routed::Fan(
             checks,
             check_merge,
@@ -491,7 +540,13 @@ pub fn start_routed(
         }
         Routed::Fan(parts, merge, then) => start_fan(io, batches, conn, seq, parts, merge, then),
         Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
-        Routed::Drop | Routed::Atomic(..) => {
+        Routed::Atomic(shards, body, merge, then) => {
+            let flush = conn.must_flush(shards.iter().fold(0u64, |m, s| m | 1 << (s.0 % 64)));
+            let (parts, merge, then) =
+                crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
+            start_fan(io, batches, conn, seq, parts, merge, then);
+        }
+        Routed::Drop => {
             conn.fill(seq, 0, Reply::NullArray);
         }
     }

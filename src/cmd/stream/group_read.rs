@@ -57,6 +57,9 @@ pub struct XreadgroupReq {
     pub caps: ReadCaps,
     pub keys: Vec<Bytes>,
     pub from: Vec<GroupFrom>,
+    /// The running budget shared with the other parts of the same read
+    /// when its streams span shards (see [`super::read::cumulative_read`]).
+    pub budget: Option<super::read::BudgetCell>,
 }
 
 /// `XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT maxcount]
@@ -103,6 +106,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         caps,
         keys,
         from,
+        budget: None,
     })
 }
 
@@ -223,7 +227,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
     };
     let mut pairs = Vec::new();
     // MAXCOUNT / MAXSIZE: one budget over all streams, in key order.
-    let mut budget = ReadBudget::new(req.caps);
+    let mut budget = super::read::budget_from(req.budget.as_ref(), req.caps);
     // Per key: what changed, logged once the stream borrow ends.
     let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
     for (key, from) in req.keys.iter().zip(&req.from) {
@@ -322,6 +326,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
             }
         }
     }
+    super::read::budget_back(req.budget.as_ref(), budget);
     for (key, change) in &changes {
         log_group_change(db, cx, key, &req.group, change);
     }
