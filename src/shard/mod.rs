@@ -527,8 +527,9 @@ impl ShardThread {
                 hold::TxOp::Release => break,
             }
         }
-        // A coordinator gone before its first operation leaves no block open.
-        self.db.aof.end_tx(false, false);
+        // Released after prepare, nothing is left open; a coordinator gone
+        // without committing (the server stopping) leaves its block aborted.
+        self.db.aof.abort_tx();
         self.serve_waiters(now);
     }
 
@@ -1067,7 +1068,9 @@ impl Exec<'_> {
             .cross_shard_txs
             .fetch_add(group.len() as u64, Ordering::Relaxed);
         let aof = &mut *self.aof;
-        let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof));
+        let shared = self.shared;
+        let stopping = || shared.shutdown.load(Ordering::SeqCst);
+        let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof), &stopping);
         for (to, reply) in replies {
             self.queue_reply(to, reply);
         }
