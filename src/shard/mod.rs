@@ -429,14 +429,14 @@ impl ShardThread {
             .shared
             .last_interaction_ms
             .store(self.shared.uptime_ms(), Ordering::Relaxed);
-        let mut exec = Exec {
-            db: &mut self.db,
-            replies: &mut self.replies,
-            aof: &mut self.aof,
-            shared: &self.shared,
-            now_ms: self.now_ms,
-            panic_after: self.panic_after,
-        };
+        let mut exec = Exec::new(
+            &mut self.db,
+            &mut self.replies,
+            &mut self.aof,
+            &self.shared,
+            self.now_ms,
+            self.panic_after,
+        );
         io::process_input(&self.shared, &mut self.out, conn, &self.limits, &mut exec);
         if conn.blocked.is_some() {
             self.blocked_ids.insert(id);
@@ -535,14 +535,14 @@ impl ShardThread {
 
     /// The shard's data, ready to run requests at time `now`.
     fn exec(&mut self, now: u64) -> Exec<'_> {
-        Exec {
-            db: &mut self.db,
-            replies: &mut self.replies,
-            aof: &mut self.aof,
-            shared: &self.shared,
-            now_ms: now,
-            panic_after: self.panic_after,
-        }
+        Exec::new(
+            &mut self.db,
+            &mut self.replies,
+            &mut self.aof,
+            &self.shared,
+            now,
+            self.panic_after,
+        )
     }
 
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
@@ -884,14 +884,14 @@ impl ShardThread {
                 // A blocking command finished, or queued replies drained:
                 // go on with the pipeline.
                 conn.paused = false;
-                let mut exec = Exec {
-                    db: &mut self.db,
-                    replies: &mut self.replies,
-                    aof: &mut self.aof,
-                    shared: &self.shared,
-                    now_ms: self.now_ms,
-                    panic_after: self.panic_after,
-                };
+                let mut exec = Exec::new(
+                    &mut self.db,
+                    &mut self.replies,
+                    &mut self.aof,
+                    &self.shared,
+                    self.now_ms,
+                    self.panic_after,
+                );
                 io::process_input(&self.shared, &mut self.out, conn, &limits, &mut exec);
                 conn.encode_ready(Some(&limits.output));
             }
@@ -1024,7 +1024,27 @@ struct Exec<'a> {
     panic_after: Option<u64>,
 }
 
-impl Exec<'_> {
+impl<'a> Exec<'a> {
+    /// The shard's data and queues, borrowed from its thread (fields one by
+    /// one, so the thread's connection map stays free to borrow).
+    fn new(
+        db: &'a mut ShardDb,
+        replies: &'a mut [Vec<(ReplyTo, Reply)>],
+        aof: &'a mut crate::aof::writer::ShardAof,
+        shared: &'a Shared,
+        now_ms: u64,
+        panic_after: Option<u64>,
+    ) -> Self {
+        Exec {
+            db,
+            replies,
+            aof,
+            shared,
+            now_ms,
+            panic_after,
+        }
+    }
+
     /// Run one request; its reply, unless it parked (a blocking read).
     fn run(&mut self, job: Job) -> Option<(ReplyTo, Reply)> {
         let cx = msg::ExecCtx {
