@@ -32,6 +32,8 @@ pub struct Tunables {
     pub cluster_allow_local_multislot: AtomicBool,
     /// `appendonly`, `appendfsync`, auto-rewrite settings and AOF status.
     pub aof: crate::aof::AofShared,
+    /// `dump-payload-version`: the RDB version DUMP payloads carry.
+    pub dump_payload_version: std::sync::atomic::AtomicU16,
 }
 
 impl Default for Tunables {
@@ -51,6 +53,7 @@ impl Tunables {
             maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
+            dump_payload_version: std::sync::atomic::AtomicU16::new(cfg.dump_payload_version),
         }
     }
 
@@ -69,6 +72,8 @@ impl Tunables {
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
+        self.dump_payload_version
+            .store(cfg.dump_payload_version, Ordering::Relaxed);
     }
 
     /// The `maxmemory-policy` in force.
@@ -177,6 +182,11 @@ pub struct Config {
     /// The config file the server was started with (INFO `config_file`);
     /// not a directive.
     pub config_file: Option<PathBuf>,
+    /// `dump-payload-version` (shardstream's own, default 12 as Redis 7.4
+    /// to 8.4 write): the RDB version of DUMP payloads, 9 to 12. Lower it
+    /// to RESTORE our payloads into an older Redis (7.0 accepts at most 10,
+    /// 6.x at most 9); see [`crate::rdb`].
+    pub dump_payload_version: u16,
 }
 
 /// Redis's log levels, least verbose last.
@@ -342,6 +352,7 @@ impl Default for Config {
             protected_mode: true,
             supervised: "no".into(),
             config_file: None,
+            dump_payload_version: crate::rdb::DEFAULT_DUMP_VERSION,
         }
     }
 }
@@ -547,6 +558,14 @@ impl Config {
             "stream-node-max-entries" => {
                 self.stream_node_max_entries = value.parse().map_err(|_| bad())?
             }
+            "dump-payload-version" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                let (lo, hi) = (crate::rdb::MIN_DUMP_VERSION, crate::rdb::DEFAULT_DUMP_VERSION);
+                self.dump_payload_version = u16::try_from(v)
+                    .ok()
+                    .filter(|v| (lo..=hi).contains(v))
+                    .ok_or_else(|| format!("argument must be between {lo} and {hi} inclusive"))?
+            }
             "stream-node-max-bytes" => {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
@@ -700,6 +719,7 @@ impl Config {
                 .join(" "),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            "dump-payload-version" => self.dump_payload_version.to_string(),
             "cluster-config" => self
                 .cluster_config
                 .as_ref()
@@ -774,6 +794,7 @@ impl Config {
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
+        "dump-payload-version",
         "cluster-config",
         "cluster-allow-local-multislot",
         "appendonly",

@@ -15,6 +15,7 @@ pub mod args;
 pub mod cluster;
 pub mod connection;
 pub mod debug;
+pub mod dump;
 pub mod expire;
 pub mod function;
 pub mod glob;
@@ -61,6 +62,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     latency::SPECS,
     slowlog::SPECS,
     debug::SPECS,
+    dump::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.

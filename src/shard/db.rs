@@ -421,6 +421,13 @@ impl ShardDb {
         ks.map.contains_key(key) && !ks.is_expired(key, now_ms)
     }
 
+    /// The live entry under `key` after lazy expiry, without recording an
+    /// access (Redis's `LOOKUP_NOTOUCH`: OBJECT IDLETIME / FREQ).
+    pub fn peek(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.keyspace(db).map.get(key)
+    }
+
     /// Whether a live key exists.
     pub fn exists(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
         self.get(db, key, now_ms).is_some()
