@@ -41,6 +41,7 @@ pub mod error;
 pub mod io;
 pub mod listener;
 pub mod logging;
+pub mod monitor;
 pub mod rdb;
 pub mod reply;
 pub mod route;

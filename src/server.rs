@@ -442,6 +442,8 @@ pub struct Shared {
     pub cluster: Option<crate::cluster::Topology>,
     /// SLOWLOG entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
+    /// Clients in MONITOR mode.
+    pub monitors: crate::monitor::Monitors,
 }
 
 impl Shared {
@@ -810,6 +812,7 @@ fn start_with(
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: Arc::new(AtomicU64::new(0)),
+        monitors: Default::default(),
         slowlog: crate::cmd::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,

@@ -22,6 +22,7 @@ pub mod glob;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod monitor;
 pub mod object;
 pub mod persistence;
 pub mod rename;
@@ -63,6 +64,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     slowlog::SPECS,
     debug::SPECS,
     dump::SPECS,
+    monitor::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.
