@@ -22,6 +22,7 @@ pub mod glob;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod memory;
 pub mod monitor;
 pub mod object;
 pub mod persistence;

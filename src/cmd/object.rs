@@ -95,6 +95,9 @@ pub const SPECS: &[CommandSpec] = &[
                 "Estimates the memory usage of a key.",
                 parse_memory,
             ),
+            crate::cmd::memory::SUBS[0],
+            crate::cmd::memory::SUBS[1],
+            crate::cmd::memory::SUBS[2],
             sub(
                 "MEMORY|HELP",
                 2,
@@ -197,6 +200,12 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
         return Ok(on_shard(|_, _| {
             help_reply(&[
                 "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
                 "USAGE <key> [SAMPLES <count>]",
                 "    Return memory in bytes used by <key> and its value. Nested values are",
                 "    sampled up to <count> times (default: 5, 0 means sample all).",
