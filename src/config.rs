@@ -187,6 +187,11 @@ pub struct Config {
     /// to RESTORE our payloads into an older Redis (7.0 accepts at most 10,
     /// 6.x at most 9); see [`crate::rdb`].
     pub dump_payload_version: u16,
+    /// `cluster-mode` (shardstream's own): `standalone` (default, as Redis
+    /// without `cluster-enabled`) or `emulated`, a one-node cluster owning
+    /// every slot (INFO `cluster_enabled:1`, CLUSTER SLOTS/NODES/SHARDS
+    /// answer). `cluster-enabled yes` sets `emulated` too. Fixed at start.
+    pub cluster_emulated: bool,
 }
 
 /// Redis's log levels, least verbose last.
@@ -353,6 +358,7 @@ impl Default for Config {
             supervised: "no".into(),
             config_file: None,
             dump_payload_version: crate::rdb::DEFAULT_DUMP_VERSION,
+            cluster_emulated: false,
         }
     }
 }
@@ -558,6 +564,16 @@ impl Config {
             "stream-node-max-entries" => {
                 self.stream_node_max_entries = value.parse().map_err(|_| bad())?
             }
+            "cluster-mode" => {
+                self.cluster_emulated = match value.to_ascii_lowercase().as_str() {
+                    "standalone" => false,
+                    "emulated" => true,
+                    _ => return Err("argument must be one of the following: standalone, emulated".into()),
+                }
+            }
+            "cluster-enabled" => {
+                self.cluster_emulated = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
             "dump-payload-version" => {
                 let v: i64 = value.parse().map_err(|_| bad())?;
                 let (lo, hi) = (crate::rdb::MIN_DUMP_VERSION, crate::rdb::DEFAULT_DUMP_VERSION);
@@ -720,6 +736,18 @@ impl Config {
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
             "dump-payload-version" => self.dump_payload_version.to_string(),
+            "cluster-mode" => if self.cluster_emulated {
+                "emulated"
+            } else {
+                "standalone"
+            }
+            .to_string(),
+            "cluster-enabled" => if self.cluster_emulated || self.cluster_config.is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
             "cluster-config" => self
                 .cluster_config
                 .as_ref()
@@ -795,6 +823,8 @@ impl Config {
         "stream-node-max-entries",
         "stream-node-max-bytes",
         "dump-payload-version",
+        "cluster-mode",
+        "cluster-enabled",
         "cluster-config",
         "cluster-allow-local-multislot",
         "appendonly",
@@ -1062,7 +1092,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "unixsocketgroup",
     "socket-mark-id",
     "bind-source-addr",
-    "cluster-enabled",
     "cluster-config-file",
     "cluster-node-timeout",
     "cluster-port",

@@ -219,7 +219,7 @@ struct Snapshot {
     percentiles: Vec<f64>,
     mem: MemInfo,
     cpu: (f64, f64),
-    /// A multi-node topology is configured (`cluster_enabled:1`).
+    /// Cluster mode: emulated one-node cluster or a topology (`cluster_enabled:1`).
     cluster: bool,
     aof: AofInfo,
 }
@@ -276,7 +276,7 @@ impl Snapshot {
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
-            cluster: shared.cluster.is_some(),
+            cluster: crate::cmd::cluster::is_cluster_mode(shared),
             run_id: shared.run_id.clone(),
             port,
             config_file,

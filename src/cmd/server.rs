@@ -336,6 +336,8 @@ const IMMUTABLE: &[&str] = &[
     "dir",
     "databases",
     "cluster-config",
+    "cluster-mode",
+    "cluster-enabled",
     "tcp-backlog",
     "enable-debug-command",
     "unixsocket",
