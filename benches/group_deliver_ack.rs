@@ -69,6 +69,6 @@ fn main() {
 }
 
 /// XACK of one entry as `apply_xack` does it.
-fn ack(g: &mut ConsumerGroup, id: StreamId, _now_ms: u64) -> bool {
-    g.ack(id)
+fn ack(g: &mut ConsumerGroup, id: StreamId, now_ms: u64) -> bool {
+    g.ack_recording(id, now_ms)
 }

@@ -147,3 +147,93 @@ fn memory_stats_doctor_malloc_stats() {
         );
     }
 }
+
+#[test]
+fn group_latency_command_and_info_section() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    // IDs 250 ms in the past: first delivery after >= 250 ms.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for i in 0..10 {
+        let id = format!("{}-{i}", now_ms - 250);
+        assert!(c.raw(&["XADD", "lat{x}", &id, "f", "v"]).starts_with('$'));
+    }
+    assert_eq!(c.raw(&["XGROUP", "CREATE", "lat{x}", "g", "0"]), "+OK");
+    assert_eq!(c.raw(&["XGROUP", "CREATE", "lat{x}", "idle", "$"]), "+OK");
+    let _ = c.raw(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "lat{x}", ">"]);
+    let ids: Vec<String> = (0..5).map(|i| format!("{}-{i}", now_ms - 250)).collect();
+    let mut ack = vec!["XACK", "lat{x}", "g"];
+    ack.extend(ids.iter().map(String::as_str));
+    assert_eq!(c.raw(&ack), ":5");
+    let mut o = srv.redis();
+    let v: redis::Value = redis::cmd("XGROUPLATENCY")
+        .arg("lat{x}")
+        .arg("g")
+        .query(&mut o)
+        .unwrap();
+    let text = format!("{v:?}");
+    assert!(text.contains("delivery") && text.contains("ack"), "{text}");
+    let field = |section: &str, name: &str| -> i64 {
+        let redis::Value::Array(top) = &v else {
+            panic!()
+        };
+        let i = top
+            .iter()
+            .position(|x| *x == redis::Value::BulkString(section.as_bytes().to_vec()))
+            .unwrap();
+        let redis::Value::Array(m) = &top[i + 1] else {
+            panic!()
+        };
+        let j = m
+            .iter()
+            .position(|x| *x == redis::Value::BulkString(name.as_bytes().to_vec()))
+            .unwrap();
+        match m[j + 1] {
+            redis::Value::Int(n) => n,
+            ref other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(field("delivery", "count"), 10);
+    assert!(field("delivery", "p50") >= 250, "{text}");
+    assert!(field("delivery", "max") < 60_000, "{text}");
+    assert_eq!(field("ack", "count"), 5);
+    // INFO streamlatency: one line per group with samples; not in the default INFO.
+    let info: String = redis::cmd("INFO")
+        .arg("streamlatency")
+        .query(&mut o)
+        .unwrap();
+    let lines: Vec<&str> = info
+        .lines()
+        .filter(|l| l.starts_with("group_latency_"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{info}");
+    assert!(
+        lines[0].contains(":db=0,key=lat{x},group=g,delivered=10,"),
+        "{info}"
+    );
+    assert!(lines[0].contains(",acked=5,"), "{info}");
+    let default: String = redis::cmd("INFO").query(&mut o).unwrap();
+    assert!(!default.contains("Streamlatency"));
+    // RESET empties the group's histograms.
+    assert_eq!(c.raw(&["XGROUPLATENCY", "lat{x}", "g", "RESET"]), "+OK");
+    let info: String = redis::cmd("INFO")
+        .arg("streamlatency")
+        .query(&mut o)
+        .unwrap();
+    assert!(!info.contains("group_latency_"), "{info}");
+    assert_eq!(
+        c.raw(&["XGROUPLATENCY", "lat{x}", "nope"]),
+        "-NOGROUP No such consumer group 'nope' for key name 'lat{x}'"
+    );
+    assert_eq!(
+        c.raw(&["XGROUPLATENCY", "missing", "g"]),
+        "-ERR no such key"
+    );
+    assert_eq!(
+        c.raw(&["XGROUPLATENCY", "lat{x}"]),
+        "-ERR wrong number of arguments for 'xgrouplatency' command"
+    );
+}

@@ -51,10 +51,11 @@ const SECTIONS: &[(&str, bool)] = &[
     ("cluster", true),
     ("keyspace", true),
     ("shardstream", true),
+    ("streamlatency", false),
 ];
 
 /// Sections whose text needs data from the shards.
-const SHARD_SECTIONS: &[&str] = &["stats", "keyspace", "shardstream"];
+const SHARD_SECTIONS: &[&str] = &["stats", "keyspace", "shardstream", "streamlatency"];
 
 /// `INFO [section [section ...]]`
 ///
@@ -78,13 +79,44 @@ pub fn info(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     if !needs_shards {
         return Ok(Reply::Verbatim(render(&wanted, &snap, &[])).into());
     }
+    let want_latency = wanted.contains(&"streamlatency");
     let parts = (0..cx.shared.shards)
-        .map(|i| (ShardId(i), on_shard(|db, _cx| ShardInfo::of(db).to_reply())))
+        .map(|i| {
+            let req = on_shard(move |db, cx| {
+                let info = ShardInfo::of(db).to_reply();
+                if !want_latency {
+                    return info;
+                }
+                let lines = crate::cmd::group_latency::info_lines(db, cx.now_ms);
+                Reply::Array(vec![
+                    info,
+                    Reply::Array(lines.into_iter().map(Reply::bulk).collect()),
+                ])
+            });
+            (ShardId(i), req)
+        })
         .collect();
     Ok(Action::FanOut {
         parts,
         merge: Box::new(move |replies: Vec<Reply>| {
-            let shards: Vec<ShardInfo> = replies.iter().map(ShardInfo::from_reply).collect();
+            let mut shards = Vec::with_capacity(replies.len());
+            for r in replies {
+                match r {
+                    Reply::Array(mut v) if want_latency && v.len() == 2 => {
+                        if let Reply::Array(lines) = v.pop().unwrap_or(Reply::Ok) {
+                            snap.streamlatency
+                                .extend(lines.into_iter().filter_map(|l| match l {
+                                    Reply::Bulk(b) => {
+                                        Some(String::from_utf8_lossy(&b).into_owned())
+                                    }
+                                    _ => None,
+                                }));
+                        }
+                        shards.push(ShardInfo::from_reply(&v[0]));
+                    }
+                    r => shards.push(ShardInfo::from_reply(&r)),
+                }
+            }
             Reply::Verbatim(render(&wanted, &snap, &shards))
         }),
     })
@@ -216,6 +248,9 @@ struct Snapshot {
     cmdstats: Vec<(String, u64, u64, u64, u64)>,
     errorstats: Vec<(String, u64)>,
     latencystats: Vec<(String, crate::server::LatencyHistogram)>,
+    /// INFO `streamlatency` lines from every shard (see
+    /// [`crate::cmd::group_latency::info_lines`]).
+    streamlatency: Vec<String>,
     percentiles: Vec<f64>,
     mem: MemInfo,
     cpu: (f64, f64),
@@ -309,6 +344,7 @@ impl Snapshot {
             errors: shared.cmdstats.total_errors(),
             errorstats: shared.cmdstats.error_snapshot(),
             latencystats: Vec::new(),
+            streamlatency: Vec::new(),
             percentiles: shared
                 .config
                 .read()
@@ -635,6 +671,12 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
                 if keys > 0 {
                     line!("db{db}:keys={keys},expires={expires},avg_ttl=0");
                 }
+            }
+        }
+        "streamlatency" => {
+            line!("# Streamlatency");
+            for l in &s.streamlatency {
+                line!("{l}");
             }
         }
         "shardstream" => {

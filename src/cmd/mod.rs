@@ -19,6 +19,7 @@ pub mod dump;
 pub mod expire;
 pub mod function;
 pub mod glob;
+pub mod group_latency;
 pub mod info;
 pub mod keys;
 pub mod latency;
@@ -66,6 +67,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     debug::SPECS,
     dump::SPECS,
     monitor::SPECS,
+    group_latency::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.

@@ -14,6 +14,7 @@ pub mod group;
 pub mod id;
 pub mod idmap;
 pub mod idmp;
+pub mod latency;
 mod node;
 
 use std::collections::BTreeMap;

@@ -445,6 +445,7 @@ pub(super) fn read_claiming_into(
     }
     for e in fresh {
         g.advance_last_delivered(e.id, &counters);
+        g.latency.record_delivery(e.id.ms, now);
         change.meta = true;
         if !req.noack {
             g.deliver(e.id, cid, now);
