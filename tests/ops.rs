@@ -237,3 +237,96 @@ fn group_latency_command_and_info_section() {
         "-ERR wrong number of arguments for 'xgrouplatency' command"
     );
 }
+
+/// `v` without `display_text` entries (Redis 7.2+ adds them; 7.0 has none).
+fn strip_display_text(v: redis::Value) -> redis::Value {
+    use redis::Value as V;
+    match v {
+        V::Array(items) => {
+            let is_map = items.len() % 2 == 0
+                && items
+                    .chunks(2)
+                    .any(|kv| kv[0] == V::BulkString(b"name".to_vec()));
+            let mut out = Vec::new();
+            let mut it = items.into_iter();
+            while let Some(x) = it.next() {
+                if is_map && x == V::BulkString(b"display_text".to_vec()) {
+                    it.next();
+                    continue;
+                }
+                out.push(strip_display_text(x));
+            }
+            V::Array(out)
+        }
+        other => other,
+    }
+}
+
+/// The `arguments` of one command's COMMAND DOCS reply.
+fn doc_arguments(c: &mut redis::Connection, cmd: &str) -> redis::Value {
+    use redis::Value as V;
+    let v: V = redis::cmd("COMMAND").arg("DOCS").arg(cmd).query(c).unwrap();
+    let V::Array(top) = v else { panic!("{v:?}") };
+    let V::Array(doc) = &top[1] else { panic!() };
+    let i = doc
+        .iter()
+        .position(|x| *x == V::BulkString(b"arguments".to_vec()))
+        .unwrap_or_else(|| panic!("{cmd}: no arguments in {doc:?}"));
+    strip_display_text(doc[i + 1].clone())
+}
+
+#[test]
+fn command_docs_arguments() {
+    let srv = TestServer::start(1);
+    let mut o = srv.redis();
+    // Every documented argument carries display_text (not oneof/block).
+    let v: redis::Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("xadd")
+        .query(&mut o)
+        .unwrap();
+    let text = format!("{v:?}");
+    assert!(
+        text.contains("display_text") && text.contains("NOMKSTREAM"),
+        "{text}"
+    );
+    assert!(text.contains("KEEPREF"), "{text}");
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut r = redis::Client::open(format!("redis://{}/", redis.addr))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // Commands whose syntax and argument names Redis 7.0 and 8.x share.
+    for cmd in [
+        "xlen",
+        "xrange",
+        "xrevrange",
+        "xdel",
+        "xack",
+        "xpending",
+        "xautoclaim",
+        "get",
+        "del",
+        "exists",
+        "type",
+        "ttl",
+        "incr",
+        "select",
+        "ping",
+        "echo",
+        "keys",
+        "scan",
+        "dump",
+        "restore",
+        "info",
+        "auth",
+    ] {
+        assert_eq!(
+            doc_arguments(&mut o, cmd),
+            doc_arguments(&mut r, cmd),
+            "{cmd}"
+        );
+    }
+}

@@ -15,6 +15,7 @@ pub mod args;
 pub mod cluster;
 pub mod connection;
 pub mod debug;
+pub mod docs;
 pub mod dump;
 pub mod expire;
 pub mod function;
