@@ -138,6 +138,9 @@ pub const ERR_XSETID_ENTRIES_ADDED_SMALL: &str =
 /// See [`Stream::set_last_id`].
 pub const ERR_XSETID_SMALLER_THAN_MAX_DELETED: &str =
     "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
+/// See [`Stream::set_last_id`] (Redis 8.0).
+pub const ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED: &str =
+    "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id";
 
 /// A Redis stream: entries ordered by ID plus the metadata Redis keeps.
 #[derive(Clone, Debug, Default)]
@@ -688,6 +691,8 @@ impl Stream {
     /// # Errors
     /// In Redis's order, each a `Msg` with the exact text:
     /// [`ERR_XSETID_SMALLER_THAN_MAX_DELETED`] (id < given max deleted),
+    /// [`ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED`] (id < the stream's
+    /// max deleted ID; Redis 8.0),
     /// [`ERR_XSETID_SMALLER_THAN_TOP`] (stream not empty and id < last entry),
     /// [`ERR_XSETID_ENTRIES_ADDED_SMALL`] (entries_added < length).
     /// # Source
@@ -700,6 +705,9 @@ impl Stream {
     ) -> Result<(), CmdError> {
         if max_deleted.is_some_and(|m| id < m) {
             return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_MAX_DELETED));
+        }
+        if id < self.max_deleted_entry_id {
+            return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED));
         }
         if let Some(top) = self.last_live_id() {
             if id < top {
