@@ -458,6 +458,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
             return Err(failed(&name, "can't set immutable config"));
         }
     }
+    let aof_turned_on = !cfg.appendonly && next.appendonly;
     *cfg = next;
     cx.shared.tunables.update(&cfg);
     cx.shared
@@ -480,6 +481,26 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
             .stats
             .used_memory_cached_bytes
             .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
+    if aof_turned_on {
+        // As Redis's startAppendOnly: the rewrite that writes the first
+        // base file starts before the reply, so INFO shows it in progress
+        // (a client waiting on aof_rewrite_in_progress sees it).
+        let parts = (0..cx.shared.shards.max(1))
+            .map(|s| {
+                (
+                    ShardId(s),
+                    on_shard(|db, _cx| {
+                        db.aof.rewrite_requested = true;
+                        Reply::Ok
+                    }),
+                )
+            })
+            .collect();
+        return Ok(Action::FanOut {
+            parts,
+            merge: Box::new(merge_ok),
+        });
     }
     Ok(Reply::Ok.into())
 }
