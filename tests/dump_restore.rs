@@ -363,3 +363,60 @@ fn restore_wakes_blocked_readers() {
     assert!(reply.contains("1-1"), "{reply}");
     let _: RespClient = blocked;
 }
+
+#[test]
+fn restored_keys_survive_a_restart() {
+    let dir = std::env::temp_dir().join(format!("ss-restore-aof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = shardstream::config::Config {
+        shards: 2,
+        dir: dir.clone(),
+        appendonly: true,
+        ..common::test_config()
+    };
+    let before = {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut o = srv.redis();
+        setup(&mut o);
+        let mut out = Vec::new();
+        for key in KEYS {
+            let p = dump(&mut o, key);
+            let copy = format!("{key}:restored");
+            let r: V = redis::cmd("RESTORE")
+                .arg(&copy)
+                .arg(0)
+                .arg(&p)
+                .arg("REPLACE")
+                .query(&mut o)
+                .unwrap();
+            assert_eq!(r, V::Okay);
+            out.push(run(&mut o, &format!("XINFO STREAM {copy} FULL")));
+        }
+        let p = dump(&mut o, "long");
+        let r: V = redis::cmd("RESTORE")
+            .arg("long:restored")
+            .arg(100_000)
+            .arg(&p)
+            .query(&mut o)
+            .unwrap();
+        assert_eq!(r, V::Okay);
+        out
+    };
+    let srv = TestServer::with_config(cfg);
+    let mut o = srv.redis();
+    for (key, want) in KEYS.iter().zip(&before) {
+        assert_eq!(
+            &run(&mut o, &format!("XINFO STREAM {key}:restored FULL")),
+            want,
+            "{key}"
+        );
+    }
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("long:restored")
+        .query(&mut o)
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 100_000, "{ttl}");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
