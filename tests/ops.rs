@@ -330,3 +330,94 @@ fn command_docs_arguments() {
         );
     }
 }
+
+#[test]
+fn rdb_changes_since_last_save_counts_changes_as_redis() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let dirty = |c: &mut common::RespClient| -> u64 {
+        let info = c.raw(&["INFO", "persistence"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    for id in ["1-0", "2-0", "3-0", "4-0"] {
+        let _ = c.raw(&["XADD", "x", id, "data", "a"]);
+    }
+    assert_eq!(c.raw(&["XGROUP", "CREATE", "x", "g1", "0"]), "+OK");
+    assert_eq!(
+        c.raw(&["XGROUP", "CREATECONSUMER", "x", "g1", "Alice"]),
+        ":1"
+    );
+    let step = |c: &mut common::RespClient, args: &[&str]| {
+        let before = dirty(c);
+        let _ = c.raw(args);
+        dirty(c) - before
+    };
+    // As Redis's stream-cgroups suite checks: a `>` read (with or without
+    // NOACK) is one change, a read of the consumer's own PEL none, a read
+    // that creates its consumer one.
+    assert_eq!(
+        step(
+            &mut c,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "Alice",
+                "COUNT",
+                "2",
+                "STREAMS",
+                "x",
+                ">"
+            ]
+        ),
+        1
+    );
+    assert_eq!(
+        step(
+            &mut c,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "Alice",
+                "COUNT",
+                "2",
+                "STREAMS",
+                "x",
+                "0"
+            ]
+        ),
+        0
+    );
+    assert_eq!(
+        step(
+            &mut c,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "Alice",
+                "NOACK",
+                "STREAMS",
+                "x",
+                ">"
+            ]
+        ),
+        1
+    );
+    assert_eq!(
+        step(
+            &mut c,
+            &["XREADGROUP", "GROUP", "g1", "Bob", "STREAMS", "x", "0"]
+        ),
+        1
+    );
+    assert_eq!(step(&mut c, &["XADD", "x", "5-0", "f", "v"]), 1);
+    assert_eq!(step(&mut c, &["SET", "k", "v"]), 1);
+    assert_eq!(step(&mut c, &["GET", "k"]), 0);
+}

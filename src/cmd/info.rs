@@ -55,7 +55,13 @@ const SECTIONS: &[(&str, bool)] = &[
 ];
 
 /// Sections whose text needs data from the shards.
-const SHARD_SECTIONS: &[&str] = &["stats", "keyspace", "shardstream", "streamlatency"];
+const SHARD_SECTIONS: &[&str] = &[
+    "persistence",
+    "stats",
+    "keyspace",
+    "shardstream",
+    "streamlatency",
+];
 
 /// `INFO [section [section ...]]`
 ///
@@ -146,6 +152,8 @@ pub struct ShardInfo {
     pub expired_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Changes made (`rdb_changes_since_last_save`).
+    pub dirty: u64,
     /// `(keys, keys with a TTL)` per database.
     pub dbs: Vec<(u64, u64)>,
 }
@@ -158,6 +166,7 @@ impl ShardInfo {
             expired_keys: db.stats.expired_keys,
             keyspace_hits: db.stats.keyspace_hits,
             keyspace_misses: db.stats.keyspace_misses,
+            dirty: db.stats.dirty,
             dbs: (0..db.databases())
                 .map(|i| {
                     let ks = db.keyspace(i);
@@ -174,6 +183,7 @@ impl ShardInfo {
             self.expired_keys,
             self.keyspace_hits,
             self.keyspace_misses,
+            self.dirty,
         ];
         for (k, e) in &self.dbs {
             v.push(*k);
@@ -200,8 +210,9 @@ impl ShardInfo {
             expired_keys: at(1),
             keyspace_hits: at(2),
             keyspace_misses: at(3),
+            dirty: at(4),
             dbs: n
-                .get(4..)
+                .get(5..)
                 .unwrap_or(&[])
                 .chunks_exact(2)
                 .map(|c| (c[0], c[1]))
@@ -549,7 +560,10 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("# Persistence");
             line!("loading:0");
             line!("async_loading:0");
-            line!("rdb_changes_since_last_save:0");
+            line!(
+                "rdb_changes_since_last_save:{}",
+                shards.iter().map(|i| i.dirty).sum::<u64>()
+            );
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_bgsave_status:ok");
             let a = &s.aof;
@@ -734,6 +748,7 @@ mod tests {
             expired_keys: 1,
             keyspace_hits: 2,
             keyspace_misses: 3,
+            dirty: 9,
             dbs: vec![(5, 1), (0, 0)],
         };
         assert_eq!(ShardInfo::from_reply(&i.to_reply()), i);

@@ -226,6 +226,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
     let mut budget = ReadBudget::new(req.caps);
     // Per key: what changed, logged once the stream borrow ends.
     let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
+    let mut created_consumers = 0u64;
     for (key, from) in req.keys.iter().zip(&req.from) {
         if budget.is_done() {
             break;
@@ -240,6 +241,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 if let Some(r) = reply {
                     pairs.push((Reply::Bulk(key.clone()), r));
                 }
+                created_consumers += u64::from(claim.created);
                 if claim.created || claim.meta || !claim.pel.is_empty() || !claim.acked.is_empty() {
                     let change = GroupChange {
                         consumer: Some(&req.consumer),
@@ -258,6 +260,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 else {
                     continue;
                 };
+                created_consumers += u64::from(d.created);
                 if d.entries.is_empty() {
                     if d.created {
                         let change = GroupChange {
@@ -296,6 +299,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 else {
                     continue;
                 };
+                created_consumers += u64::from(h.created);
                 let found: Vec<StreamId> = h
                     .entries
                     .iter()
@@ -322,6 +326,9 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
             }
         }
     }
+    // A consumer created by the read is a change of its own (Redis:
+    // streamCreateConsumer's dirty++), whatever was read.
+    db.stats.dirty += created_consumers;
     for (key, change) in &changes {
         log_group_change(db, cx, key, &req.group, change);
     }
