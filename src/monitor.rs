@@ -215,11 +215,13 @@ pub fn attach(monitors: &Monitors, fd: i32, addr: &Endpoint) -> std::io::Result<
         Stream::Unix(s) => s.set_nonblocking(false)?,
     }
     let (tx, rx) = bounded::<Bytes>(QUEUE_LINES);
+    // Registered before `+OK` leaves: every command the client can send
+    // after seeing the reply is shown (lines wait in the channel meanwhile).
+    monitors.add(tx);
     stream.write_all(b"+OK\r\n")?;
     std::thread::Builder::new()
         .name("monitor".into())
         .spawn(move || write_lines(stream, rx))?;
-    monitors.add(tx);
     Ok(())
 }
 
