@@ -444,6 +444,9 @@ pub struct Shared {
     pub slowlog: crate::cmd::slowlog::SlowLog,
     /// Clients in MONITOR mode.
     pub monitors: crate::monitor::Monitors,
+    /// Allocator bytes in use when the server had started (MEMORY STATS
+    /// `startup.allocated`).
+    pub startup_allocated_bytes: u64,
 }
 
 impl Shared {
@@ -813,6 +816,7 @@ fn start_with(
         shutdown: AtomicBool::new(false),
         blocked_clients: Arc::new(AtomicU64::new(0)),
         monitors: Default::default(),
+        startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,
         slowlog: crate::cmd::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,

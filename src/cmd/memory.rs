@@ -6,7 +6,9 @@
 //! and keys with a TTL per database (from every shard), client buffers
 //! (`tot-mem` of CLIENT LIST). What shardstream does not have is reported as
 //! 0: replication backlog, replica clients, cluster links, Lua and function
-//! caches; `startup.allocated` is 0 too (not recorded at start).
+//! caches. `startup.allocated` is what the allocator held once the server
+//! had started (before loading its data, like Redis's figure); in a
+//! process that embeds several servers (tests) it includes the others.
 //!
 //! # Source
 //! `memoryCommand`, `getMemoryOverheadData`, `getMemoryDoctorReport`,
@@ -180,11 +182,12 @@ fn memory_stats(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
         .map(|m| m.values().map(|c| c.tot_mem_bytes() as u64).sum())
         .unwrap_or(0);
     let databases = cx.shared.databases;
+    let startup = cx.shared.startup_allocated_bytes;
     let parts = key_counts(cx);
     let merge = move |replies: Vec<Reply>| {
         let per_db = sum_counts(replies, databases);
         let peak = PEAK_ALLOCATED.load(Ordering::Relaxed).max(a.allocated);
-        let startup = 0u64;
+        let startup = startup.min(a.allocated);
         let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
         let key = |s: &str| Reply::bulk_copy(s);
         let mut m: Vec<(Reply, Reply)> = Vec::new();
