@@ -8,9 +8,11 @@
 //! consumers' active time added). We write `_3`, or `_2` / `_1` when asked
 //! for a payload an older server can load.
 //!
-//! Not carried: the IDMP map of Redis 8.6 (`RDB_TYPE_STREAM_LISTPACKS_4`);
-//! entries deleted by XDEL (tombstones) are left out of the written nodes,
-//! which changes no reply (lag uses the max-deleted ID, not tombstones).
+//! Not carried: the IDMP map of Redis 8.6 (`RDB_TYPE_STREAM_LISTPACKS_4`)
+//! and pending entries released by XNACK (8.8, `_5`), whose encodings we do
+//! not write; entries deleted by XDEL (tombstones) are left out of the
+//! written nodes, which changes no reply (lag uses the max-deleted ID, not
+//! tombstones). Reading, PEL entries no consumer lists are kept unowned.
 //!
 //! # Source
 //! redis/src/rdb.c `rdbSaveObject` / `rdbLoadObject` (stream branches),
@@ -90,8 +92,12 @@ pub fn encode(w: &mut Writer, s: &Stream, generation: Generation) {
             // Redis's -1 ("unknown") is written as a length of u64::MAX.
             w.len(g.entries_read.unwrap_or(u64::MAX));
         }
-        w.len(g.pel().len() as u64);
-        for (id, p) in g.pel().iter() {
+        // Entries released by XNACK (Redis 8.8) have no owner; these
+        // encodings cannot say so (a loader expects every PEL entry in some
+        // consumer's PEL), so they are left out.
+        let owned = g.pel().values().filter(|p| p.owner().is_some()).count();
+        w.len(owned as u64);
+        for (id, p) in g.pel().iter().filter(|(_, p)| p.owner().is_some()) {
             w.raw_id(*id);
             w.ms_time(p.delivery_time_ms as i64);
             w.len(p.delivery_count);
