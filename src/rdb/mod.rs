@@ -319,6 +319,22 @@ mod tests {
     }
 
     #[test]
+    fn xnack_released_entries_are_left_out() {
+        let mut s = sample_stream_of(20);
+        let g = s.group_mut(b"g1").unwrap();
+        assert!(g.nack(StreamId::new(1001, 3), false, |n| n));
+        let pending_before = g.pel().len();
+        let p = dump_payload(&Value::Stream(Box::new(s)), 12);
+        let Ok(Value::Stream(b)) = restore_payload(&p) else {
+            panic!("restore failed")
+        };
+        let g = b.group(b"g1").unwrap();
+        assert_eq!(g.pel().len(), pending_before - 1);
+        assert!(g.pending(StreamId::new(1001, 3)).is_none());
+        b.check_invariants().unwrap();
+    }
+
+    #[test]
     fn empty_stream_and_strings_round_trip() {
         let mut s = Stream::new();
         s.set_last_id(StreamId::new(5, 5), Some(3), None).unwrap();
