@@ -198,13 +198,13 @@ fn redis_payloads_restore_into_shardstream() {
         let get = format!("GET {key}");
         assert_eq!(run(&mut o, &get), run(&mut r, &get));
     }
-    // The restored stream is live: groups keep delivering, the IDs go on.
+    // The restored stream is live: groups keep delivering, new entries follow.
     let (mut rc, mut oc) = (redis.client(), srv.client());
     assert_same_replies(
         &mut oc,
         &mut rc,
         "
-        XADD s1 * late entry
+        XADD s1 9-0 late entry
         ~XREADGROUP GROUP g1 carol STREAMS s1 >
         XINFO GROUPS s1
         XPENDING s1 g1
