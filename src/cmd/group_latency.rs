@@ -110,7 +110,7 @@ fn info_escape(s: &[u8]) -> String {
 /// delivery_p50_ms=..,delivery_p99_ms=..,delivery_p999_ms=..,
 /// delivery_max_ms=..,acked=..,ack_p50_ms=..,ack_p99_ms=..,ack_p999_ms=..,
 /// ack_max_ms=..` (key and group escaped as `%XX` where needed). Walks every
-/// key of the shard: asked only by `INFO streamlatency` / `INFO all`.
+/// key of the shard: only `INFO streamlatency` asks (not `INFO all`).
 pub fn info_lines(db: &ShardDb, now_ms: u64) -> Vec<String> {
     let mut out = Vec::new();
     for n in 0..db.databases() {

@@ -137,9 +137,13 @@ fn wanted_sections(args: &[Bytes]) -> Vec<&'static str> {
     SECTIONS
         .iter()
         .filter(|(name, default)| {
-            pick_all
-                || (pick_default && *default)
-                || args.iter().any(|a| a.eq_ignore_ascii_case(name.as_bytes()))
+            let named = args.iter().any(|a| a.eq_ignore_ascii_case(name.as_bytes()));
+            // `streamlatency` walks every key of every shard: only on request,
+            // never as part of `all` (which exporters scrape).
+            if *name == "streamlatency" {
+                return named;
+            }
+            pick_all || (pick_default && *default) || named
         })
         .map(|(name, _)| *name)
         .collect()
@@ -738,7 +742,8 @@ mod tests {
         assert!(wanted_sections(&[]).contains(&"keyspace"));
         assert_eq!(wanted_sections(&[b("CPU"), b("server")]), ["server", "cpu"]);
         assert_eq!(wanted_sections(&[b("nope")]), Vec::<&str>::new());
-        assert_eq!(wanted_sections(&[b("all")]).len(), SECTIONS.len());
+        assert_eq!(wanted_sections(&[b("all")]).len(), SECTIONS.len() - 1);
+        assert_eq!(wanted_sections(&[b("streamlatency")]), ["streamlatency"]);
     }
 
     #[test]
