@@ -37,6 +37,8 @@ pub struct Tunables {
     pub cluster_allow_local_multislot: AtomicBool,
     /// `appendonly`, `appendfsync`, auto-rewrite settings and AOF status.
     pub aof: crate::aof::AofShared,
+    /// `dump-payload-version`: the RDB version DUMP payloads carry.
+    pub dump_payload_version: std::sync::atomic::AtomicU16,
 }
 
 impl Default for Tunables {
@@ -58,6 +60,7 @@ impl Tunables {
             maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
+            dump_payload_version: std::sync::atomic::AtomicU16::new(cfg.dump_payload_version),
         }
     }
 
@@ -80,6 +83,8 @@ impl Tunables {
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
+        self.dump_payload_version
+            .store(cfg.dump_payload_version, Ordering::Relaxed);
     }
 
     /// The `maxmemory-policy` in force.
@@ -200,6 +205,16 @@ pub struct Config {
     /// The config file the server was started with (INFO `config_file`);
     /// not a directive.
     pub config_file: Option<PathBuf>,
+    /// `dump-payload-version` (shardstream's own, default 12 as Redis 7.4
+    /// to 8.4 write): the RDB version of DUMP payloads, 9 to 12. Lower it
+    /// to RESTORE our payloads into an older Redis (7.0 accepts at most 10,
+    /// 6.x at most 9); see [`crate::rdb`].
+    pub dump_payload_version: u16,
+    /// `cluster-mode` (shardstream's own): `standalone` (default, as Redis
+    /// without `cluster-enabled`) or `emulated`, a one-node cluster owning
+    /// every slot (INFO `cluster_enabled:1`, CLUSTER SLOTS/NODES/SHARDS
+    /// answer). `cluster-enabled yes` sets `emulated` too. Fixed at start.
+    pub cluster_emulated: bool,
 }
 
 /// Redis's log levels, least verbose last.
@@ -367,6 +382,8 @@ impl Default for Config {
             protected_mode: true,
             supervised: "no".into(),
             config_file: None,
+            dump_payload_version: crate::rdb::DEFAULT_DUMP_VERSION,
+            cluster_emulated: false,
         }
     }
 }
@@ -572,6 +589,24 @@ impl Config {
             "stream-node-max-entries" => {
                 self.stream_node_max_entries = value.parse().map_err(|_| bad())?
             }
+            "cluster-mode" => {
+                self.cluster_emulated = match value.to_ascii_lowercase().as_str() {
+                    "standalone" => false,
+                    "emulated" => true,
+                    _ => return Err("argument must be one of the following: standalone, emulated".into()),
+                }
+            }
+            "cluster-enabled" => {
+                self.cluster_emulated = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "dump-payload-version" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                let (lo, hi) = (crate::rdb::MIN_DUMP_VERSION, crate::rdb::DEFAULT_DUMP_VERSION);
+                self.dump_payload_version = u16::try_from(v)
+                    .ok()
+                    .filter(|v| (lo..=hi).contains(v))
+                    .ok_or_else(|| format!("argument must be between {lo} and {hi} inclusive"))?
+            }
             "stream-node-max-bytes" => {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
@@ -742,6 +777,19 @@ impl Config {
             "zset-max-listpack-value" | "zset-max-ziplist-value" => {
                 self.zset_max_listpack_value.to_string()
             }
+            "dump-payload-version" => self.dump_payload_version.to_string(),
+            "cluster-mode" => if self.cluster_emulated {
+                "emulated"
+            } else {
+                "standalone"
+            }
+            .to_string(),
+            "cluster-enabled" => if self.cluster_emulated || self.cluster_config.is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
             "cluster-config" => self
                 .cluster_config
                 .as_ref()
@@ -820,6 +868,9 @@ impl Config {
         "zset-max-listpack-value",
         "zset-max-ziplist-entries",
         "zset-max-ziplist-value",
+        "dump-payload-version",
+        "cluster-mode",
+        "cluster-enabled",
         "cluster-config",
         "cluster-allow-local-multislot",
         "appendonly",
@@ -1083,7 +1134,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "unixsocketgroup",
     "socket-mark-id",
     "bind-source-addr",
-    "cluster-enabled",
     "cluster-config-file",
     "cluster-node-timeout",
     "cluster-port",

@@ -448,6 +448,11 @@ pub struct Shared {
     pub cluster: Option<crate::cluster::Topology>,
     /// SLOWLOG entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
+    /// Clients in MONITOR mode.
+    pub monitors: crate::monitor::Monitors,
+    /// Allocator bytes in use when the server had started (MEMORY STATS
+    /// `startup.allocated`).
+    pub startup_allocated_bytes: u64,
 }
 
 impl Shared {
@@ -816,6 +821,8 @@ fn start_with(
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
         blocked_clients: Arc::new(AtomicU64::new(0)),
+        monitors: Default::default(),
+        startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,
         slowlog: crate::cmd::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,

@@ -9,13 +9,22 @@ use std::process::{Command, Stdio};
 use common::{RedisCluster, RespClient, TestServer};
 use shardstream::route::slot::slot_of;
 
+/// A server in `--cluster-mode emulated`: a one-node cluster owning every slot.
+fn emulated(shards: u16) -> TestServer {
+    TestServer::with_config(shardstream::config::Config {
+        shards,
+        cluster_emulated: true,
+        ..common::test_config()
+    })
+}
+
 fn bulk(s: &str) -> String {
     format!("${}\r\n{s}", s.len())
 }
 
 #[test]
 fn keyslot_vectors() {
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     let mut c = srv.client();
     assert_eq!(c.raw(&["CLUSTER", "KEYSLOT", "foo"]), ":12182");
     assert_eq!(c.raw(&["CLUSTER", "KEYSLOT", "123456789"]), ":12739");
@@ -65,7 +74,7 @@ fn me(srv: &TestServer, c: &mut RespClient) -> (String, u16) {
 
 #[test]
 fn slots_shards_nodes_info_shapes() {
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     let mut c = srv.client();
     let (id, port) = me(&srv, &mut c);
     assert_eq!(
@@ -136,7 +145,7 @@ fn slots_shards_nodes_info_shapes() {
 
 #[test]
 fn readonly_readwrite_asking_and_help() {
-    let srv = TestServer::start(2);
+    let srv = emulated(2);
     let mut c = srv.client();
     assert_eq!(c.raw(&["READONLY"]), "+OK");
     assert_eq!(c.raw(&["READWRITE"]), "+OK");
@@ -161,7 +170,7 @@ fn readonly_readwrite_asking_and_help() {
 
 #[test]
 fn countkeysinslot_and_getkeysinslot_on_four_shards() {
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     let mut c = srv.client();
     let tags = ["{a}", "{b}", "{c}", "{d}"];
     // The four tags land on more than one shard, so the counts come from
@@ -236,7 +245,7 @@ fn countkeysinslot_and_getkeysinslot_on_four_shards() {
 #[test]
 fn redis_rs_cluster_client_reads_and_writes_many_slots() {
     use redis::Commands;
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     let client = redis::cluster::ClusterClient::new(vec![format!("redis://{}/", srv.addr)])
         .expect("cluster client");
     let mut con = client.get_connection().expect("cluster connection");
@@ -270,7 +279,7 @@ fn redis_cli_cluster_mode_set_and_get() {
         eprintln!("redis-cli not installed: skipping");
         return;
     }
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     let port = srv.addr.port().to_string();
     let run = |args: &[&str]| {
         let out = Command::new("redis-cli")
@@ -293,7 +302,7 @@ fn keyslot_matches_redis_server() {
     let Some(redis) = RedisCluster::start() else {
         return;
     };
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     let mut ours = srv.client();
     let mut theirs = RespClient::connect(redis.addr);
     let mut keys: Vec<Vec<u8>> = vec![
@@ -356,7 +365,7 @@ fn shapes_and_errors_match_redis_cluster_node() {
     let Some(redis) = RedisCluster::start() else {
         return;
     };
-    let srv = TestServer::start(4);
+    let srv = emulated(4);
     for resp3 in [false, true] {
         let mut ours = srv.client();
         let mut theirs = RespClient::connect(redis.addr);

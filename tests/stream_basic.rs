@@ -135,9 +135,10 @@ fn xrange_xdel_xtrim_xsetid() {
         "-ERR syntax error"
     );
     assert_eq!(c.raw(&["XSETID", "none", "1"]), "-ERR no such key");
+    // Redis 8.0 checks the stream's max deleted ID (1-1 here) before the top item.
     assert_eq!(
         c.raw(&["XSETID", "s", "1"]),
-        "-ERR The ID specified in XSETID is smaller than the target stream top item"
+        "-ERR The ID specified in XSETID is smaller than current max_deleted_entry_id"
     );
     assert_eq!(c.raw(&["XSETID", "s", "7", "ENTRIESADDED", "9"]), "+OK");
     assert_eq!(
@@ -293,14 +294,16 @@ XSETID nokey bad
 XSETID nokey 5 MAXDELETEDID 6
 XSETID nokey 5 ENTRIESADDED -1
 XSETID nokey 5 ENTRIESADDED x
-XSETID s 0
+# Redis 8.0 checks the max deleted ID before the top item (7.0 only the
+# top item): pinned in xrange_xdel_xtrim_xsetid.
+~XSETID s 0
 XSETID s 5 ENTRIESADDED 0
 XSETID str 5
 XSETID s 5 FOO
 XSETID s 5 MAXDELETEDID 4 ENTRIESADDED 10
 XADD s 5 f v
 XADD s 6 f v
-XSETID s 3
+~XSETID s 3
 XREAD STREAMS s 0
 XREAD COUNT 1 STREAMS s 0
 XREAD COUNT 0 STREAMS s 2

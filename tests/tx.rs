@@ -185,7 +185,12 @@ fn select_inside_multi_applies_to_later_commands() {
 
 #[test]
 fn transactions_spanning_shards_run() {
-    let srv = TestServer::start(4);
+    // CLUSTER COUNTKEYSINSLOT needs cluster mode (a one-node emulated cluster).
+    let srv = TestServer::with_config(shardstream::config::Config {
+        shards: 4,
+        cluster_emulated: true,
+        ..common::test_config()
+    });
     let mut c = srv.client();
     let (a, b) = keys_on_two_shards();
     // Two single-key commands on different shards.

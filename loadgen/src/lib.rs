@@ -54,6 +54,8 @@ pub fn resolve(target: &TargetArgs) -> Result<Resolved, String> {
         dir: std::env::temp_dir().join(format!("loadgen-embedded-{}", std::process::id())),
         // A throwaway in-process server: no append-only files (as before AOF existed).
         appendonly: false,
+        // `--cluster` routes by CLUSTER SLOTS: present a one-node cluster.
+        cluster_emulated: target.cluster,
         ..shardstream::config::Config::default()
     };
     if let Some(s) = target.embedded_shards {

@@ -183,6 +183,12 @@ pub fn log_group_change(
     group: &[u8],
     ch: &GroupChange,
 ) {
+    // Changes Redis propagates count as changes (INFO
+    // rdb_changes_since_last_save); a redelivery from a consumer's own PEL
+    // (pending entries only) does not, as in Redis.
+    if ch.meta || ch.mkstream || !ch.acked.is_empty() {
+        db.stats.dirty += 1;
+    }
     if !db.aof.is_enabled() || ch.is_empty() {
         return;
     }

@@ -1,5 +1,11 @@
-//! Cluster introspection. Without a topology a shardstream node presents
-//! itself as a Redis Cluster of one master owning all 16384 slots; with
+//! Cluster introspection. A standalone node (the default) answers these
+//! commands as Redis standalone does (`ERR This instance has cluster support
+//! disabled`, INFO `cluster_enabled:0`). With `--cluster-mode emulated` (the
+//! idea is Dragonfly's; `cluster-enabled yes` in a redis.conf means the same)
+//! a node presents itself as a Redis Cluster of one master owning all 16384
+//! slots (`cluster_enabled:1`), so `redis-cli --cluster check` and redis-py's
+//! `RedisCluster` accept it; the data path is unchanged (no CROSSSLOT checks,
+//! SELECT allowed), as one node serves every slot. With
 //! `cluster-config` (see [`crate::cluster`]) it describes the configured
 //! nodes, so cluster-aware clients (redis-rs `ClusterClient`, redis-py
 //! `RedisCluster`, `redis-cli -c`) work against it unchanged. Redirections
@@ -210,13 +216,41 @@ fn cluster(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     }
 }
 
+/// `ERR This instance has cluster support disabled` unless the node is in
+/// cluster mode: `--cluster-mode emulated` (or `cluster-enabled yes`), or a
+/// `cluster-config` topology. Redis standalone answers every CLUSTER
+/// subcommand, READONLY, READWRITE and ASKING this way.
+///
+/// # Source
+/// `clusterCommand` / `readonlyCommand` / `askingCommand`, redis/src/cluster.c (7.0).
+fn cluster_enabled(cx: &ConnCtx<'_>) -> Result<(), CmdError> {
+    if is_cluster_mode(cx.shared) {
+        Ok(())
+    } else {
+        Err(CmdError::msg(
+            "ERR This instance has cluster support disabled",
+        ))
+    }
+}
+
+/// Whether this node presents itself as a cluster node (INFO `cluster_enabled`).
+pub fn is_cluster_mode(shared: &crate::server::Shared) -> bool {
+    shared.cluster.is_some()
+        || shared
+            .config
+            .read()
+            .map(|c| c.cluster_emulated)
+            .unwrap_or(false)
+}
+
 /// `CLUSTER KEYSLOT key`
 ///
 /// # Reply
 /// Integer: the hash slot of `key` (CRC16/XMODEM mod 16384, `{hash tag}` honoured).
 /// # Source
 /// `CLUSTER KEYSLOT` in `clusterCommand`, redis/src/cluster.c; `keyHashSlot`.
-fn keyslot(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+fn keyslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let key = argv
         .get(2)
         .ok_or_else(|| CmdError::arity("cluster|keyslot"))?;
@@ -286,6 +320,7 @@ fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
 /// # Source
 /// `clusterReplyMultiBulkSlots`, redis/src/cluster.c (7.0).
 fn slots(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let nodes = view(cx);
     let mut ranges: Vec<(u16, u16, &NodeView)> = nodes
         .iter()
@@ -321,6 +356,7 @@ fn slots(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// # Source
 /// `clusterReplyShards` / `addNodeDetailsToShardReply`, redis/src/cluster.c (7.0).
 fn shards(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let field = |name: &'static str, v: Reply| (Reply::bulk(name), v);
     let shards = view(cx)
         .into_iter()
@@ -358,6 +394,7 @@ fn shards(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// # Source
 /// `clusterGenNodesDescription`, redis/src/cluster.c (7.0).
 fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let mut out = String::new();
     for n in view(cx) {
         let flags = if n.myself { "myself,master" } else { "master" };
@@ -386,6 +423,7 @@ fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// # Source
 /// `genClusterInfoString`, redis/src/cluster.c (7.0).
 fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let (nodes, current_epoch, my_epoch) = match &cx.shared.cluster {
         Some(t) => (t.nodes.len(), t.current_epoch(), t.me().epoch),
         None => (1, CONFIG_EPOCH, CONFIG_EPOCH),
@@ -420,6 +458,7 @@ fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Bulk string: this node's 40-hex-character id (SHA-1 of its topology name;
 /// the server's `run_id` without a topology).
 fn myid(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let id = match &cx.shared.cluster {
         Some(t) => t.me().id.clone(),
         None => cx.shared.run_id.clone(),
@@ -463,6 +502,7 @@ fn on_slot_shard(
 /// # Source
 /// `CLUSTER COUNTKEYSINSLOT` in `clusterCommand`, redis/src/cluster.c (7.0).
 fn countkeysinslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let arg = argv
         .get(2)
         .ok_or_else(|| CmdError::arity("cluster|countkeysinslot"))?;
@@ -486,6 +526,7 @@ fn countkeysinslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdEr
 /// # Source
 /// `CLUSTER GETKEYSINSLOT` in `clusterCommand`, redis/src/cluster.c (7.0).
 fn getkeysinslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     let (Some(slot), Some(count)) = (argv.get(2), argv.get(3)) else {
         return Err(CmdError::arity("cluster|getkeysinslot"));
     };
@@ -534,7 +575,8 @@ pub fn apply_keys_in_slot(
 ///
 /// # Reply
 /// Array of simple strings describing the subcommands this node supports.
-fn help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+fn help(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     const LINES: &[&str] = &[
         "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "COUNTKEYSINSLOT <slot>",
@@ -564,19 +606,22 @@ fn help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `READONLY` — marks the connection as allowing replica reads. `+OK`.
 /// (This node is a master, so reads were always allowed.)
 fn readonly(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     cx.conn.readonly = true;
     Ok(Reply::Ok.into())
 }
 
 /// `READWRITE` — clears the READONLY mark. `+OK`.
 fn readwrite(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     cx.conn.readonly = false;
     Ok(Reply::Ok.into())
 }
 
 /// `ASKING` — announces an -ASK redirect follow-up. `+OK` (no slot migrations
 /// exist yet, so it changes nothing).
-fn asking(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+fn asking(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
     Ok(Reply::Ok.into())
 }
 

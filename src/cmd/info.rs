@@ -51,10 +51,17 @@ const SECTIONS: &[(&str, bool)] = &[
     ("cluster", true),
     ("keyspace", true),
     ("shardstream", true),
+    ("streamlatency", false),
 ];
 
 /// Sections whose text needs data from the shards.
-const SHARD_SECTIONS: &[&str] = &["stats", "keyspace", "shardstream"];
+const SHARD_SECTIONS: &[&str] = &[
+    "persistence",
+    "stats",
+    "keyspace",
+    "shardstream",
+    "streamlatency",
+];
 
 /// `INFO [section [section ...]]`
 ///
@@ -78,13 +85,44 @@ pub fn info(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     if !needs_shards {
         return Ok(Reply::Verbatim(render(&wanted, &snap, &[])).into());
     }
+    let want_latency = wanted.contains(&"streamlatency");
     let parts = (0..cx.shared.shards)
-        .map(|i| (ShardId(i), on_shard(|db, _cx| ShardInfo::of(db).to_reply())))
+        .map(|i| {
+            let req = on_shard(move |db, cx| {
+                let info = ShardInfo::of(db).to_reply();
+                if !want_latency {
+                    return info;
+                }
+                let lines = crate::cmd::group_latency::info_lines(db, cx.now_ms);
+                Reply::Array(vec![
+                    info,
+                    Reply::Array(lines.into_iter().map(Reply::bulk).collect()),
+                ])
+            });
+            (ShardId(i), req)
+        })
         .collect();
     Ok(Action::FanOut {
         parts,
         merge: Box::new(move |replies: Vec<Reply>| {
-            let shards: Vec<ShardInfo> = replies.iter().map(ShardInfo::from_reply).collect();
+            let mut shards = Vec::with_capacity(replies.len());
+            for r in replies {
+                match r {
+                    Reply::Array(mut v) if want_latency && v.len() == 2 => {
+                        if let Reply::Array(lines) = v.pop().unwrap_or(Reply::Ok) {
+                            snap.streamlatency
+                                .extend(lines.into_iter().filter_map(|l| match l {
+                                    Reply::Bulk(b) => {
+                                        Some(String::from_utf8_lossy(&b).into_owned())
+                                    }
+                                    _ => None,
+                                }));
+                        }
+                        shards.push(ShardInfo::from_reply(&v[0]));
+                    }
+                    r => shards.push(ShardInfo::from_reply(&r)),
+                }
+            }
             Reply::Verbatim(render(&wanted, &snap, &shards))
         }),
     })
@@ -99,9 +137,13 @@ fn wanted_sections(args: &[Bytes]) -> Vec<&'static str> {
     SECTIONS
         .iter()
         .filter(|(name, default)| {
-            pick_all
-                || (pick_default && *default)
-                || args.iter().any(|a| a.eq_ignore_ascii_case(name.as_bytes()))
+            let named = args.iter().any(|a| a.eq_ignore_ascii_case(name.as_bytes()));
+            // `streamlatency` walks every key of every shard: only on request,
+            // never as part of `all` (which exporters scrape).
+            if *name == "streamlatency" {
+                return named;
+            }
+            pick_all || (pick_default && *default) || named
         })
         .map(|(name, _)| *name)
         .collect()
@@ -114,6 +156,8 @@ pub struct ShardInfo {
     pub expired_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Changes made (`rdb_changes_since_last_save`).
+    pub dirty: u64,
     /// `(keys, keys with a TTL)` per database.
     pub dbs: Vec<(u64, u64)>,
 }
@@ -126,6 +170,7 @@ impl ShardInfo {
             expired_keys: db.stats.expired_keys,
             keyspace_hits: db.stats.keyspace_hits,
             keyspace_misses: db.stats.keyspace_misses,
+            dirty: db.stats.dirty,
             dbs: (0..db.databases())
                 .map(|i| {
                     let ks = db.keyspace(i);
@@ -142,6 +187,7 @@ impl ShardInfo {
             self.expired_keys,
             self.keyspace_hits,
             self.keyspace_misses,
+            self.dirty,
         ];
         for (k, e) in &self.dbs {
             v.push(*k);
@@ -168,8 +214,9 @@ impl ShardInfo {
             expired_keys: at(1),
             keyspace_hits: at(2),
             keyspace_misses: at(3),
+            dirty: at(4),
             dbs: n
-                .get(4..)
+                .get(5..)
                 .unwrap_or(&[])
                 .chunks_exact(2)
                 .map(|c| (c[0], c[1]))
@@ -218,10 +265,13 @@ struct Snapshot {
     cmdstats: Vec<(String, u64, u64, u64, u64)>,
     errorstats: Vec<(String, u64)>,
     latencystats: Vec<(String, crate::server::LatencyHistogram)>,
+    /// INFO `streamlatency` lines from every shard (see
+    /// [`crate::cmd::group_latency::info_lines`]).
+    streamlatency: Vec<String>,
     percentiles: Vec<f64>,
     mem: MemInfo,
     cpu: (f64, f64),
-    /// A multi-node topology is configured (`cluster_enabled:1`).
+    /// Cluster mode: emulated one-node cluster or a topology (`cluster_enabled:1`).
     cluster: bool,
     aof: AofInfo,
 }
@@ -278,7 +328,7 @@ impl Snapshot {
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
-            cluster: shared.cluster.is_some(),
+            cluster: crate::cmd::cluster::is_cluster_mode(shared),
             run_id: shared.run_id.clone(),
             port,
             config_file,
@@ -313,6 +363,7 @@ impl Snapshot {
             errors: shared.cmdstats.total_errors(),
             errorstats: shared.cmdstats.error_snapshot(),
             latencystats: Vec::new(),
+            streamlatency: Vec::new(),
             percentiles: shared
                 .config
                 .read()
@@ -517,7 +568,10 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("# Persistence");
             line!("loading:0");
             line!("async_loading:0");
-            line!("rdb_changes_since_last_save:0");
+            line!(
+                "rdb_changes_since_last_save:{}",
+                shards.iter().map(|i| i.dirty).sum::<u64>()
+            );
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_bgsave_status:ok");
             let a = &s.aof;
@@ -641,6 +695,12 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
                 }
             }
         }
+        "streamlatency" => {
+            line!("# Streamlatency");
+            for l in &s.streamlatency {
+                line!("{l}");
+            }
+        }
         "shardstream" => {
             line!("# Shardstream");
             line!("shards:{}", s.inbox_depth.len());
@@ -688,7 +748,8 @@ mod tests {
         assert!(wanted_sections(&[]).contains(&"keyspace"));
         assert_eq!(wanted_sections(&[b("CPU"), b("server")]), ["server", "cpu"]);
         assert_eq!(wanted_sections(&[b("nope")]), Vec::<&str>::new());
-        assert_eq!(wanted_sections(&[b("all")]).len(), SECTIONS.len());
+        assert_eq!(wanted_sections(&[b("all")]).len(), SECTIONS.len() - 1);
+        assert_eq!(wanted_sections(&[b("streamlatency")]), ["streamlatency"]);
     }
 
     #[test]
@@ -698,6 +759,7 @@ mod tests {
             expired_keys: 1,
             keyspace_hits: 2,
             keyspace_misses: 3,
+            dirty: 9,
             dbs: vec![(5, 1), (0, 0)],
         };
         assert_eq!(ShardInfo::from_reply(&i.to_reply()), i);

@@ -15,12 +15,17 @@ pub mod args;
 pub mod cluster;
 pub mod connection;
 pub mod debug;
+pub mod docs;
+pub mod dump;
 pub mod expire;
 pub mod function;
 pub mod glob;
+pub mod group_latency;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod memory;
+pub mod monitor;
 pub mod object;
 pub mod persistence;
 pub mod rename;
@@ -63,6 +68,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     latency::SPECS,
     slowlog::SPECS,
     debug::SPECS,
+    dump::SPECS,
+    monitor::SPECS,
+    group_latency::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.

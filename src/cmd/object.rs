@@ -52,6 +52,20 @@ pub const SPECS: &[CommandSpec] = &[
                 parse_object,
             ),
             sub(
+                "OBJECT|FREQ",
+                3,
+                Keys::SECOND,
+                "Returns the logarithmic access frequency counter of a Redis object.",
+                parse_object,
+            ),
+            sub(
+                "OBJECT|IDLETIME",
+                3,
+                Keys::SECOND,
+                "Returns the time since the last access to a Redis object.",
+                parse_object,
+            ),
+            sub(
                 "OBJECT|HELP",
                 2,
                 Keys::None,
@@ -81,6 +95,9 @@ pub const SPECS: &[CommandSpec] = &[
                 "Estimates the memory usage of a key.",
                 parse_memory,
             ),
+            crate::cmd::memory::SUBS[0],
+            crate::cmd::memory::SUBS[1],
+            crate::cmd::memory::SUBS[2],
             sub(
                 "MEMORY|HELP",
                 2,
@@ -112,6 +129,17 @@ fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
             apply_object_encoding(db, cx, &key).into()
         }));
     }
+    for (name, freq) in [("IDLETIME", false), ("FREQ", true)] {
+        if is(sub, name) {
+            if argv.len() != 3 {
+                return Err(CmdError::arity(&format!("object|{}", name.to_lowercase())));
+            }
+            let key = argv[2].clone();
+            return Ok(on_shard(move |db, cx| {
+                apply_object_access(db, cx, &key, freq)
+            }));
+        }
+    }
     if is(sub, "HELP") {
         if argv.len() != 2 {
             return Err(CmdError::arity("object|help"));
@@ -122,6 +150,12 @@ fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
                 "ENCODING <key>",
                 "    Return the kind of internal representation used in order to store the value",
                 "    associated with a <key>.",
+                "FREQ <key>",
+                "    Return the access frequency index of the <key>. The returned integer is",
+                "    proportional to the logarithm of the recent access frequency of the key.",
+                "IDLETIME <key>",
+                "    Return the idle time of the <key>, that is the approximated number of",
+                "    seconds elapsed since the last access to the key.",
                 "HELP",
                 "    Prints this help.",
             ])
@@ -166,6 +200,12 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
         return Ok(on_shard(|_, _| {
             help_reply(&[
                 "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
                 "USAGE <key> [SAMPLES <count>]",
                 "    Return memory in bytes used by <key> and its value. Nested values are",
                 "    sampled up to <count> times (default: 5, 0 means sample all).",
@@ -212,6 +252,37 @@ pub fn zset_encoding(z: &crate::zset::SortedSet) -> &'static str {
         "listpack"
     } else {
         "skiplist"
+    }
+}
+
+/// `OBJECT IDLETIME key` (`freq` false) / `OBJECT FREQ key` (`freq` true).
+/// Neither counts as an access.
+///
+/// # Reply
+/// Integer: seconds since the last access, or the LFU counter (decayed to
+/// now); null bulk for a missing key.
+/// # Errors
+/// IDLETIME under an LFU `maxmemory-policy`, FREQ under any other: Redis's
+/// texts (the data is not tracked then).
+/// # Source
+/// `objectCommand`, redis/src/object.c.
+pub fn apply_object_access(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], freq: bool) -> Reply {
+    let lfu = db.tunables.eviction_policy().is_lfu();
+    let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
+        return Reply::NullBulk;
+    };
+    const ADJUST: &str = "Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+    match (freq, lfu) {
+        (false, true) => Reply::Error(CmdError::msg(format!(
+            "ERR An LFU maxmemory policy is selected, idle time not tracked. {ADJUST}"
+        ))),
+        (true, false) => Reply::Error(CmdError::msg(format!(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. {ADJUST}"
+        ))),
+        (false, false) => {
+            Reply::Int((cx.now_ms.saturating_sub(entry.access.last_access_ms) / 1000) as i64)
+        }
+        (true, true) => Reply::Int(i64::from(entry.access.lfu_decayed(cx.now_ms))),
     }
 }
 

@@ -82,6 +82,16 @@ const CONFIG_SUBS: &[CommandSpec] = &[
         config_resetstat,
     ),
     row(
+        "CONFIG|REWRITE",
+        2,
+        ADMIN_NLS,
+        ADMIN_ACL,
+        "Persists the effective configuration to file.",
+        "2.8.0",
+        "server",
+        config_rewrite,
+    ),
+    row(
         "CONFIG|HELP",
         2,
         LS,
@@ -326,6 +336,8 @@ const IMMUTABLE: &[&str] = &[
     "dir",
     "databases",
     "cluster-config",
+    "cluster-mode",
+    "cluster-enabled",
     "tcp-backlog",
     "enable-debug-command",
     "unixsocket",
@@ -446,6 +458,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
             return Err(failed(&name, "can't set immutable config"));
         }
     }
+    let aof_turned_on = !cfg.appendonly && next.appendonly;
     *cfg = next;
     cx.shared.tunables.update(&cfg);
     cx.shared
@@ -468,6 +481,26 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
             .stats
             .used_memory_cached_bytes
             .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+    }
+    if aof_turned_on {
+        // As Redis's startAppendOnly: the rewrite that writes the first
+        // base file starts before the reply, so INFO shows it in progress
+        // (a client waiting on aof_rewrite_in_progress sees it).
+        let parts = (0..cx.shared.shards.max(1))
+            .map(|s| {
+                (
+                    ShardId(s),
+                    on_shard(|db, _cx| {
+                        db.aof.rewrite_requested = true;
+                        Reply::Ok
+                    }),
+                )
+            })
+            .collect();
+        return Ok(Action::FanOut {
+            parts,
+            merge: Box::new(merge_ok),
+        });
     }
     Ok(Reply::Ok.into())
 }
@@ -510,6 +543,34 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
     })
 }
 
+/// `CONFIG REWRITE` — write the running configuration into the config file
+/// the server was started with (see [`crate::config_rewrite`]).
+///
+/// # Reply
+/// `+OK`.
+/// # Errors
+/// `ERR The server is running without a config file`; `ERR Rewriting
+/// config file: <os error>` when the file cannot be written.
+/// # Source
+/// `configRewriteCommand`, redis/src/config.c.
+fn config_rewrite(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let cfg = cx
+        .shared
+        .config
+        .read()
+        .map_err(|_| CmdError::msg("ERR configuration unavailable"))?
+        .clone();
+    let Some(path) = cfg.config_file.clone() else {
+        return Err(CmdError::msg(
+            "ERR The server is running without a config file",
+        ));
+    };
+    crate::config_rewrite::rewrite_file(&path, &cfg)
+        .map_err(|e| CmdError::msg(format!("ERR Rewriting config file: {e}")))?;
+    log::info!("CONFIG REWRITE executed with success.");
+    Ok(Reply::Ok.into())
+}
+
 /// `CONFIG HELP` — an array of simple strings.
 fn config_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     Ok(help_reply(&[
@@ -520,6 +581,8 @@ fn config_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
         "    Change settings at run time; all of them or none.",
         "RESETSTAT",
         "    Zero the statistics reported by INFO.",
+        "REWRITE",
+        "    Rewrite the configuration file.",
         "HELP",
         "    Print this help.",
     ])

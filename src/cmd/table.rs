@@ -432,13 +432,20 @@ pub fn reply_command_info(spec: &CommandSpec) -> Reply {
     ])
 }
 
-/// Reply for `COMMAND DOCS` of one row: a map of summary, since, group, complexity-free.
+/// Reply for `COMMAND DOCS` of one row: a map of summary, since, group,
+/// `arguments` when [`crate::cmd::docs`] describes them, subcommands.
 pub fn reply_command_docs(spec: &CommandSpec) -> Reply {
     let mut fields = vec![
         (Reply::bulk_copy("summary"), Reply::bulk_copy(spec.summary)),
         (Reply::bulk_copy("since"), Reply::bulk_copy(spec.since)),
         (Reply::bulk_copy("group"), Reply::bulk_copy(spec.group)),
     ];
+    if let Some(args) = crate::cmd::docs::args_of(spec.name) {
+        fields.push((
+            Reply::bulk_copy("arguments"),
+            crate::cmd::docs::reply_arguments(args),
+        ));
+    }
     if !spec.subcommands.is_empty() {
         fields.push((
             Reply::bulk_copy("subcommands"),

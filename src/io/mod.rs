@@ -440,6 +440,12 @@ pub fn process_input(
     }
 }
 
+/// Commands MONITOR does not show (Redis: `CMD_ADMIN`, `CMD_SKIP_MONITOR`).
+fn monitor_skips(flags: crate::cmd::Flags) -> bool {
+    use crate::cmd::Flags;
+    flags.has(Flags::ADMIN) || flags.has(Flags::SKIP_MONITOR)
+}
+
 /// Admit one decoded command, then answer it here or queue it for its shard(s).
 fn dispatch(
     shared: &Arc<Shared>,
@@ -456,7 +462,15 @@ fn dispatch(
         return;
     };
     let name = spec.name;
-    match router::route(spec, &argv, &mut conn.session, shared) {
+    let routed = router::route(spec, &argv, &mut conn.session, shared);
+    // MONITOR: one relaxed load when nobody monitors. After routing, so a
+    // SELECT shows its new database, as Redis feeds monitors after a call.
+    if shared.monitors.is_active() && !monitor_skips(spec.flags) {
+        let now_us = crate::monitor::now_us();
+        let s = &conn.session;
+        shared.monitors.feed(now_us, s.db, &s.shared.addr, &argv);
+    }
+    match routed {
         Routed::Reply(r) => {
             shared.count_call(name, r.is_error(), false);
             if let Some(e) = r.error_text() {

@@ -189,6 +189,10 @@ pub struct ShardStats {
     pub expired_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Changes made (INFO `rdb_changes_since_last_save`, Redis's `dirty`):
+    /// one per key modification WATCH sees, one per consumer-group change
+    /// Redis propagates (see [`ShardDb::touch_key`]).
+    pub dirty: u64,
 }
 
 /// One shard's data: a [`Keyspace`] per database. Lives and dies on its shard thread.
@@ -383,12 +387,20 @@ impl ShardDb {
         self.get_mut_untracked(db, key, now_ms).map(|e| &*e)
     }
 
+    /// Record a modification of `key`: WATCH sees it and the change count
+    /// (INFO `rdb_changes_since_last_save`) goes up, as Redis's
+    /// `signalModifiedKey` + `server.dirty++`.
+    pub fn touch_key(&mut self, db: usize, key: &[u8]) {
+        self.watch.touch(db, key);
+        self.stats.dirty += 1;
+    }
+
     /// The live entry under `key` for modification, after lazy expiry.
     /// Changing `expire_at_ms` through this reference is not allowed: use [`set_expire`](Self::set_expire).
     pub fn get_mut(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
         // Mutable access is how commands write: watchers see a change.
-        self.watch.touch(db, key);
+        self.touch_key(db, key);
         self.get_mut_untracked(db, key, now_ms)
     }
 
@@ -435,6 +447,13 @@ impl ShardDb {
     pub fn is_live(&self, db: usize, key: &[u8], now_ms: u64) -> bool {
         let ks = self.keyspace(db);
         ks.map.contains_key(key) && !ks.is_expired(key, now_ms)
+    }
+
+    /// The live entry under `key` after lazy expiry, without recording an
+    /// access (Redis's `LOOKUP_NOTOUCH`: OBJECT IDLETIME / FREQ).
+    pub fn peek(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.keyspace(db).map.get(key)
     }
 
     /// Whether a live key exists.
@@ -608,7 +627,7 @@ impl ShardDb {
         value: Value,
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
-        self.watch.touch(db, &key);
+        self.touch_key(db, &key);
         let created_ms = self.clock_ms;
         let value = match value {
             Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
@@ -659,7 +678,7 @@ impl ShardDb {
         }
         let old = self.ks(db).remove(key);
         if old.is_some() {
-            self.watch.touch(db, key);
+            self.touch_key(db, key);
             // Blocked XREADGROUP readers of a deleted stream get an error.
             self.blocking.mark_ready(db, key);
         }
@@ -669,7 +688,7 @@ impl ShardDb {
     /// Set or clear the TTL of an existing key. Returns false when the key is missing.
     pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at_ms: Option<u64>) -> bool {
         if self.ks(db).map.contains_key(key) {
-            self.watch.touch(db, key);
+            self.touch_key(db, key);
         }
         let ks = self.ks(db);
         let Some((k, entry)) = ks.map.get_key_value(key) else {
@@ -817,6 +836,7 @@ impl ShardDb {
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();
+        self.stats.dirty += n as u64;
         self.blocking.mark_db_ready(db);
         n
     }

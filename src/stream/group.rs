@@ -107,6 +107,8 @@ pub struct ConsumerGroup {
     slab: Vec<Option<Consumer>>,
     free: Vec<ConsumerId>,
     by_name: BTreeMap<Bytes, ConsumerId>,
+    /// Delivery and ack latency histograms (statistics, see [`super::latency`]).
+    pub latency: super::latency::GroupLatency,
 }
 
 impl ConsumerGroup {
@@ -258,6 +260,20 @@ impl ConsumerGroup {
             p.delivery_time_ms = now_ms;
             p.delivery_count = p.delivery_count.saturating_add(1);
         }
+    }
+
+    /// XACK / XACKDEL of `id` at `now_ms`: [`ack`](Self::ack), recording
+    /// the delivered→acked time in the group's latency histogram when the
+    /// entry was pending.
+    pub fn ack_recording(&mut self, id: StreamId, now_ms: u64) -> bool {
+        let Some(p) = self.pel.remove(id) else {
+            return false;
+        };
+        self.latency.record_ack(p.delivery_time_ms, now_ms);
+        if let Some(c) = self.consumer_mut(p.consumer) {
+            c.pel.remove(id);
+        }
+        true
     }
 
     /// `XACK`: removes `id` from the group PEL and its consumer's PEL.
@@ -485,7 +501,10 @@ impl ConsumerGroup {
             .consumers()
             .map(|c| c.pel.heap_bytes() + 2 * c.name.len() + 96)
             .sum();
-        std::mem::size_of::<Self>() + self.pel.heap_bytes() + sets
+        std::mem::size_of::<Self>()
+            + self.pel.heap_bytes()
+            + sets
+            + self.latency.memory_usage_bytes()
     }
 }
 
@@ -616,11 +635,24 @@ impl Stream {
         if !entries.is_empty() && !noack {
             g.touch_active(cid, now_ms);
         }
+        // Entries of one millisecond share one histogram update.
+        let mut run: Option<(u64, u64)> = None;
         for e in &entries {
             g.advance_last_delivered(e.id, &counters);
+            match &mut run {
+                Some((ms, n)) if *ms == e.id.ms => *n += 1,
+                _ => {
+                    if let Some((ms, n)) = run.replace((e.id.ms, 1)) {
+                        g.latency.record_deliveries(ms, now_ms, n);
+                    }
+                }
+            }
             if !noack {
                 g.deliver(e.id, cid, now_ms);
             }
+        }
+        if let Some((ms, n)) = run {
+            g.latency.record_deliveries(ms, now_ms, n);
         }
         Some(Delivered { created, entries })
     }

@@ -14,6 +14,7 @@ pub mod group;
 pub mod id;
 pub mod idmap;
 pub mod idmp;
+pub mod latency;
 mod node;
 
 use std::collections::BTreeMap;
@@ -137,7 +138,7 @@ pub const ERR_XSETID_ENTRIES_ADDED_SMALL: &str =
 /// See [`Stream::set_last_id`].
 pub const ERR_XSETID_SMALLER_THAN_MAX_DELETED: &str =
     "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
-/// See [`Stream::set_last_id`] (Redis 7.4+).
+/// See [`Stream::set_last_id`] (Redis 8.0).
 pub const ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED: &str =
     "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id";
 
@@ -690,13 +691,10 @@ impl Stream {
     /// # Errors
     /// In Redis's order, each a `Msg` with the exact text:
     /// [`ERR_XSETID_SMALLER_THAN_MAX_DELETED`] (id < given max deleted),
+    /// [`ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED`] (id < the stream's
+    /// max deleted ID; Redis 8.0),
     /// [`ERR_XSETID_SMALLER_THAN_TOP`] (stream not empty and id < last entry),
-    /// [`ERR_XSETID_ENTRIES_ADDED_SMALL`] (entries_added < length),
-    /// [`ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED`] (no MAXDELETEDID given
-    /// and id < the stream's max-deleted-entry-id: newer Redis releases refuse
-    /// to move the last ID behind a deleted entry, which would let XADD reuse
-    /// its ID; Redis 7.0 accepted it. Checked last, so where 7.0 already
-    /// refused, its error is the one given).
+    /// [`ERR_XSETID_ENTRIES_ADDED_SMALL`] (entries_added < length).
     /// # Source
     /// `xsetidCommand`.
     pub fn set_last_id(
@@ -708,6 +706,9 @@ impl Stream {
         if max_deleted.is_some_and(|m| id < m) {
             return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_MAX_DELETED));
         }
+        if id < self.max_deleted_entry_id {
+            return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED));
+        }
         if let Some(top) = self.last_live_id() {
             if id < top {
                 return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_TOP));
@@ -715,10 +716,6 @@ impl Stream {
         }
         if entries_added.is_some_and(|n| n < self.length) {
             return Err(CmdError::msg(ERR_XSETID_ENTRIES_ADDED_SMALL));
-        }
-        let max_deleted_given = max_deleted.is_some_and(|m| m != StreamId::MIN);
-        if !max_deleted_given && id < self.max_deleted_entry_id {
-            return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED));
         }
         self.last_id = id;
         if let Some(n) = entries_added {

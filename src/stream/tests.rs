@@ -188,17 +188,27 @@ fn approx_trim_removes_whole_nodes_only() {
     );
 }
 
-/// Found by the proptest once it checked `check_invariants`: XSETID may set
-/// `last_id` below a tombstone (Redis checks only the last live entry), so a
-/// later entry follows a greater deleted ID in the same node. Readers must
-/// skip the tombstone before comparing IDs. Redis 7.0.15: XADD 1-0, XADD 1-7,
-/// XDEL 1-7, XSETID 1-0, XADD 1-5 → `XRANGE s 1-0 1-6` gives 1-0 and 1-5.
+/// Found by the proptest once it checked `check_invariants`: Redis 7.0 let
+/// XSETID set `last_id` below a tombstone (it checked only the last live
+/// entry), so a later entry could follow a greater deleted ID in the same
+/// node (7.0.15: XADD 1-0, XADD 1-7, XDEL 1-7, XSETID 1-0, XADD 1-5 →
+/// `XRANGE s 1-0 1-6` gives 1-0 and 1-5). Redis 8.0 refuses that XSETID
+/// (`smaller than current max_deleted_entry_id`); readers still skip
+/// tombstones before comparing IDs, shown here with the max deleted ID set
+/// back by an explicit MAXDELETEDID.
 #[test]
 fn append_after_xsetid_below_a_tombstone() {
     let mut s = Stream::new();
     add(&mut s, IdSpec::Explicit(id(1, 0))).unwrap();
     add(&mut s, IdSpec::Explicit(id(1, 7))).unwrap();
     assert!(s.delete(id(1, 7)));
+    assert_eq!(
+        s.set_last_id(id(1, 0), None, None),
+        Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED))
+    );
+    // Allowed: last ID stays at or above the max deleted ID, which the
+    // caller lowers first (XSETID 1-7 MAXDELETEDID 1-0, then XSETID 1-0).
+    s.set_last_id(id(1, 7), None, Some(id(1, 0))).unwrap();
     s.set_last_id(id(1, 0), None, None).unwrap();
     assert_eq!(add(&mut s, IdSpec::Explicit(id(1, 5))), Ok(id(1, 5)));
     assert_eq!(s.check_invariants(), Ok(()));
@@ -246,10 +256,17 @@ fn xsetid_checks_like_redis() {
         (s.last_id(), s.entries_added(), s.max_deleted_entry_id()),
         (id(10, 0), 5, id(9, 0))
     );
-    // Lowering last_id below a tombstone is allowed; later entries still read in order.
+    // Lowering last_id below the max deleted ID is refused (Redis 8.0); with
+    // the max deleted ID lowered first it goes, and later entries still read in order.
     assert!(s.delete(id(3, 0)));
+    assert_eq!(
+        s.set_last_id(id(2, 5), None, Some(StreamId::MIN)),
+        err(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED)
+    );
+    assert_eq!(s.max_deleted_entry_id(), id(9, 0));
+    assert_eq!(s.set_last_id(id(10, 0), None, Some(id(2, 0))), Ok(()));
     assert_eq!(s.set_last_id(id(2, 5), None, Some(StreamId::MIN)), Ok(()));
-    assert_eq!(s.max_deleted_entry_id(), id(9, 0)); // 0-0 means "not given"
+    assert_eq!(s.max_deleted_entry_id(), id(2, 0)); // 0-0 means "not given"
     assert_eq!(add(&mut s, IdSpec::Explicit(id(2, 6))), Ok(id(2, 6)));
     assert_eq!(
         ids(&s.range(StreamId::MIN, id(2, 10), None, false)),
@@ -349,6 +366,9 @@ impl Model {
     ) -> Result<(), CmdError> {
         if maxdel.is_some_and(|m| new < m) {
             return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_MAX_DELETED));
+        }
+        if new < self.max_deleted {
+            return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED));
         }
         if self
             .entries

@@ -522,7 +522,7 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
         log_trim(db, cx, &req.key, trimmed, len_after, &trim_effect);
     }
     db.blocking.mark_ready(cx.db, &req.key);
-    db.watch.touch(cx.db, &req.key);
+    db.touch_key(cx.db, &req.key);
     Ok(Reply::Bulk(id_bytes))
 }
 
@@ -682,7 +682,7 @@ pub fn apply_xdel(
     let ids = ids?;
     let deleted: Vec<StreamId> = ids.into_iter().filter(|id| s.delete(*id)).collect();
     if !deleted.is_empty() {
-        db.watch.touch(cx.db, key);
+        db.touch_key(cx.db, key);
     }
     if !deleted.is_empty() && db.aof.is_enabled() {
         let texts: Vec<Bytes> = deleted.iter().map(|id| id.to_bytes()).collect();
@@ -717,7 +717,7 @@ pub fn apply_xdelex(
     };
     let codes: Vec<i64> = ids.iter().map(|id| s.delete_with_refs(*id, refs)).collect();
     if codes.contains(&1) {
-        db.watch.touch(cx.db, key);
+        db.touch_key(cx.db, key);
     }
     log_delete_with_refs(db, cx, key, refs, ids, &codes);
     Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
@@ -743,7 +743,7 @@ pub fn apply_xtrim(
     let (removed, effect) = s.trim_reporting(trim, limits);
     let len_after = s.len();
     if removed > 0 {
-        db.watch.touch(cx.db, key);
+        db.touch_key(cx.db, key);
     }
     log_trim(db, cx, key, removed, len_after, &effect);
     Ok(Reply::Int(removed as i64))

@@ -230,6 +230,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
     let mut budget = super::read::budget_from(req.budget.as_ref(), req.caps);
     // Per key: what changed, logged once the stream borrow ends.
     let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
+    let mut created_consumers = 0u64;
     for (key, from) in req.keys.iter().zip(&req.from) {
         if budget.is_done() {
             break;
@@ -244,6 +245,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 if let Some(r) = reply {
                     pairs.push((Reply::Bulk(key.clone()), r));
                 }
+                created_consumers += u64::from(claim.created);
                 if claim.created || claim.meta || !claim.pel.is_empty() || !claim.acked.is_empty() {
                     let change = GroupChange {
                         consumer: Some(&req.consumer),
@@ -262,6 +264,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 else {
                     continue;
                 };
+                created_consumers += u64::from(d.created);
                 if d.entries.is_empty() {
                     if d.created {
                         let change = GroupChange {
@@ -300,6 +303,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 else {
                     continue;
                 };
+                created_consumers += u64::from(h.created);
                 let found: Vec<StreamId> = h
                     .entries
                     .iter()
@@ -327,6 +331,9 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
         }
     }
     super::read::budget_back(req.budget.as_ref(), budget);
+    // A consumer created by the read is a change of its own (Redis:
+    // streamCreateConsumer's dirty++), whatever was read.
+    db.stats.dirty += created_consumers;
     for (key, change) in &changes {
         log_group_change(db, cx, key, &req.group, change);
     }
@@ -450,6 +457,7 @@ pub(super) fn read_claiming_into(
     }
     for e in fresh {
         g.advance_last_delivered(e.id, &counters);
+        g.latency.record_delivery(e.id.ms, now);
         change.meta = true;
         if !req.noack {
             g.deliver(e.id, cid, now);

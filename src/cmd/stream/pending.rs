@@ -388,7 +388,10 @@ pub fn apply_xack(
         return Ok(Reply::Int(0));
     };
     let ids = ids?;
-    let acked: Vec<StreamId> = ids.into_iter().filter(|id| g.ack(*id)).collect();
+    let acked: Vec<StreamId> = ids
+        .into_iter()
+        .filter(|id| g.ack_recording(*id, cx.now_ms))
+        .collect();
     let n = acked.len();
     let change = GroupChange {
         acked,
@@ -428,7 +431,7 @@ pub fn apply_xackdel(
     let mut codes = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(g) = s.group_mut(group) {
-            g.ack(*id);
+            g.ack_recording(*id, cx.now_ms);
         }
         codes.push(s.delete_with_refs(*id, refs));
     }
