@@ -39,11 +39,13 @@ pub mod cmdline;
 pub mod config;
 pub mod error;
 pub mod io;
+pub mod list;
 pub mod listener;
 pub mod logging;
 pub mod reply;
 pub mod route;
 pub mod server;
+pub mod set;
 pub mod shard;
 pub mod stream;
 

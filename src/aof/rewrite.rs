@@ -3,7 +3,8 @@
 //!
 //! The base file holds the same kind of effect records as incr files, so one
 //! loader reads both: per database `SELECT`, then per key `SET key value
-//! [PXAT t]` for strings, or for streams one `XADD key id field value ...` per
+//! [PXAT t]` for strings, `RPUSH` / `SADD` records of up to 64 items
+//! for lists and sets, or for streams one `XADD key id field value ...` per
 //! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
 //! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
 //! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
@@ -139,10 +140,48 @@ pub fn encode_key(
                 encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
             }
         }
+        Value::List(l) => {
+            let items: Vec<&[u8]> = l.iter().map(|v| &v[..]).collect();
+            encode_batched(rec, out, b"RPUSH", key, &items)?;
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
+        Value::Set(s) => {
+            let members: Vec<Bytes> = s.iter().collect();
+            let members: Vec<&[u8]> = members.iter().map(|v| &v[..]).collect();
+            encode_batched(rec, out, b"SADD", key, &members)?;
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
     }
     if rec.len() >= 1 << 16 {
         out.write_all(rec)?;
         rec.clear();
+    }
+    Ok(())
+}
+
+/// Append `cmd key item...` records for `items`, at most 64 items per record
+/// (as Redis's rewrite batches `AOF_REWRITE_ITEMS_PER_CMD`), flushing `rec`
+/// to `out` past 64 KiB.
+fn encode_batched(
+    rec: &mut Vec<u8>,
+    out: &mut impl Write,
+    cmd: &[u8],
+    key: &[u8],
+    items: &[&[u8]],
+) -> std::io::Result<()> {
+    for chunk in items.chunks(64) {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + chunk.len());
+        args.extend([cmd, key]);
+        args.extend_from_slice(chunk);
+        encode(rec, &args);
+        if rec.len() >= 1 << 16 {
+            out.write_all(rec)?;
+            rec.clear();
+        }
     }
     Ok(())
 }

@@ -21,10 +21,12 @@ pub mod glob;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod list;
 pub mod object;
 pub mod persistence;
 pub mod rename;
 pub mod server;
+pub mod set;
 pub mod slowlog;
 pub mod stream;
 pub mod string;
@@ -61,6 +63,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     latency::SPECS,
     slowlog::SPECS,
     debug::SPECS,
+    list::SPECS,
+    set::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.

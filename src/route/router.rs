@@ -225,14 +225,20 @@ fn route_blocking(
     }
     let keys = spec.key_indexes(argv);
     let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
-    let plan_parts: Vec<(ShardId, Vec<Bytes>)> =
-        split.iter().map(|(s, a, _)| (*s, a.clone())).collect();
+    // Parts of a blocking pop (BLPOP, BLMOVE...) cannot be merged: over
+    // several shards the whole command parks on every shard of its keys at
+    // once, and each shard serves only its own keys.
+    let whole = merge == FanMerge::Refuse;
+    let plan_parts: Vec<(ShardId, Vec<Bytes>)> = split
+        .iter()
+        .map(|(s, a, _)| (*s, if whole { argv.to_vec() } else { a.clone() }))
+        .collect();
     let plan = BlockPlan {
         parts: plan_parts,
         park,
         timeout_ms,
     };
-    if split.len() <= 1 {
+    if split.len() <= 1 || whole {
         return Routed::Block(plan);
     }
     match route_keyed(spec, parse, merge, validate, argv, shared) {
@@ -409,6 +415,7 @@ pub fn split_by_shard(
             None,
         ),
         Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
+        Keys::NumKeys { .. } => (1, last + 1, None),
         Keys::None => (1, argv.len(), None),
     };
     let suffix = argv.get(tail_start.min(argv.len())..).unwrap_or(&[]);
@@ -439,6 +446,12 @@ pub fn split_by_shard(
             }
         } else {
             full.extend(suffix.iter().cloned());
+        }
+        if let Keys::NumKeys { at } = spec.keys {
+            // Each part counts its own keys.
+            if let Some(n) = full.get_mut(usize::from(at)) {
+                *n = Bytes::from(positions.len().to_string());
+            }
         }
         parts.push((shard, full, positions));
     }

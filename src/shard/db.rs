@@ -30,6 +30,10 @@ pub enum Value {
     Str(Bytes),
     /// A stream (XADD/XRANGE/XREAD/...). Boxed: the struct is much larger than a string.
     Stream(Box<Stream>),
+    /// A list (LPUSH/LRANGE/BLPOP/...).
+    List(Box<crate::list::List>),
+    /// A set (SADD/SMEMBERS/SINTER/...).
+    Set(Box<crate::set::Set>),
 }
 
 impl Value {
@@ -38,6 +42,8 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::Stream(_) => "stream",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
         }
     }
 
@@ -46,6 +52,8 @@ impl Value {
         match self {
             Value::Str(b) => b.len(),
             Value::Stream(s) => s.memory_usage_bytes(),
+            Value::List(l) => l.memory_usage_bytes(),
+            Value::Set(s) => s.memory_usage_bytes(),
         }
     }
 }
@@ -206,6 +214,16 @@ pub struct ShardDb {
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire_enabled: bool,
+    /// Requests that work done here hands on to another shard, with the
+    /// database and the reply address (a cross-shard BLMOVE served here
+    /// forwards the push of its element to the destination's shard, which
+    /// answers the client). The shard loop sends them each iteration.
+    pub forward: Vec<(
+        ShardId,
+        usize,
+        crate::shard::msg::ReplyTo,
+        crate::shard::msg::ShardReq,
+    )>,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -226,6 +244,7 @@ impl ShardDb {
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
             active_expire_enabled: true,
+            forward: Vec::new(),
             watch: Default::default(),
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
@@ -462,6 +481,103 @@ impl ShardDb {
             }) => Ok(Some(s)),
             Some(_) => Err(CmdError::WrongType),
         }
+    }
+
+    /// The list under `key` (after lazy expiry): `Ok(None)` when missing,
+    /// `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_LIST)`.
+    pub fn get_list(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&crate::list::List>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::List(l),
+                ..
+            }) => Ok(Some(l)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Mutable form of [`get_list`](Self::get_list) (a write: WATCH sees it);
+    /// never creates the key.
+    pub fn get_list_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut crate::list::List>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => return Ok(None),
+            Some(Entry {
+                value: Value::List(_),
+                ..
+            }) => {}
+            Some(_) => return Err(CmdError::WrongType),
+        }
+        match self.get_mut(db, key, now_ms) {
+            Some(Entry {
+                value: Value::List(l),
+                ..
+            }) => Ok(Some(l)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The set under `key` (after lazy expiry): `Ok(None)` when missing,
+    /// `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_SET)`.
+    pub fn get_set(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&crate::set::Set>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Set(s),
+                ..
+            }) => Ok(Some(s)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Mutable form of [`get_set`](Self::get_set) (a write: WATCH sees it);
+    /// never creates the key.
+    pub fn get_set_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut crate::set::Set>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => return Ok(None),
+            Some(Entry {
+                value: Value::Set(_),
+                ..
+            }) => {}
+            Some(_) => return Err(CmdError::WrongType),
+        }
+        match self.get_mut(db, key, now_ms) {
+            Some(Entry {
+                value: Value::Set(s),
+                ..
+            }) => Ok(Some(s)),
+            _ => Ok(None),
+        }
+    }
+
+    /// A uniform random `u64` from the shard's generator (SPOP, SRANDMEMBER).
+    pub fn rand_u64(&mut self) -> u64 {
+        self.next_rand()
     }
 
     /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.

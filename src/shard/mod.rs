@@ -328,6 +328,7 @@ impl ShardThread {
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
         }
+        self.forward_jobs();
         self.send_batches();
         commit_round(&mut self.db, &mut self.aof);
         if timer || self.db.aof.rewrite_requested {
@@ -441,6 +442,23 @@ impl ShardThread {
     }
 
     /// Send this iteration's requests for other shards, one message each.
+    /// Queue the requests shard-side code handed on to other shards
+    /// ([`ShardDb::forward`]), before the batches go out.
+    fn forward_jobs(&mut self) {
+        for (shard, db, reply_to, req) in std::mem::take(&mut self.db.forward) {
+            if let Some(batch) = self.out.batches.get_mut(usize::from(shard.0)) {
+                batch.push(Job {
+                    req,
+                    db: db as u16,
+                    reply_to,
+                    cmd: msg::NO_CMD,
+                    argv: None,
+                    reply_budget_bytes: u64::MAX,
+                });
+            }
+        }
+    }
+
     fn send_batches(&mut self) {
         let me = usize::from(self.me);
         for (i, batch) in self.out.batches.iter_mut().enumerate() {
