@@ -37,6 +37,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod cmdline;
 pub mod config;
+pub mod delayed;
 pub mod error;
 pub mod io;
 pub mod list;

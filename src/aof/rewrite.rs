@@ -33,6 +33,8 @@ pub struct Snapshot {
     pub taken_ms: u64,
     /// `(database, [(key, value, expire_at_ms)])` for non-empty databases.
     pub dbs: Vec<(usize, Vec<KeyCopy>)>,
+    /// Pending delayed stream entries as `(database, SS.XSCHEDULE record)`.
+    pub delayed: Vec<(usize, Vec<Bytes>)>,
 }
 
 /// Copy every live key of `db` (expired keys are left out).
@@ -51,6 +53,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
     Snapshot {
         taken_ms: now_ms,
         dbs,
+        delayed: crate::shard::delayed::rewrite_records(db),
     }
 }
 
@@ -66,6 +69,15 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {
             encode_key(&mut rec, out, key, value, *at, snap.taken_ms)?;
+        }
+    }
+    for (dbi, record) in &snap.delayed {
+        encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
+        let args: Vec<&[u8]> = record.iter().map(|b| &b[..]).collect();
+        encode(&mut rec, &args);
+        if rec.len() >= 1 << 16 {
+            out.write_all(&rec)?;
+            rec.clear();
         }
     }
     out.write_all(&rec)

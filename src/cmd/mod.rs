@@ -15,6 +15,7 @@ pub mod args;
 pub mod cluster;
 pub mod connection;
 pub mod debug;
+pub mod delayed;
 pub mod expire;
 pub mod function;
 pub mod glob;
@@ -65,6 +66,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     debug::SPECS,
     list::SPECS,
     set::SPECS,
+    delayed::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.

@@ -193,6 +193,10 @@ pub struct ShardStats {
     pub expired_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Delayed entries (XSCHEDULE) moved into their streams.
+    pub delayed_delivered: u64,
+    /// Delayed entries dropped at their due time (the key held another type).
+    pub delayed_dropped: u64,
 }
 
 /// One shard's data: a [`Keyspace`] per database. Lives and dies on its shard thread.
@@ -224,6 +228,9 @@ pub struct ShardDb {
         crate::shard::msg::ReplyTo,
         crate::shard::msg::ShardReq,
     )>,
+    /// Stream entries waiting for their due time (XSCHEDULE; see
+    /// [`crate::shard::delayed`]).
+    pub delayed: crate::delayed::Delayed,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -245,6 +252,7 @@ impl ShardDb {
             aof: Default::default(),
             active_expire_enabled: true,
             forward: Vec::new(),
+            delayed: Default::default(),
             watch: Default::default(),
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
@@ -858,6 +866,8 @@ impl ShardDb {
     pub fn flush(&mut self, db: usize) -> usize {
         let map = &self.dbs[db.min(self.dbs.len() - 1)].map;
         self.watch.touch_db(db, |k| map.contains_key(k));
+        // Entries scheduled into this database go with it.
+        self.delayed.clear_db(db);
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();
