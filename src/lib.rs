@@ -11,7 +11,9 @@
 //! * [`route`]: hash slots and shards ([`route::slot`]); where a command runs
 //!   and how split replies merge ([`route::router`]).
 //! * [`cmd`]: the command table ([`cmd::table`]) and one file per command family.
-//! * [`stream`]: the stream data structure, pure data.
+//! * [`stream`]: the stream data structure, pure data; [`list`] and [`set`]:
+//!   the list and set values; [`delayed`]: entries waiting for their due
+//!   time (XSCHEDULE), delivered on the shard's timer ([`shard::delayed`]).
 //! * [`aof`]: per-shard append-only files (effects, group commit, rewrite, load).
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
 //! * [`cluster`]: the static multi-node topology (which node serves which slots).
