@@ -580,3 +580,37 @@ fn aof_round_trip_by_replay_and_by_rewrite() {
     assert_eq!(before, dump(&mut c));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sscan_walks_a_hashtable_set_whole() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let members: Vec<String> = (0..1000).map(|i| format!("m{i}")).collect();
+    let mut args = vec!["SADD", "big"];
+    args.extend(members.iter().map(String::as_str));
+    assert_eq!(c.raw(&args), ":1000");
+    assert_eq!(c.raw(&["OBJECT", "ENCODING", "big"]), "$9\r\nhashtable");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        let r = c.raw(&["SSCAN", "big", &cursor, "COUNT", "100"]);
+        let lines: Vec<&str> = r.split("\r\n").collect();
+        cursor = lines[2].to_string();
+        for l in &lines[4..] {
+            if !l.starts_with('$') {
+                seen.insert(l.to_string());
+            }
+        }
+        if cursor == "0" {
+            break;
+        }
+        assert!(calls < 100, "the scan does not end");
+    }
+    assert!(calls >= 10, "COUNT 100 over 1000 members: {calls} calls");
+    assert_eq!(seen.len(), 1000);
+    // MATCH filters the page.
+    let r = c.raw(&["SSCAN", "big", "0", "MATCH", "m99*", "COUNT", "10000"]);
+    assert_eq!(r.matches("\r\nm99").count(), 11, "{r}");
+}

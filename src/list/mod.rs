@@ -354,4 +354,95 @@ mod tests {
         assert_eq!(l.encoding(), "listpack");
         assert_eq!(l.packed_bytes, 3);
     }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push(bool, u8),
+        Pop(bool),
+        Set(i64, u8),
+        Insert(bool, u8, u8),
+        Remove(i64, u8),
+        Trim(i64, i64),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (any::<bool>(), 0u8..6).prop_map(|(l, v)| Op::Push(l, v)),
+            any::<bool>().prop_map(Op::Pop),
+            (-8i64..8, 0u8..6).prop_map(|(i, v)| Op::Set(i, v)),
+            (any::<bool>(), 0u8..6, 0u8..6).prop_map(|(a, p, v)| Op::Insert(a, p, v)),
+            (-3i64..3, 0u8..6).prop_map(|(c, v)| Op::Remove(c, v)),
+            (-8i64..8, -8i64..8).prop_map(|(a, b)| Op::Trim(a, b)),
+        ]
+    }
+
+    /// Values of a few shapes: small ints, big ints, short and long strings.
+    fn val(v: u8) -> Bytes {
+        match v {
+            0 => b("7"),
+            1 => b("-70000"),
+            2 => b("abc"),
+            3 => Bytes::from(vec![b'x'; 70]),
+            4 => b("9999999999"),
+            _ => b(""),
+        }
+    }
+
+    proptest::proptest! {
+        /// The list behaves as a Vec, and its listpack size stays the sum
+        /// of its elements' sizes.
+        #[test]
+        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 0..60)) {
+            let mut l = List::new();
+            let mut m: Vec<Bytes> = Vec::new();
+            for o in ops {
+                match o {
+                    Op::Push(left, v) => {
+                        if left { l.push(End::Left, val(v)); m.insert(0, val(v)); }
+                        else { l.push(End::Right, val(v)); m.push(val(v)); }
+                    }
+                    Op::Pop(left) => {
+                        let want = if m.is_empty() { None } else if left { Some(m.remove(0)) } else { m.pop() };
+                        let end = if left { End::Left } else { End::Right };
+                        proptest::prop_assert_eq!(l.pop(end), want);
+                    }
+                    Op::Set(i, v) => {
+                        let n = m.len() as i64;
+                        let j = if i < 0 { n + i } else { i };
+                        let ok = (0..n).contains(&j);
+                        if ok { m[j as usize] = val(v); }
+                        proptest::prop_assert_eq!(l.set(i, val(v)), ok);
+                    }
+                    Op::Insert(after, p, v) => {
+                        let pos = m.iter().position(|e| *e == val(p));
+                        if let Some(i) = pos { m.insert(if after { i + 1 } else { i }, val(v)); }
+                        proptest::prop_assert_eq!(l.insert(after, &val(p), val(v)), pos.is_some());
+                    }
+                    Op::Remove(c, v) => {
+                        let before = m.len();
+                        let target = val(v);
+                        let mut left = if c == 0 { usize::MAX } else { c.unsigned_abs() as usize };
+                        if c >= 0 {
+                            m.retain(|e| if *e == target && left > 0 { left -= 1; false } else { true });
+                        } else {
+                            let mut r: Vec<Bytes> = m.into_iter().rev().collect();
+                            r.retain(|e| if *e == target && left > 0 { left -= 1; false } else { true });
+                            m = r.into_iter().rev().collect();
+                        }
+                        proptest::prop_assert_eq!(l.remove(c, &target), before - m.len());
+                    }
+                    Op::Trim(a, z) => {
+                        let keep = l.clamp(a, z);
+                        m = match keep { None => Vec::new(), Some((x, y)) => m[x..=y].to_vec() };
+                        l.trim(keep);
+                    }
+                }
+                let got: Vec<Bytes> = l.iter().cloned().collect();
+                proptest::prop_assert_eq!(&got, &m);
+                let size: usize = m.iter().map(|v| lp_entry_bytes(v)).sum();
+                proptest::prop_assert_eq!(l.packed_bytes, size);
+            }
+        }
+    }
 }

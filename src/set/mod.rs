@@ -333,4 +333,42 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_ne!(got[0], got[1]);
     }
+
+    proptest::proptest! {
+        /// The set behaves as a set whatever its encoding, and each
+        /// encoding holds only what it may.
+        #[test]
+        fn behaves_like_a_set(
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u8..40), 0..200),
+            intset in 1usize..20,
+            pack in 1usize..20,
+        ) {
+            let lim = SetLimits { max_intset_entries: intset, max_listpack_entries: pack, max_listpack_value_bytes: 8 };
+            let member = |v: u8| -> Vec<u8> {
+                match v % 4 {
+                    0 | 1 => v.to_string().into_bytes(),
+                    2 => format!("m{v}").into_bytes(),
+                    _ => format!("long-member-{v}").into_bytes(),
+                }
+            };
+            let mut s = Set::create(&member(ops.first().map_or(0, |o| o.1)), 1, &lim);
+            let mut m = std::collections::BTreeSet::new();
+            for (add, v) in ops {
+                let x = member(v);
+                if add {
+                    proptest::prop_assert_eq!(s.add(&x, &lim), m.insert(x.clone()));
+                } else {
+                    proptest::prop_assert_eq!(s.remove(&x), m.remove(&x));
+                }
+                proptest::prop_assert_eq!(s.len(), m.len());
+                let got: std::collections::BTreeSet<Vec<u8>> = s.iter().map(|b| b.to_vec()).collect();
+                proptest::prop_assert_eq!(&got, &m);
+                match &s {
+                    Set::Int(v) => proptest::prop_assert!(v.len() <= intset && v.windows(2).all(|w| w[0] < w[1])),
+                    Set::Pack(v) => proptest::prop_assert!(v.len() <= pack && v.iter().all(|x| x.len() <= 8)),
+                    Set::Hash(_) => {}
+                }
+            }
+        }
+    }
 }
