@@ -401,6 +401,25 @@ fn blocking_variants_wake_time_out_and_answer_in_multi() {
     let (a, b) = keys_on_two_shards(&srv);
     let mut c = srv.client();
     let mut w = srv.client();
+    // Data on both shards: the first key in argument order is popped.
+    assert_eq!(w.raw(&["RPUSH", &b, "vb"]), ":1");
+    assert_eq!(w.raw(&["RPUSH", &a, "va"]), ":1");
+    assert_eq!(
+        c.raw(&["BLPOP", &a, &b, "1"]),
+        format!("*2\r\n${}\r\n{a}\r\n$2\r\nva", a.len())
+    );
+    assert_eq!(
+        c.raw(&["BLPOP", &a, &b, "1"]),
+        format!("*2\r\n${}\r\n{b}\r\n$2\r\nvb", b.len())
+    );
+    assert_eq!(w.raw(&["RPUSH", &b, "1", "2"]), ":2");
+    assert_eq!(w.raw(&["SET", &a, "str"]), "+OK");
+    assert!(c.raw(&["BLPOP", &a, &b, "1"]).starts_with("-WRONGTYPE"));
+    assert_eq!(
+        c.raw(&["BLMPOP", "1", "2", &b, &a, "LEFT", "COUNT", "5"]),
+        format!("*2\r\n${}\r\n{b}\r\n*2\r\n$1\r\n1\r\n$1\r\n2", b.len())
+    );
+    assert_eq!(w.raw(&["DEL", &a]), ":1");
     // Timeout: null array.
     let t = Instant::now();
     assert_eq!(c.raw(&["BRPOP", &a, "0.2"]), "*-1");

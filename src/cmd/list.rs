@@ -10,12 +10,13 @@
 //! element and its push (on one shard's log, or each on its own shard's).
 //!
 //! # Keys on several shards
-//! * BLPOP / BRPOP / BLMPOP over keys of several shards park on every shard
-//!   at once; each shard pops at once if one of its keys has data. When
-//!   several shards have data at that moment, the first to claim the ticket
-//!   serves (not necessarily the first key in argument order, as Redis
-//!   would); exactly one pop happens either way. Keys sharing a `{hash tag}`
-//!   keep Redis's exact order.
+//! * BLPOP / BRPOP / BLMPOP over keys of several shards first try each run
+//!   of consecutive keys of one shard, one run after the other in key order,
+//!   and answer from the first key with data, as Redis does (between the
+//!   steps other clients may push to a key already tried). If none had
+//!   data the command parks on every shard at once; the first push to any
+//!   of its keys serves it, and exactly one pop happens (one ticket). Keys
+//!   sharing a `{hash tag}` run as one atomic step.
 //! * LMPOP over several shards tries each shard in key order, one after the
 //!   other, and pops from the first key with data (between the steps other
 //!   clients may push to an earlier key).
