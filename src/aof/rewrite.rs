@@ -153,7 +153,7 @@ pub fn encode_key(
             }
         }
         Value::List(l) => {
-            let items: Vec<&[u8]> = l.iter().map(|v| &v[..]).collect();
+            let items: Vec<&[u8]> = l.iter().collect();
             encode_batched(rec, out, b"RPUSH", key, &items)?;
             if let Some(at) = at {
                 encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);

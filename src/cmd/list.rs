@@ -244,7 +244,7 @@ fn parse_lindex(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
                 return Ok(Reply::NullBulk);
             };
             Ok(l.get(index?)
-                .map_or(Reply::NullBulk, |v| Reply::Bulk(v.clone())))
+                .map_or(Reply::NullBulk, |v| Reply::Bulk(Bytes::copy_from_slice(v))))
         })();
         found.into()
     }))
@@ -455,7 +455,7 @@ pub fn apply_push(
     };
     l.grow_check(fill, items.iter().map(|v| &v[..]));
     for v in &items {
-        l.push(end, v.clone());
+        l.push(end, v);
     }
     let len = l.len() as i64;
     let cmd: &[u8] = if end == End::Left { b"LPUSH" } else { b"RPUSH" };
@@ -546,7 +546,10 @@ pub fn apply_lrange(
     };
     Ok(Reply::Array(match l.clamp(start, stop) {
         None => Vec::new(),
-        Some((a, b)) => l.range(a, b).map(|v| Reply::Bulk(v.clone())).collect(),
+        Some((a, b)) => l
+            .range(a, b)
+            .map(|v| Reply::Bulk(Bytes::copy_from_slice(v)))
+            .collect(),
     }))
 }
 
@@ -572,7 +575,7 @@ pub fn apply_lset(
     };
     let index = index?;
     l.grow_check(fill, [&value[..]]);
-    if !l.set(index, value.clone()) {
+    if !l.set(index, &value) {
         return Err(CmdError::msg("ERR index out of range"));
     }
     let mut b = itoa::Buffer::new();
@@ -600,7 +603,7 @@ pub fn apply_linsert(
         return Ok(Reply::Int(0));
     };
     l.grow_check(fill, [&value[..]]);
-    if !l.insert(after, pivot, value.clone()) {
+    if !l.insert(after, pivot, &value) {
         return Ok(Reply::Int(-1));
     }
     let len = l.len() as i64;
@@ -646,20 +649,29 @@ pub fn apply_lpos(
     };
     let mut skip = o.rank.unsigned_abs() - 1;
     let mut found = Vec::new();
-    let positions: Box<dyn Iterator<Item = (usize, &Bytes)>> = if o.rank > 0 {
-        Box::new(l.iter().enumerate().take(limit))
-    } else {
-        Box::new(l.iter().enumerate().rev().take(limit))
-    };
-    for (i, v) in positions {
+    let mut visit = |i: usize, v: &[u8]| {
         if found.len() >= want {
-            break;
+            return false;
         }
-        if v[..] == *elem {
+        if v == elem {
             if skip > 0 {
                 skip -= 1;
             } else {
                 found.push(Reply::Int(i as i64));
+            }
+        }
+        true
+    };
+    if o.rank > 0 {
+        for (i, v) in l.iter().enumerate().take(limit) {
+            if !visit(i, v) {
+                break;
+            }
+        }
+    } else {
+        for (k, v) in l.iter().rev().enumerate().take(limit) {
+            if !visit(len - 1 - k, v) {
+                break;
             }
         }
     }
@@ -765,7 +777,7 @@ pub fn apply_lmove(
     }
     if let Some(l) = db.get_list_mut(cx.db, dst, cx.now_ms)? {
         l.grow_check(fill, [&v[..]]);
-        l.push(to, v.clone());
+        l.push(to, &v);
     }
     // LMOVE runs on the connection's thread (it may span shards): its
     // effect is the pop and the push, both keyed records.

@@ -453,9 +453,9 @@ fn apply_sscan(
     };
     let (next, members): (u64, Vec<Bytes>) = match s {
         Set::Hash(h) => {
-            let mut found: Vec<(u64, &Bytes)> = h
+            let mut found: Vec<(u64, &[u8])> = h
                 .iter()
-                .map(|m| (scan_pos(m), m))
+                .map(|m| (scan_pos(m), &m[..]))
                 .filter(|(p, _)| *p >= o.cursor)
                 .collect();
             found.sort_unstable();
@@ -463,7 +463,7 @@ fn apply_sscan(
             let page = found
                 .into_iter()
                 .take(o.count)
-                .map(|(_, m)| m.clone())
+                .map(|(_, m)| Bytes::copy_from_slice(m))
                 .filter(keep)
                 .collect();
             (next, page)
@@ -570,7 +570,7 @@ fn store(db: &mut ShardDb, cx: &ExecCtx, dst: &Bytes, members: Vec<Bytes>) -> i6
         return 0;
     }
     let limits = db.tunables.set_limits();
-    let mut s = Set::Int(Vec::new());
+    let mut s = Set::empty_intset();
     for m in &members {
         s.add(m, &limits);
     }
@@ -599,7 +599,7 @@ fn finish(db: Option<(&mut ShardDb, &ExecCtx)>, sink: &Sink, members: Vec<Bytes>
     match (sink, db) {
         (Sink::Members, _) => members_reply(members.into_iter()),
         (Sink::Built(limits), _) => {
-            let mut s = Set::Int(Vec::new());
+            let mut s = Set::empty_intset();
             for m in &members {
                 s.add(m, limits);
             }
@@ -731,7 +731,7 @@ fn decode_part(item: Reply) -> Result<Option<Set>, CmdError> {
                     _ => None,
                 })
                 .collect();
-            Ok(Some(Set::Hash(h)))
+            Ok(Some(Set::from_hash(h)))
         }
         _ => Ok(None),
     }
@@ -955,7 +955,7 @@ mod tests {
             v.iter()
                 .map(|ms| {
                     let lim = crate::set::SetLimits::default();
-                    let mut s = Set::Pack(Vec::new());
+                    let mut s = Set::create(b"x", 1, &lim);
                     for m in *ms {
                         s.add(m.as_bytes(), &lim);
                     }

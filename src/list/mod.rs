@@ -98,10 +98,116 @@ impl End {
     }
 }
 
-/// A list value.
+/// Most bytes of element data in one chunk (a chunk holding a single
+/// larger element may pass it). Tiny in unit tests, so they cross chunks.
+const CHUNK_MAX_BYTES: usize = if cfg!(test) { 64 } else { 4096 };
+/// Most elements in one chunk.
+const CHUNK_MAX_ENTRIES: usize = if cfg!(test) { 4 } else { 256 };
+
+/// A run of consecutive elements packed into one buffer, with the end
+/// offset of each: 4 bytes of overhead per element (Redis's listpack spends
+/// 2..10), O(1) access by position inside the chunk.
+#[derive(Clone, Debug, Default)]
+struct Chunk {
+    data: Vec<u8>,
+    /// `ends[i]`: offset in `data` just past element `i`.
+    ends: Vec<u32>,
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn start(&self, i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            self.ends[i - 1] as usize
+        }
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        &self.data[self.start(i)..self.ends[i] as usize]
+    }
+
+    fn has_room(&self, add_bytes: usize) -> bool {
+        self.ends.is_empty()
+            || (self.ends.len() < CHUNK_MAX_ENTRIES
+                && self.data.len() + add_bytes <= CHUNK_MAX_BYTES)
+    }
+
+    fn insert(&mut self, i: usize, v: &[u8]) {
+        let at = self.start(i);
+        self.data.reserve_exact(v.len());
+        self.data.splice(at..at, v.iter().copied());
+        self.ends.reserve_exact(1);
+        self.ends.insert(i, (at + v.len()) as u32);
+        for e in &mut self.ends[i + 1..] {
+            *e += v.len() as u32;
+        }
+    }
+
+    fn remove(&mut self, i: usize) -> Bytes {
+        let (a, b) = (self.start(i), self.ends[i] as usize);
+        let out = Bytes::copy_from_slice(&self.data[a..b]);
+        self.data.drain(a..b);
+        self.ends.remove(i);
+        for e in &mut self.ends[i..] {
+            *e -= (b - a) as u32;
+        }
+        out
+    }
+
+    /// Drop elements `..n` (front) in one move.
+    fn drop_front(&mut self, n: usize) {
+        let cut = self.start(n);
+        self.data.drain(..cut);
+        self.ends.drain(..n);
+        for e in &mut self.ends {
+            *e -= cut as u32;
+        }
+    }
+
+    /// Keep elements `..n` only.
+    fn keep_front(&mut self, n: usize) {
+        self.data.truncate(self.start(n));
+        self.ends.truncate(n);
+    }
+
+    /// Split off elements `at..` into a new chunk.
+    fn split_off(&mut self, at: usize) -> Chunk {
+        let cut = self.start(at);
+        let data = self.data.split_off(cut);
+        let ends = self
+            .ends
+            .split_off(at)
+            .into_iter()
+            .map(|e| e - cut as u32)
+            .collect();
+        self.data.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        Chunk { data, ends }
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.data.capacity() + 4 * self.ends.capacity()
+    }
+}
+
+/// A list value: elements packed into chunks of up to 4 KiB / 256
+/// elements (as Redis packs a quicklist's nodes into listpacks), so an
+/// element costs its bytes plus 4, not a pointer and an allocation.
+/// Pushes and pops at both ends touch one chunk; indexing walks chunk
+/// sizes from the nearer end.
 #[derive(Clone, Debug, Default)]
 pub struct List {
-    items: VecDeque<Bytes>,
+    chunks: VecDeque<Chunk>,
+    len: usize,
     /// Sum of [`lp_entry_bytes`] over the elements.
     packed_bytes: usize,
     /// Encoded as a quicklist (else a single listpack).
@@ -116,12 +222,12 @@ impl List {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.len
     }
 
     /// Whether the list has no elements (the key is then deleted).
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len == 0
     }
 
     /// Bytes the list would take as one listpack.
@@ -175,43 +281,102 @@ impl List {
         }
     }
 
-    /// Push `v` at `end`.
-    pub fn push(&mut self, end: End, v: Bytes) {
-        self.packed_bytes += lp_entry_bytes(&v);
+    /// Push a copy of `v` at `end`.
+    pub fn push(&mut self, end: End, v: &[u8]) {
+        self.packed_bytes += lp_entry_bytes(v);
+        self.len += 1;
         match end {
-            End::Left => self.items.push_front(v),
-            End::Right => self.items.push_back(v),
+            End::Left => match self.chunks.front_mut() {
+                Some(c) if c.has_room(v.len()) => c.insert(0, v),
+                _ => {
+                    let mut c = Chunk::default();
+                    c.insert(0, v);
+                    self.chunks.push_front(c);
+                }
+            },
+            End::Right => match self.chunks.back_mut() {
+                Some(c) if c.has_room(v.len()) => {
+                    let n = c.len();
+                    c.insert(n, v)
+                }
+                _ => {
+                    let mut c = Chunk::default();
+                    c.insert(0, v);
+                    self.chunks.push_back(c);
+                }
+            },
         }
     }
 
     /// Pop one element from `end`.
     pub fn pop(&mut self, end: End) -> Option<Bytes> {
         let v = match end {
-            End::Left => self.items.pop_front(),
-            End::Right => self.items.pop_back(),
-        }?;
+            End::Left => {
+                let c = self.chunks.front_mut()?;
+                let v = c.remove(0);
+                if c.len() == 0 {
+                    self.chunks.pop_front();
+                }
+                v
+            }
+            End::Right => {
+                let c = self.chunks.back_mut()?;
+                let v = c.remove(c.len() - 1);
+                if c.len() == 0 {
+                    self.chunks.pop_back();
+                }
+                v
+            }
+        };
+        self.len -= 1;
         self.packed_bytes -= lp_entry_bytes(&v);
         Some(v)
     }
 
+    /// `(chunk, position in chunk)` of element `i < len`, walking from the
+    /// nearer end.
+    fn locate(&self, i: usize) -> (usize, usize) {
+        if i < self.len / 2 {
+            let mut left = i;
+            for (ci, c) in self.chunks.iter().enumerate() {
+                if left < c.len() {
+                    return (ci, left);
+                }
+                left -= c.len();
+            }
+        } else {
+            let mut from_end = self.len - 1 - i;
+            for (ci, c) in self.chunks.iter().enumerate().rev() {
+                if from_end < c.len() {
+                    return (ci, c.len() - 1 - from_end);
+                }
+                from_end -= c.len();
+            }
+        }
+        (0, 0)
+    }
+
     /// Element at `index` (negative: from the tail, -1 = last).
-    pub fn get(&self, index: i64) -> Option<&Bytes> {
-        self.items.get(self.resolve(index)?)
+    pub fn get(&self, index: i64) -> Option<&[u8]> {
+        let (ci, j) = self.locate(self.resolve(index)?);
+        Some(self.chunks[ci].get(j))
     }
 
     /// Replace the element at `index`; false when out of range.
-    pub fn set(&mut self, index: i64, v: Bytes) -> bool {
+    pub fn set(&mut self, index: i64, v: &[u8]) -> bool {
         let Some(i) = self.resolve(index) else {
             return false;
         };
-        self.packed_bytes += lp_entry_bytes(&v);
-        let old = std::mem::replace(&mut self.items[i], v);
-        self.packed_bytes -= lp_entry_bytes(&old);
+        let (ci, j) = self.locate(i);
+        let c = &mut self.chunks[ci];
+        let old = c.remove(j);
+        c.insert(j, v);
+        self.packed_bytes = self.packed_bytes + lp_entry_bytes(v) - lp_entry_bytes(&old);
         true
     }
 
     fn resolve(&self, index: i64) -> Option<usize> {
-        let len = self.items.len() as i64;
+        let len = self.len as i64;
         let i = if index < 0 { len + index } else { index };
         (0..len).contains(&i).then_some(i as usize)
     }
@@ -222,7 +387,7 @@ impl List {
     /// # Source
     /// `lrangeCommand` / `ltrimCommand`, redis/src/t_list.c.
     pub fn clamp(&self, start: i64, stop: i64) -> Option<(usize, usize)> {
-        let len = self.items.len() as i64;
+        let len = self.len as i64;
         let mut start = if start < 0 { len + start } else { start };
         let mut stop = if stop < 0 { len + stop } else { stop };
         if start < 0 {
@@ -238,78 +403,149 @@ impl List {
     }
 
     /// Elements `from..=to` (indexes from [`clamp`](Self::clamp)).
-    pub fn range(&self, from: usize, to: usize) -> impl DoubleEndedIterator<Item = &Bytes> {
-        self.items.range(from..=to)
+    pub fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &[u8]> {
+        let (ci, j) = if from < self.len {
+            self.locate(from)
+        } else {
+            (self.chunks.len(), 0)
+        };
+        self.chunks
+            .range(ci.min(self.chunks.len())..)
+            .flat_map(Chunk::iter)
+            .skip(j)
+            .take((to + 1).saturating_sub(from))
     }
 
     /// Every element, head to tail.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Bytes> + ExactSizeIterator {
-        self.items.iter()
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> {
+        self.chunks.iter().flat_map(Chunk::iter)
     }
 
-    /// Keep only elements `from..=to`; `None` empties the list.
+    /// Keep only elements `from..=to`; `None` empties the list. Costs the
+    /// removed elements' chunks, not the whole list.
     pub fn trim(&mut self, keep: Option<(usize, usize)>) {
-        match keep {
-            None => {
-                self.items.clear();
-                self.packed_bytes = 0;
+        let Some((from, to)) = keep else {
+            self.chunks.clear();
+            self.len = 0;
+            self.packed_bytes = 0;
+            return;
+        };
+        let removed_bytes: usize = self
+            .range(0, from.saturating_sub(1))
+            .take(from)
+            .chain(
+                self.range(to + 1, self.len.saturating_sub(1))
+                    .take(self.len - 1 - to),
+            )
+            .map(lp_entry_bytes)
+            .sum();
+        let mut front = from;
+        while let Some(c) = self.chunks.front_mut() {
+            if front == 0 {
+                break;
             }
-            Some((from, to)) => {
-                self.items.truncate(to + 1);
-                self.items.drain(..from);
-                self.packed_bytes = self.items.iter().map(|v| lp_entry_bytes(v)).sum();
+            if c.len() <= front {
+                front -= c.len();
+                self.chunks.pop_front();
+            } else {
+                c.drop_front(front);
+                front = 0;
             }
         }
+        let mut back = self.len - 1 - to;
+        while let Some(c) = self.chunks.back_mut() {
+            if back == 0 {
+                break;
+            }
+            if c.len() <= back {
+                back -= c.len();
+                self.chunks.pop_back();
+            } else {
+                let n = c.len() - back;
+                c.keep_front(n);
+                back = 0;
+            }
+        }
+        self.len = to - from + 1;
+        self.packed_bytes -= removed_bytes;
     }
 
-    /// Insert `v` before or after the first element equal to `pivot`.
-    /// Returns false when there is no such element.
-    pub fn insert(&mut self, after: bool, pivot: &[u8], v: Bytes) -> bool {
-        let Some(i) = self.items.iter().position(|e| e[..] == *pivot) else {
+    /// Insert a copy of `v` before or after the first element equal to
+    /// `pivot`. Returns false when there is no such element.
+    pub fn insert(&mut self, after: bool, pivot: &[u8], v: &[u8]) -> bool {
+        let Some(i) = self.iter().position(|e| e == pivot) else {
             return false;
         };
-        self.packed_bytes += lp_entry_bytes(&v);
-        self.items.insert(if after { i + 1 } else { i }, v);
+        let at = if after { i + 1 } else { i };
+        if at == self.len {
+            self.push(End::Right, v);
+            return true;
+        }
+        let (mut ci, mut j) = self.locate(at);
+        if !self.chunks[ci].has_room(v.len()) && self.chunks[ci].len() > 1 {
+            // A full chunk splits in two first.
+            let half = self.chunks[ci].len() / 2;
+            let tail = self.chunks[ci].split_off(half);
+            self.chunks.insert(ci + 1, tail);
+            (ci, j) = self.locate(at);
+        }
+        self.chunks[ci].insert(j, v);
+        self.len += 1;
+        self.packed_bytes += lp_entry_bytes(v);
         true
     }
 
     /// Remove elements equal to `v`: the first `count` from the head
     /// (`count` > 0), from the tail (< 0), or all (0). Returns how many.
     pub fn remove(&mut self, count: i64, v: &[u8]) -> usize {
-        let limit = if count == 0 {
+        let mut limit = if count == 0 {
             usize::MAX
         } else {
             usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX)
         };
         let mut removed = 0;
-        if count >= 0 {
-            let mut i = 0;
-            while i < self.items.len() && removed < limit {
-                if self.items[i][..] == *v {
-                    self.items.remove(i);
-                    removed += 1;
-                } else {
-                    i += 1;
-                }
-            }
+        let n = self.chunks.len();
+        let order: Box<dyn Iterator<Item = usize>> = if count >= 0 {
+            Box::new(0..n)
         } else {
-            let mut i = self.items.len();
-            while i > 0 && removed < limit {
-                i -= 1;
-                if self.items[i][..] == *v {
-                    self.items.remove(i);
-                    removed += 1;
-                }
+            Box::new((0..n).rev())
+        };
+        for ci in order {
+            if limit == 0 {
+                break;
+            }
+            let c = &mut self.chunks[ci];
+            let hits: Vec<usize> = if count >= 0 {
+                (0..c.len())
+                    .filter(|&j| c.get(j) == v)
+                    .take(limit)
+                    .collect()
+            } else {
+                (0..c.len())
+                    .rev()
+                    .filter(|&j| c.get(j) == v)
+                    .take(limit)
+                    .collect()
+            };
+            limit -= hits.len();
+            removed += hits.len();
+            // Highest position first, so earlier positions stay valid.
+            let mut hits = hits;
+            hits.sort_unstable_by(|a, b| b.cmp(a));
+            for j in hits {
+                c.remove(j);
             }
         }
+        self.chunks.retain(|c| c.len() > 0);
+        self.len -= removed;
         self.packed_bytes -= removed * lp_entry_bytes(v);
         removed
     }
 
     /// Approximate heap footprint in bytes (MEMORY USAGE).
     pub fn memory_usage_bytes(&self) -> usize {
-        self.items.capacity() * std::mem::size_of::<Bytes>()
-            + self.items.iter().map(|v| v.len()).sum::<usize>()
+        self.chunks.capacity() * std::mem::size_of::<Chunk>()
+            + self.chunks.iter().map(Chunk::heap_bytes).sum::<usize>()
     }
 }
 
@@ -334,17 +570,17 @@ mod tests {
     fn push_pop_index_and_encoding() {
         let mut l = List::new();
         for v in ["a", "b", "c"] {
-            l.push(End::Right, b(v));
+            l.push(End::Right, v.as_bytes());
         }
-        l.push(End::Left, b("z"));
-        assert_eq!(l.get(0), Some(&b("z")));
-        assert_eq!(l.get(-1), Some(&b("c")));
+        l.push(End::Left, b"z");
+        assert_eq!(l.get(0), Some(&b"z"[..]));
+        assert_eq!(l.get(-1), Some(&b"c"[..]));
         assert_eq!(l.get(4), None);
         assert_eq!(l.clamp(-100, 100), Some((0, 3)));
         assert_eq!(l.clamp(2, 1), None);
         assert_eq!(l.remove(0, b"b"), 1);
-        assert!(l.insert(true, b"a", b("x")));
-        let all: Vec<_> = l.iter().cloned().collect();
+        assert!(l.insert(true, b"a", b"x"));
+        let all: Vec<_> = l.iter().map(Bytes::copy_from_slice).collect();
         assert_eq!(all, vec![b("z"), b("a"), b("x"), b("c")]);
         // fill 2: three elements do not fit one node.
         l.grow_check(2, [&b"q"[..]]);
@@ -393,14 +629,14 @@ mod tests {
         /// The list behaves as a Vec, and its listpack size stays the sum
         /// of its elements' sizes.
         #[test]
-        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 0..60)) {
+        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 0..200)) {
             let mut l = List::new();
             let mut m: Vec<Bytes> = Vec::new();
             for o in ops {
                 match o {
                     Op::Push(left, v) => {
-                        if left { l.push(End::Left, val(v)); m.insert(0, val(v)); }
-                        else { l.push(End::Right, val(v)); m.push(val(v)); }
+                        if left { l.push(End::Left, &val(v)); m.insert(0, val(v)); }
+                        else { l.push(End::Right, &val(v)); m.push(val(v)); }
                     }
                     Op::Pop(left) => {
                         let want = if m.is_empty() { None } else if left { Some(m.remove(0)) } else { m.pop() };
@@ -412,12 +648,12 @@ mod tests {
                         let j = if i < 0 { n + i } else { i };
                         let ok = (0..n).contains(&j);
                         if ok { m[j as usize] = val(v); }
-                        proptest::prop_assert_eq!(l.set(i, val(v)), ok);
+                        proptest::prop_assert_eq!(l.set(i, &val(v)), ok);
                     }
                     Op::Insert(after, p, v) => {
                         let pos = m.iter().position(|e| *e == val(p));
                         if let Some(i) = pos { m.insert(if after { i + 1 } else { i }, val(v)); }
-                        proptest::prop_assert_eq!(l.insert(after, &val(p), val(v)), pos.is_some());
+                        proptest::prop_assert_eq!(l.insert(after, &val(p), &val(v)), pos.is_some());
                     }
                     Op::Remove(c, v) => {
                         let before = m.len();
@@ -438,8 +674,17 @@ mod tests {
                         l.trim(keep);
                     }
                 }
-                let got: Vec<Bytes> = l.iter().cloned().collect();
+                let got: Vec<Bytes> = l.iter().map(Bytes::copy_from_slice).collect();
                 proptest::prop_assert_eq!(&got, &m);
+                proptest::prop_assert_eq!(l.len(), m.len());
+                let (from, to) = (m.len() / 3, m.len().saturating_sub(1));
+                if !m.is_empty() {
+                    let part: Vec<Bytes> = l.range(from, to).map(Bytes::copy_from_slice).collect();
+                    proptest::prop_assert_eq!(&part[..], &m[from..=to]);
+                    for (i, e) in m.iter().enumerate() {
+                        proptest::prop_assert_eq!(l.get(i as i64), Some(&e[..]));
+                    }
+                }
                 let size: usize = m.iter().map(|v| lp_entry_bytes(v)).sum();
                 proptest::prop_assert_eq!(l.packed_bytes, size);
             }

@@ -47,15 +47,151 @@ impl SetLimits {
     }
 }
 
+/// The members of an intset: sorted integers stored at the narrowest width
+/// that holds them all (16, 32 or 64 bits), widened when a member needs
+/// it, as Redis's intset does.
+#[derive(Clone, Debug)]
+pub enum Ints {
+    W16(Vec<i16>),
+    W32(Vec<i32>),
+    W64(Vec<i64>),
+}
+
+/// Run `$body` with `$v` bound to the vector of whichever width `$ints` has.
+macro_rules! each_width {
+    ($ints:expr, $v:ident => $body:expr) => {
+        match $ints {
+            Ints::W16($v) => $body,
+            Ints::W32($v) => $body,
+            Ints::W64($v) => $body,
+        }
+    };
+}
+
+impl Default for Ints {
+    fn default() -> Self {
+        Ints::W16(Vec::new())
+    }
+}
+
+impl Ints {
+    pub fn len(&self) -> usize {
+        each_width!(self, v => v.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Member at position `i < len`.
+    pub fn get(&self, i: usize) -> i64 {
+        match self {
+            Ints::W16(v) => i64::from(v[i]),
+            Ints::W32(v) => i64::from(v[i]),
+            Ints::W64(v) => v[i],
+        }
+    }
+
+    /// Position of `n`, or where it would go.
+    fn search(&self, n: i64) -> Result<usize, usize> {
+        let len = self.len();
+        let out_of_width = match self {
+            Ints::W16(_) => i16::try_from(n).is_err(),
+            Ints::W32(_) => i32::try_from(n).is_err(),
+            Ints::W64(_) => false,
+        };
+        if out_of_width {
+            // Wider than every member: below them all or above them all.
+            return Err(if n < 0 { 0 } else { len });
+        }
+        match self {
+            Ints::W16(v) => v.binary_search(&(n as i16)),
+            Ints::W32(v) => v.binary_search(&(n as i32)),
+            Ints::W64(v) => v.binary_search(&n),
+        }
+    }
+
+    pub fn contains(&self, n: i64) -> bool {
+        self.search(n).is_ok()
+    }
+
+    /// Widen the storage so that `n` fits.
+    fn widen_for(&mut self, n: i64) {
+        let need = if i16::try_from(n).is_ok() {
+            16
+        } else if i32::try_from(n).is_ok() {
+            32
+        } else {
+            64
+        };
+        let have = match self {
+            Ints::W16(_) => 16,
+            Ints::W32(_) => 32,
+            Ints::W64(_) => 64,
+        };
+        if need <= have {
+            return;
+        }
+        let all: Vec<i64> = (0..self.len()).map(|i| self.get(i)).collect();
+        *self = if need == 32 {
+            Ints::W32(all.into_iter().map(|x| x as i32).collect())
+        } else {
+            Ints::W64(all)
+        };
+    }
+
+    /// Insert `n`; false when already a member. Grows by exactly one slot
+    /// (an insert moves the tail anyway, as in Redis).
+    pub fn insert(&mut self, n: i64) -> bool {
+        let Err(at) = self.search(n) else {
+            return false;
+        };
+        self.widen_for(n);
+        each_width!(self, v => {
+            v.reserve_exact(1);
+            v.insert(at, n as _);
+        });
+        true
+    }
+
+    /// Remove `n`; false when not a member.
+    pub fn remove(&mut self, n: i64) -> bool {
+        let Ok(at) = self.search(n) else {
+            return false;
+        };
+        each_width!(self, v => {
+            v.remove(at);
+        });
+        true
+    }
+
+    fn heap_bytes(&self) -> usize {
+        each_width!(self, v => v.capacity() * std::mem::size_of_val(&v.first().copied().unwrap_or_default()))
+    }
+}
+
+/// A member as stored: its bytes in an exact-size allocation (16 bytes of
+/// handle, where `Bytes` takes 32).
+pub type Member = Box<[u8]>;
+
+fn member(m: &[u8]) -> Member {
+    m.to_vec().into_boxed_slice()
+}
+
+fn int_bytes(n: i64) -> Bytes {
+    let mut buf = itoa::Buffer::new();
+    Bytes::copy_from_slice(buf.format(n).as_bytes())
+}
+
 /// A set value.
 #[derive(Clone, Debug)]
 pub enum Set {
     /// Sorted integers.
-    Int(Vec<i64>),
+    Int(Ints),
     /// Members in insertion order.
-    Pack(Vec<Bytes>),
+    Pack(Vec<Member>),
     /// A hash set.
-    Hash(HashSet<Bytes>),
+    Hash(HashSet<Member>),
 }
 
 /// Decimal digits of `n` with its sign (`sdigits10`).
@@ -65,6 +201,16 @@ fn sdigits10(n: i64) -> usize {
 }
 
 impl Set {
+    /// An empty intset (where `*STORE` results start, as in Redis).
+    pub fn empty_intset() -> Set {
+        Set::Int(Ints::default())
+    }
+
+    /// A hash-table set of `members`.
+    pub fn from_hash(members: impl IntoIterator<Item = Bytes>) -> Set {
+        Set::Hash(members.into_iter().map(|m| member(&m)).collect())
+    }
+
     /// An empty set in the encoding Redis picks for a first member `first`
     /// and about `size_hint` members.
     ///
@@ -72,7 +218,7 @@ impl Set {
     /// `setTypeCreate`, redis/src/t_set.c.
     pub fn create(first: &[u8], size_hint: usize, limits: &SetLimits) -> Set {
         if parse_i64(first).is_some() && size_hint <= limits.max_intset_entries {
-            Set::Int(Vec::new())
+            Set::empty_intset()
         } else if size_hint <= limits.max_listpack_entries {
             Set::Pack(Vec::new())
         } else {
@@ -97,7 +243,7 @@ impl Set {
     }
 
     fn convert_to_hash(&mut self) {
-        let members: HashSet<Bytes> = self.iter().collect();
+        let members: HashSet<Member> = self.iter().map(|m| member(&m)).collect();
         *self = Set::Hash(members);
     }
 
@@ -127,7 +273,7 @@ impl Set {
     /// Whether `m` is a member.
     pub fn contains(&self, m: &[u8]) -> bool {
         match self {
-            Set::Int(v) => parse_i64(m).is_some_and(|n| v.binary_search(&n).is_ok()),
+            Set::Int(v) => parse_i64(m).is_some_and(|n| v.contains(n)),
             Set::Pack(v) => v.iter().any(|x| x[..] == *m),
             Set::Hash(h) => h.contains(m),
         }
@@ -143,7 +289,7 @@ impl Set {
                 if h.contains(m) {
                     return false;
                 }
-                h.insert(Bytes::copy_from_slice(m))
+                h.insert(member(m))
             }
             Set::Pack(v) => {
                 if v.iter().any(|x| x[..] == *m) {
@@ -152,41 +298,40 @@ impl Set {
                 if v.len() < limits.max_listpack_entries
                     && m.len() <= limits.max_listpack_value_bytes
                 {
-                    v.push(Bytes::copy_from_slice(m));
+                    v.push(member(m));
                 } else {
                     self.convert_to_hash();
                     if let Set::Hash(h) = self {
-                        h.insert(Bytes::copy_from_slice(m));
+                        h.insert(member(m));
                     }
                 }
                 true
             }
             Set::Int(v) => {
                 if let Some(n) = parse_i64(m) {
-                    let Err(at) = v.binary_search(&n) else {
+                    if !v.insert(n) {
                         return false;
-                    };
-                    v.insert(at, n);
+                    }
                     if v.len() > limits.intset_max() {
                         self.convert_to_hash();
                     }
                     return true;
                 }
-                let longest = match (v.first(), v.last()) {
-                    (Some(&lo), Some(&hi)) => sdigits10(lo).max(sdigits10(hi)),
-                    _ => 0,
+                let longest = match v.len() {
+                    0 => 0,
+                    n => sdigits10(v.get(0)).max(sdigits10(v.get(n - 1))),
                 };
                 if v.len() < limits.max_listpack_entries
                     && m.len() <= limits.max_listpack_value_bytes
                     && longest <= limits.max_listpack_value_bytes
                 {
-                    let mut members: Vec<Bytes> = self.iter().collect();
-                    members.push(Bytes::copy_from_slice(m));
+                    let mut members: Vec<Member> = self.iter().map(|x| member(&x)).collect();
+                    members.push(member(m));
                     *self = Set::Pack(members);
                 } else {
                     self.convert_to_hash();
                     if let Set::Hash(h) = self {
-                        h.insert(Bytes::copy_from_slice(m));
+                        h.insert(member(m));
                     }
                 }
                 true
@@ -197,13 +342,7 @@ impl Set {
     /// Remove `m`; returns whether it was a member.
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match self {
-            Set::Int(v) => match parse_i64(m).map(|n| v.binary_search(&n)) {
-                Some(Ok(i)) => {
-                    v.remove(i);
-                    true
-                }
-                _ => false,
-            },
+            Set::Int(v) => parse_i64(m).is_some_and(|n| v.remove(n)),
             Set::Pack(v) => match v.iter().position(|x| x[..] == *m) {
                 Some(i) => {
                     v.remove(i);
@@ -219,12 +358,9 @@ impl Set {
     /// order, or hash order).
     pub fn iter(&self) -> Box<dyn Iterator<Item = Bytes> + '_> {
         match self {
-            Set::Int(v) => Box::new(v.iter().map(|n| {
-                let mut buf = itoa::Buffer::new();
-                Bytes::copy_from_slice(buf.format(*n).as_bytes())
-            })),
-            Set::Pack(v) => Box::new(v.iter().cloned()),
-            Set::Hash(h) => Box::new(h.iter().cloned()),
+            Set::Int(v) => Box::new((0..v.len()).map(|i| int_bytes(v.get(i)))),
+            Set::Pack(v) => Box::new(v.iter().map(|m| Bytes::copy_from_slice(m))),
+            Set::Hash(h) => Box::new(h.iter().map(|m| Bytes::copy_from_slice(m))),
         }
     }
 
@@ -233,12 +369,9 @@ impl Set {
     /// O(n) for a hash table.
     pub fn nth(&self, i: usize) -> Option<Bytes> {
         match self {
-            Set::Int(v) => v.get(i).map(|n| {
-                let mut buf = itoa::Buffer::new();
-                Bytes::copy_from_slice(buf.format(*n).as_bytes())
-            }),
-            Set::Pack(v) => v.get(i).cloned(),
-            Set::Hash(h) => h.iter().nth(i).cloned(),
+            Set::Int(v) => (i < v.len()).then(|| int_bytes(v.get(i))),
+            Set::Pack(v) => v.get(i).map(|m| Bytes::copy_from_slice(m)),
+            Set::Hash(h) => h.iter().nth(i).map(|m| Bytes::copy_from_slice(m)),
         }
     }
 
@@ -264,13 +397,13 @@ impl Set {
     /// Approximate heap footprint in bytes (MEMORY USAGE).
     pub fn memory_usage_bytes(&self) -> usize {
         match self {
-            Set::Int(v) => v.capacity() * 8,
+            Set::Int(v) => v.heap_bytes(),
             Set::Pack(v) => {
-                v.capacity() * std::mem::size_of::<Bytes>()
+                v.capacity() * std::mem::size_of::<Member>()
                     + v.iter().map(|m| m.len()).sum::<usize>()
             }
             Set::Hash(h) => {
-                h.capacity() * (std::mem::size_of::<Bytes>() + 8)
+                h.capacity() * (std::mem::size_of::<Member>() + 1)
                     + h.iter().map(|m| m.len()).sum::<usize>()
             }
         }
@@ -299,6 +432,10 @@ mod tests {
     fn intset_to_listpack_to_hashtable() {
         let lim = SetLimits::default();
         let mut s = Set::create(b"3", 2, &lim);
+        assert!(s.add(b"-70000", &lim), "widens to 32 bits");
+        assert!(s.add(b"9000000000", &lim), "widens to 64 bits");
+        assert!(s.contains(b"-70000") && !s.contains(b"70000"));
+        assert!(s.remove(b"-70000") && s.remove(b"9000000000"));
         assert!(s.add(b"3", &lim));
         assert!(s.add(b"1", &lim));
         assert!(!s.add(b"1", &lim));
@@ -345,8 +482,9 @@ mod tests {
         ) {
             let lim = SetLimits { max_intset_entries: intset, max_listpack_entries: pack, max_listpack_value_bytes: 8 };
             let member = |v: u8| -> Vec<u8> {
-                match v % 4 {
+                match v % 5 {
                     0 | 1 => v.to_string().into_bytes(),
+                    4 => (i64::from(v) * 1_000_000_000).to_string().into_bytes(),
                     2 => format!("m{v}").into_bytes(),
                     _ => format!("long-member-{v}").into_bytes(),
                 }
@@ -364,7 +502,7 @@ mod tests {
                 let got: std::collections::BTreeSet<Vec<u8>> = s.iter().map(|b| b.to_vec()).collect();
                 proptest::prop_assert_eq!(&got, &m);
                 match &s {
-                    Set::Int(v) => proptest::prop_assert!(v.len() <= intset && v.windows(2).all(|w| w[0] < w[1])),
+                    Set::Int(v) => proptest::prop_assert!(v.len() <= intset && (1..v.len()).all(|i| v.get(i - 1) < v.get(i))),
                     Set::Pack(v) => proptest::prop_assert!(v.len() <= pack && v.iter().all(|x| x.len() <= 8)),
                     Set::Hash(_) => {}
                 }
