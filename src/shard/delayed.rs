@@ -65,8 +65,8 @@ pub fn rewrite_records(db: &ShardDb) -> Vec<(usize, Vec<Bytes>)> {
 /// Move up to `budget` entries due at `now_ms` into their streams: each gets
 /// an auto ID (`*`, so at or after its due time), the key is marked ready
 /// (blocked XREAD / XREADGROUP readers are served this turn) and the delivery
-/// is logged. An entry whose key now holds another type is dropped (and
-/// logged as dropped). Returns how many entries were delivered or dropped.
+/// is logged. An entry whose key now holds another type (or whose stream
+/// has exhausted its IDs) is dropped, and logged as dropped. Returns how many entries were delivered or dropped.
 pub fn deliver_due(db: &mut ShardDb, now_ms: u64, budget: usize) -> usize {
     let mut n = 0;
     while n < budget {
@@ -91,7 +91,8 @@ pub fn deliver_due(db: &mut ShardDb, now_ms: u64, budget: usize) -> usize {
             }
             None => {
                 log::warn!(
-                    "delayed entry {} for key '{}' dropped: the key holds another type",
+                    "delayed entry {} for key '{}' dropped: the key holds another type \
+                     or the stream cannot take more entries",
                     String::from_utf8_lossy(&t),
                     String::from_utf8_lossy(&p.key)
                 );
