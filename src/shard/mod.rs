@@ -460,7 +460,6 @@ impl ShardThread {
         self.exec(now).serve_waiters();
     }
 
-    /// Send this iteration's requests for other shards, one message each.
     /// Queue the requests shard-side code handed on to other shards
     /// ([`ShardDb::forward`]), before the batches go out.
     fn forward_jobs(&mut self) {
@@ -478,6 +477,7 @@ impl ShardThread {
         }
     }
 
+    /// Send this iteration's requests for other shards, one message each.
     fn send_batches(&mut self) {
         let me = usize::from(self.me);
         for (i, batch) in self.out.batches.iter_mut().enumerate() {
