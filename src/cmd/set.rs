@@ -280,6 +280,7 @@ pub fn apply_spop(
     } else {
         Reply::NullBulk
     };
+    let mut seed = db.rand_u64() | 1;
     let Some(s) = db.get_set(cx.db, key, cx.now_ms)? else {
         return Ok(missing);
     };
@@ -287,8 +288,13 @@ pub fn apply_spop(
         return Ok(Reply::Set(Vec::new()));
     }
     let want = usize::try_from(count.unwrap_or(1)).unwrap_or(usize::MAX);
-    let s = s.clone();
-    let drawn = s.random_distinct(want, || db.rand_u64());
+    let drawn = s.random_distinct(want, || {
+        // xorshift64 seeded from the shard's generator (the set is borrowed).
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    });
     if let Some(set) = db.get_set_mut(cx.db, key, cx.now_ms)? {
         for m in &drawn {
             set.remove(m);
@@ -349,31 +355,38 @@ pub fn apply_srandmember(
             None => Reply::NullBulk,
         });
     };
-    let s = s.clone();
     let len = s.len() as u64;
+    let mut seed = db.rand_u64() | 1;
+    let mut rand = move || {
+        // xorshift64 seeded from the shard's generator (the set is borrowed).
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let Some(s) = db.get_set(cx.db, key, cx.now_ms)? else {
+        return Ok(Reply::NullBulk);
+    };
     Ok(match count {
         None => {
-            let i = (db.rand_u64() % len.max(1)) as usize;
+            let i = (rand() % len.max(1)) as usize;
             s.nth(i).map_or(Reply::NullBulk, Reply::Bulk)
         }
         Some(n) if n >= 0 => {
             let want = usize::try_from(n).unwrap_or(usize::MAX);
             Reply::Array(
-                s.random_distinct(want, || db.rand_u64())
+                s.random_distinct(want, rand)
                     .into_iter()
                     .map(Reply::Bulk)
                     .collect(),
             )
         }
-        Some(n) => {
-            let all: Vec<Bytes> = s.iter().collect();
-            let want = n.unsigned_abs();
-            Reply::Array(
-                (0..want)
-                    .map(|_| Reply::Bulk(all[(db.rand_u64() % len) as usize].clone()))
-                    .collect(),
-            )
-        }
+        Some(n) => Reply::Array(
+            (0..n.unsigned_abs())
+                .filter_map(|_| s.nth((rand() % len) as usize))
+                .map(Reply::Bulk)
+                .collect(),
+        ),
     })
 }
 

@@ -13,7 +13,7 @@
 //! redis/src/t_set.c: `setTypeCreate`, `setTypeAddAux`, `maybeConvertIntset`,
 //! `setTypeMaybeConvert` (7.2).
 
-use std::collections::HashSet;
+use indexmap::IndexSet;
 
 use bytes::Bytes;
 
@@ -191,7 +191,7 @@ pub enum Set {
     /// Members in insertion order.
     Pack(Vec<Member>),
     /// A hash set.
-    Hash(HashSet<Member>),
+    Hash(IndexSet<Member>),
 }
 
 /// Decimal digits of `n` with its sign (`sdigits10`).
@@ -222,7 +222,7 @@ impl Set {
         } else if size_hint <= limits.max_listpack_entries {
             Set::Pack(Vec::new())
         } else {
-            Set::Hash(HashSet::with_capacity(size_hint))
+            Set::Hash(IndexSet::with_capacity(size_hint))
         }
     }
 
@@ -243,7 +243,7 @@ impl Set {
     }
 
     fn convert_to_hash(&mut self) {
-        let members: HashSet<Member> = self.iter().map(|m| member(&m)).collect();
+        let members: IndexSet<Member> = self.iter().map(|m| member(&m)).collect();
         *self = Set::Hash(members);
     }
 
@@ -350,7 +350,8 @@ impl Set {
                 }
                 None => false,
             },
-            Set::Hash(h) => h.remove(m),
+            // O(1): the last member takes the removed one's position.
+            Set::Hash(h) => h.swap_remove(m),
         }
     }
 
@@ -365,18 +366,24 @@ impl Set {
     }
 
     /// The member at position `i` (`i < len`) of an arbitrary but fixed
-    /// order: how random members are drawn. O(1) for intset and listpack,
-    /// O(n) for a hash table.
+    /// order: how random members are drawn. O(1) for every encoding.
     pub fn nth(&self, i: usize) -> Option<Bytes> {
         match self {
             Set::Int(v) => (i < v.len()).then(|| int_bytes(v.get(i))),
             Set::Pack(v) => v.get(i).map(|m| Bytes::copy_from_slice(m)),
-            Set::Hash(h) => h.iter().nth(i).map(|m| Bytes::copy_from_slice(m)),
+            Set::Hash(h) => h.get_index(i).map(|m| Bytes::copy_from_slice(m)),
         }
     }
 
     /// Up to `count` distinct members drawn at random with `rand` (a source
-    /// of uniform `u64`s), in random order.
+    /// of uniform `u64`s), in random order: the whole set shuffled when
+    /// `count` covers it; a partial shuffle of positions when `count` is a
+    /// large share of it; otherwise draws of positions with rejection of
+    /// repeats (O(count), as Redis's SRANDMEMBER case 4).
+    ///
+    /// # Source
+    /// `srandmemberWithCountCommand`, redis/src/t_set.c (the same cases,
+    /// with our own draws).
     pub fn random_distinct(&self, count: usize, mut rand: impl FnMut() -> u64) -> Vec<Bytes> {
         let len = self.len();
         if count >= len {
@@ -384,14 +391,23 @@ impl Set {
             shuffle(&mut all, &mut rand);
             return all;
         }
-        // Partial Fisher-Yates over positions: O(count) draws.
-        let mut members: Vec<Bytes> = self.iter().collect();
-        for i in 0..count {
-            let j = i + (rand() % (len - i) as u64) as usize;
-            members.swap(i, j);
+        if count.saturating_mul(3) > len {
+            let mut pos: Vec<usize> = (0..len).collect();
+            for i in 0..count {
+                let j = i + (rand() % (len - i) as u64) as usize;
+                pos.swap(i, j);
+            }
+            return pos[..count].iter().filter_map(|&i| self.nth(i)).collect();
         }
-        members.truncate(count);
-        members
+        let mut chosen = std::collections::HashSet::with_capacity(count);
+        let mut out = Vec::with_capacity(count);
+        while out.len() < count {
+            let i = (rand() % len as u64) as usize;
+            if chosen.insert(i) {
+                out.extend(self.nth(i));
+            }
+        }
+        out
     }
 
     /// Approximate heap footprint in bytes (MEMORY USAGE).
@@ -403,7 +419,8 @@ impl Set {
                     + v.iter().map(|m| m.len()).sum::<usize>()
             }
             Set::Hash(h) => {
-                h.capacity() * (std::mem::size_of::<Member>() + 1)
+                // Entries (hash + member) and the index table.
+                h.capacity() * (std::mem::size_of::<Member>() + 8 + 8)
                     + h.iter().map(|m| m.len()).sum::<usize>()
             }
         }
@@ -469,6 +486,30 @@ mod tests {
         });
         assert_eq!(got.len(), 2);
         assert_ne!(got[0], got[1]);
+    }
+
+    #[test]
+    fn random_draws_are_distinct_members_in_every_case() {
+        let lim = SetLimits::default();
+        let mut s = Set::create(b"x", 1000, &lim);
+        for i in 0..1000 {
+            s.add(format!("m{i}").as_bytes(), &lim);
+        }
+        assert_eq!(s.encoding(), "hashtable");
+        let mut x = 88172645463325252u64;
+        let mut rand = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for count in [1, 10, 333, 334, 999, 1000, 5000] {
+            let got = s.random_distinct(count, &mut rand);
+            assert_eq!(got.len(), count.min(1000), "count {count}");
+            let distinct: std::collections::HashSet<&Bytes> = got.iter().collect();
+            assert_eq!(distinct.len(), got.len(), "count {count}");
+            assert!(got.iter().all(|m| s.contains(m)));
+        }
     }
 
     proptest::proptest! {
