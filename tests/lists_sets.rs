@@ -632,4 +632,33 @@ fn sscan_walks_a_hashtable_set_whole() {
     // MATCH filters the page.
     let r = c.raw(&["SSCAN", "big", "0", "MATCH", "m99*", "COUNT", "10000"]);
     assert_eq!(r.matches("\r\nm99").count(), 11, "{r}");
+    // Members present for the whole scan are returned even when others are
+    // removed and added meanwhile.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    let mut round = 0;
+    loop {
+        let r = c.raw(&["SSCAN", "big", &cursor, "COUNT", "37"]);
+        let lines: Vec<&str> = r.split("\r\n").collect();
+        cursor = lines[2].to_string();
+        for l in &lines[4..] {
+            if !l.starts_with('$') {
+                seen.insert(l.to_string());
+            }
+        }
+        // Remove members 0..10 of this round's block, add new ones.
+        for i in 0..10 {
+            c.raw(&["SREM", "big", &format!("m{}", round * 10 + i)]);
+            c.raw(&["SADD", "big", &format!("new{round}-{i}")]);
+        }
+        round += 1;
+        if cursor == "0" {
+            break;
+        }
+        assert!(round < 1000, "the scan does not end");
+    }
+    let removed = round * 10;
+    for i in removed..1000 {
+        assert!(seen.contains(&format!("m{i}")), "m{i} missed");
+    }
 }

@@ -432,18 +432,18 @@ fn parse_sscan(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     }))
 }
 
-/// Stable 63-bit position of a member in SSCAN order.
-fn scan_pos(m: &[u8]) -> u64 {
-    crate::shard::db::scan_hash(m) & ((1 << 48) - 1)
-}
-
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`
 ///
 /// # Reply
 /// `[next cursor, [members]]`. Intset and listpack sets answer whole in one
-/// call (cursor 0), as Redis; hash-table sets are walked in the order of a
-/// stable 48-bit hash of each member, the cursor being the next position,
-/// so every member present for the whole scan is returned.
+/// call (cursor 0), as Redis. A hash-table set is walked by position from
+/// its last member down: cursor `c` means positions `0..c` are still to be
+/// visited (0 to start: the whole set), each call returns up to COUNT of
+/// them. Removal moves a set's last member into the freed position and
+/// additions go after the last, so a member never moves from the positions
+/// still to visit to those visited: every member present for the whole
+/// scan is returned (one moved the other way may come twice), as Redis
+/// guarantees. O(COUNT) per call.
 /// # Errors
 /// `ERR invalid cursor` (at parse), `WrongType`, then the options' errors.
 /// # Source
@@ -466,20 +466,20 @@ fn apply_sscan(
     };
     let (next, members): (u64, Vec<Bytes>) = match s {
         Set::Hash(h) => {
-            let mut found: Vec<(u64, &[u8])> = h
-                .iter()
-                .map(|m| (scan_pos(m), &m[..]))
-                .filter(|(p, _)| *p >= o.cursor)
-                .collect();
-            found.sort_unstable();
-            let next = found.get(o.count).map_or(0, |(p, _)| *p);
-            let page = found
-                .into_iter()
-                .take(o.count)
-                .map(|(_, m)| Bytes::copy_from_slice(m))
+            let len = h.len() as u64;
+            let top = if o.cursor == 0 {
+                len
+            } else {
+                o.cursor.min(len)
+            };
+            let bottom = top.saturating_sub(o.count as u64);
+            let page = (bottom..top)
+                .rev()
+                .filter_map(|i| h.get_index(i as usize))
+                .map(|m| Bytes::copy_from_slice(m))
                 .filter(keep)
                 .collect();
-            (next, page)
+            (bottom, page)
         }
         s => (0, s.iter().filter(keep).collect()),
     };
