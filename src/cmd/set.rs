@@ -508,32 +508,28 @@ fn gather(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Vec<Result<Option<S
         .collect()
 }
 
-/// The result of `op` over `sets` (in key order), at most `limit` members
-/// for an intersection (0 = no limit).
+/// The first error of a gather, in key order; else the sets.
+fn checked(sets: Vec<Result<Option<Set>, CmdError>>) -> Result<Vec<Option<Set>>, CmdError> {
+    sets.into_iter().collect()
+}
+
+/// The result of `op` over `sets` (in key order; `None`: a missing key), at
+/// most `limit` members for an intersection (0 = no limit). Works on
+/// borrowed sets: an intersection walks the smallest set and probes the
+/// others, as Redis does.
 ///
-/// # Errors
-/// The first set's type error, in key order.
 /// # Source
-/// `sinterGenericCommand` / `sunionDiffGenericCommand`, redis/src/t_set.c:
-/// every key is type-checked before any result is computed.
-pub fn compute(
-    op: SetOp,
-    sets: Vec<Result<Option<Set>, CmdError>>,
-    limit: usize,
-) -> Result<Vec<Bytes>, CmdError> {
-    let mut got = Vec::with_capacity(sets.len());
-    for s in sets {
-        got.push(s?);
-    }
-    Ok(match op {
+/// `sinterGenericCommand` / `sunionDiffGenericCommand`, redis/src/t_set.c.
+pub fn compute(op: SetOp, sets: &[Option<&Set>], limit: usize) -> Vec<Bytes> {
+    match op {
         SetOp::Inter => {
-            if got.iter().any(Option::is_none) {
-                return Ok(Vec::new());
+            if sets.iter().any(Option::is_none) {
+                return Vec::new();
             }
-            let mut sets: Vec<Set> = got.into_iter().flatten().collect();
-            sets.sort_by_key(Set::len);
+            let mut sets: Vec<&Set> = sets.iter().flatten().copied().collect();
+            sets.sort_by_key(|s| s.len());
             let Some((first, rest)) = sets.split_first() else {
-                return Ok(Vec::new());
+                return Vec::new();
             };
             let mut out = Vec::new();
             for m in first.iter() {
@@ -549,7 +545,7 @@ pub fn compute(
         SetOp::Union => {
             let mut seen = HashSet::new();
             let mut out = Vec::new();
-            for s in got.iter().flatten() {
+            for s in sets.iter().flatten() {
                 for m in s.iter() {
                     if seen.insert(m.clone()) {
                         out.push(m);
@@ -559,17 +555,16 @@ pub fn compute(
             out
         }
         SetOp::Diff => {
-            let mut it = got.into_iter();
-            let Some(Some(first)) = it.next() else {
-                return Ok(Vec::new());
+            let Some(Some(first)) = sets.first() else {
+                return Vec::new();
             };
-            let rest: Vec<Set> = it.flatten().collect();
+            let rest: Vec<&Set> = sets[1..].iter().flatten().copied().collect();
             first
                 .iter()
                 .filter(|m| !rest.iter().any(|s| s.contains(m)))
                 .collect()
         }
-    })
+    }
 }
 
 /// Store `members` as the set at `dst` (replacing any value), or delete
@@ -640,11 +635,16 @@ fn plan_setop(cx: &ConnCtx<'_>, op: SetOp, keys: Vec<Bytes>, sink: Sink) -> Acti
         return one_part(
             first,
             on_shard(move |db, cx| {
-                let sets = gather(db, cx, &keys);
-                match compute(op, sets, limit) {
-                    Ok(m) => finish(Some((db, cx)), &sink, m),
-                    Err(e) => Reply::Error(e),
+                // Type checks (and lazy expiry) first, in key order; then
+                // the sets are read in place, without copies.
+                for k in &keys {
+                    if let Err(e) = db.get_set(cx.db, k, cx.now_ms) {
+                        return Reply::Error(e);
+                    }
                 }
+                let sets: Vec<Option<&Set>> = keys.iter().map(|k| db.peek_set(cx.db, k)).collect();
+                let m = compute(op, &sets, limit);
+                finish(Some((db, cx)), &sink, m)
             }),
         );
     }
@@ -685,13 +685,20 @@ fn plan_setop(cx: &ConnCtx<'_>, op: SetOp, keys: Vec<Bytes>, sink: Sink) -> Acti
         }
         let sets: Vec<Result<Option<Set>, CmdError>> =
             sets.into_iter().map(|s| s.unwrap_or(Ok(None))).collect();
-        match compute(op, sets, limit) {
-            Ok(m) => match &merge_sink {
-                Sink::Store(_) => {
+        match checked(sets) {
+            Ok(sets) => match (
+                &merge_sink,
+                compute(
+                    op,
+                    &sets.iter().map(Option::as_ref).collect::<Vec<_>>(),
+                    limit,
+                ),
+            ) {
+                (Sink::Store(_), m) => {
                     let _ = result_tx.send(m);
                     Reply::Ok
                 }
-                other => finish(None, other, m),
+                (other, m) => finish(None, other, m),
             },
             Err(e) => Reply::Error(e),
         }
@@ -964,7 +971,7 @@ mod tests {
 
     #[test]
     fn set_algebra() {
-        let sets = |v: &[&[&str]]| -> Vec<Result<Option<Set>, CmdError>> {
+        let sets = |v: &[&[&str]]| -> Vec<Option<Set>> {
             v.iter()
                 .map(|ms| {
                     let lim = crate::set::SetLimits::default();
@@ -972,21 +979,30 @@ mod tests {
                     for m in *ms {
                         s.add(m.as_bytes(), &lim);
                     }
-                    Ok(Some(s))
+                    Some(s)
                 })
                 .collect()
         };
-        let mut inter =
-            compute(SetOp::Inter, sets(&[&["a", "b", "c"], &["b", "c", "d"]]), 0).unwrap();
-        inter.sort();
-        assert_eq!(inter, vec![Bytes::from("b"), Bytes::from("c")]);
-        let diff = compute(SetOp::Diff, sets(&[&["a", "b", "c"], &["b"], &["c"]]), 0).unwrap();
-        assert_eq!(diff, vec![Bytes::from("a")]);
+        let run = |op, v: &[&[&str]]| {
+            let owned = sets(v);
+            let refs: Vec<Option<&Set>> = owned.iter().map(Option::as_ref).collect();
+            let mut out = compute(op, &refs, 0);
+            out.sort();
+            out
+        };
+        let b = |m: &str| Bytes::copy_from_slice(m.as_bytes());
         assert_eq!(
-            compute(SetOp::Union, sets(&[&["a"], &["a", "b"]]), 0)
-                .unwrap()
-                .len(),
-            2
+            run(SetOp::Inter, &[&["a", "b", "c"], &["b", "c", "d"]]),
+            vec![b("b"), b("c")]
         );
+        assert_eq!(
+            run(SetOp::Diff, &[&["a", "b", "c"], &["b"], &["c"]]),
+            vec![b("a")]
+        );
+        assert_eq!(
+            run(SetOp::Union, &[&["a"], &["a", "b"]]),
+            vec![b("a"), b("b")]
+        );
+        assert!(compute(SetOp::Inter, &[None], 0).is_empty());
     }
 }

@@ -583,6 +583,19 @@ impl ShardDb {
         }
     }
 
+    /// The set under `key` as it is: no lazy expiry, no access tracking, so
+    /// several can be borrowed at once (set algebra). Callers run a typed
+    /// lookup ([`get_set`](Self::get_set)) of each key first.
+    pub fn peek_set(&self, db: usize, key: &[u8]) -> Option<&crate::set::Set> {
+        match self.keyspace(db).map.get(key) {
+            Some(Entry {
+                value: Value::Set(s),
+                ..
+            }) => Some(s),
+            _ => None,
+        }
+    }
+
     /// A uniform random `u64` from the shard's generator (SPOP, SRANDMEMBER).
     pub fn rand_u64(&mut self) -> u64 {
         self.next_rand()
