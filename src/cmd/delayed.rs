@@ -84,8 +84,11 @@ pub enum Due {
 /// A parsed XSCHEDULE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Xschedule {
+    /// The stream the entry goes to.
     pub key: Bytes,
+    /// When it goes in.
     pub due: Due,
+    /// The entry's field-value pairs (copied out of the read buffer).
     pub fields: Vec<(Bytes, Bytes)>,
 }
 

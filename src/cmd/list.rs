@@ -370,8 +370,11 @@ pub fn parse_timeout_s(arg: &[u8]) -> Result<u64, CmdError> {
 /// A parsed `LMPOP` / `BLMPOP` (without its timeout).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mpop {
+    /// The keys, tried in order.
     pub keys: Vec<Bytes>,
+    /// `LEFT` or `RIGHT`.
     pub end: End,
+    /// `COUNT` (1 without it): most elements popped.
     pub count: u64,
 }
 

@@ -494,8 +494,11 @@ fn apply_sscan(
 /// SINTER / SUNION / SDIFF.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetOp {
+    /// Members of every set.
     Inter,
+    /// Members of any set.
     Union,
+    /// Members of the first set in none of the others.
     Diff,
 }
 

@@ -84,7 +84,9 @@ fn exceeds(fill: i64, bytes: usize, count: usize) -> bool {
 /// Which end of a list (LEFT = head, RIGHT = tail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
+    /// The head (`LEFT`, LPUSH / LPOP).
     Left,
+    /// The tail (`RIGHT`, RPUSH / RPOP).
     Right,
 }
 

@@ -23,7 +23,9 @@ use crate::cmd::args::parse_i64;
 /// `set-max-listpack-entries`, `set-max-listpack-value`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetLimits {
+    /// `set-max-intset-entries`: most members of an intset.
     pub max_intset_entries: usize,
+    /// `set-max-listpack-entries`: a listpack set has fewer members than this.
     pub max_listpack_entries: usize,
     /// Longest member a listpack set holds, bytes.
     pub max_listpack_value_bytes: usize,
@@ -52,8 +54,11 @@ impl SetLimits {
 /// it, as Redis's intset does.
 #[derive(Clone, Debug)]
 pub enum Ints {
+    /// Every member fits 16 bits.
     W16(Vec<i16>),
+    /// Every member fits 32 bits, one needs more than 16.
     W32(Vec<i32>),
+    /// One member needs 64 bits.
     W64(Vec<i64>),
 }
 
@@ -75,10 +80,12 @@ impl Default for Ints {
 }
 
 impl Ints {
+    /// Number of members.
     pub fn len(&self) -> usize {
         each_width!(self, v => v.len())
     }
 
+    /// Whether there are no members.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -111,6 +118,7 @@ impl Ints {
         }
     }
 
+    /// Whether `n` is a member.
     pub fn contains(&self, n: i64) -> bool {
         self.search(n).is_ok()
     }
