@@ -340,7 +340,9 @@ fn parse_srandmember(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// of up to `count` distinct members; count < 0: exactly `-count` members,
 /// repeats allowed; empty array for a missing key or count 0.
 /// # Errors
-/// (count at parse) `WrongType`.
+/// (count at parse) `WrongType`; [`ERR_RAND_TOO_LARGE`] when a negative
+/// count's reply would pass [`MAX_RAND_REPLY_BYTES`] (past the client's
+/// output buffer limit the client is closed instead, as Redis does).
 /// # Source
 /// `srandmemberCommand` / `srandmemberWithCountCommand`, redis/src/t_set.c.
 pub fn apply_srandmember(
@@ -381,14 +383,39 @@ pub fn apply_srandmember(
                     .collect(),
             )
         }
-        Some(n) => Reply::Array(
-            (0..n.unsigned_abs())
+        Some(n) => {
+            // Repeats allowed: the reply's size follows the count, not the
+            // set. Estimate it from a few draws before building it.
+            let want = n.unsigned_abs();
+            let sampled: u64 = (0..8)
                 .filter_map(|_| s.nth((rand() % len) as usize))
-                .map(Reply::Bulk)
-                .collect(),
-        ),
+                .map(|m| m.len() as u64 + 16)
+                .sum();
+            let est_bytes = want.saturating_mul(sampled / 8);
+            if est_bytes > cx.reply_budget_bytes {
+                return Ok(Reply::OverOutputLimit);
+            }
+            if est_bytes > MAX_RAND_REPLY_BYTES {
+                return Err(CmdError::msg(ERR_RAND_TOO_LARGE));
+            }
+            Reply::Array(
+                (0..want)
+                    .filter_map(|_| s.nth((rand() % len) as usize))
+                    .map(Reply::Bulk)
+                    .collect(),
+            )
+        }
     })
 }
+
+/// Largest reply SRANDMEMBER with a negative count builds, bytes (1 GiB).
+/// Redis has no such cap and runs out of memory building a reply of
+/// `-9223372036854775807` members; shardstream refuses instead.
+pub const MAX_RAND_REPLY_BYTES: u64 = 1 << 30;
+
+/// The error past [`MAX_RAND_REPLY_BYTES`] (our text; Redis has none).
+pub const ERR_RAND_TOO_LARGE: &str =
+    "ERR value is out of range: the reply would be larger than 1 GiB";
 
 /// Options of SSCAN.
 #[derive(Clone, Debug)]
@@ -955,6 +982,16 @@ mod tests {
         assert_eq!(exec(&mut db, "SREM s 1 2 3 a x"), Reply::Int(4));
         assert_eq!(exec(&mut db, "EXISTS s"), Reply::Int(0));
         assert_eq!(exec(&mut db, "SPOP s 3"), Reply::Set(Vec::new()));
+    }
+
+    #[test]
+    fn a_huge_negative_srandmember_is_refused_not_built() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        exec(&mut db, "SADD s a b c");
+        assert_eq!(
+            exec(&mut db, "SRANDMEMBER s -9223372036854775807"),
+            Reply::Error(CmdError::msg(ERR_RAND_TOO_LARGE))
+        );
     }
 
     #[test]
