@@ -51,6 +51,7 @@ pub mod server;
 pub mod set;
 pub mod shard;
 pub mod stream;
+pub mod zset;
 
 /// jemalloc is the global allocator of every program linking this library
 /// (default feature `jemalloc`), so INFO's `used_memory` is jemalloc's

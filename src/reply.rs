@@ -32,6 +32,11 @@ pub enum Reply {
     /// Key → value pairs that RESP2 shows as an array of 2-element arrays
     /// (XREAD / XREADGROUP replies) and RESP3 as a map.
     PairMap(Vec<(Reply, Reply)>),
+    /// Ordered pairs that RESP2 shows as one flat array of 2n elements and
+    /// RESP3 as an array of n 2-element arrays (ZRANGE WITHSCORES,
+    /// ZRANDMEMBER WITHSCORES, ZPOPMIN with a count: Redis keeps an array,
+    /// not a map, so that clients keep the order).
+    Pairs(Vec<(Reply, Reply)>),
     /// RESP3 set `~<n>`; RESP2 array.
     Set(Vec<Reply>),
     /// RESP3 double `,<f>`; RESP2 bulk string.
@@ -46,6 +51,11 @@ pub enum Reply {
     /// reply comes later from whoever claims the ticket (a shard or the
     /// connection's thread on timeout). Shards do not send it.
     NoReply,
+    /// Internal, never encoded: a shard woke a read blocked over streams of
+    /// several shards; the connection's thread runs the read again over all
+    /// of them, as Redis 7.2+ re-executes an unblocked command, so it gets
+    /// every stream that has data (see [`crate::shard::blocking::Ticket`]).
+    Rerun,
     /// Internal, never encoded: the reply would have taken the client past
     /// its hard output buffer limit (`ExecCtx::reply_budget_bytes`), so it was
     /// not built; the connection is closed as Redis closes a client whose

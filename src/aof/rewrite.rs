@@ -3,8 +3,10 @@
 //!
 //! The base file holds the same kind of effect records as incr files, so one
 //! loader reads both: per database `SELECT`, then per key `SET key value
-//! [PXAT t]` for strings, `RPUSH` / `SADD` records of up to 64 items
-//! for lists and sets, or for streams one `XADD key id field value ...` per
+//! [PXAT t]` for strings, `ZADD key score member ...` (64 pairs per
+//! record, then `PEXPIREAT`) for sorted sets, `RPUSH` / `SADD` records of
+//! up to 64 items for lists and sets, or for streams one `XADD key id
+//! field value ...` per
 //! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
 //! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
 //! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
@@ -18,7 +20,7 @@ use bytes::Bytes;
 
 use crate::shard::db::{ShardDb, Value};
 
-use super::log::{encode, CLOCK_RECORD};
+use super::log::{encode, CLOCK_RECORD, TX_FLOOR_RECORD};
 
 /// Internal record: create an empty stream under `key` if the key is missing.
 pub const MKSTREAM_RECORD: &[u8] = b"SS.MKSTREAM";
@@ -35,6 +37,11 @@ pub struct Snapshot {
     pub dbs: Vec<(usize, Vec<KeyCopy>)>,
     /// Pending delayed stream entries as `(database, SS.XSCHEDULE record)`.
     pub delayed: Vec<(usize, Vec<Bytes>)>,
+    /// The last cross-shard transaction the shard coordinated (all of them
+    /// committed): written as `SS.TXFLOOR`, so blocks other shards still
+    /// hold for them stay judged committed once this shard's old files,
+    /// with their `SS.TXCOMMIT` records, are gone.
+    pub tx_floor: u64,
 }
 
 /// Copy every live key of `db` (expired keys are left out).
@@ -54,6 +61,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
         taken_ms: now_ms,
         dbs,
         delayed: crate::shard::delayed::rewrite_records(db),
+        tx_floor: db.tx_seq,
     }
 }
 
@@ -65,6 +73,12 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
         &mut rec,
         &[CLOCK_RECORD, n.format(snap.taken_ms).as_bytes()],
     );
+    if snap.tx_floor > 0 {
+        encode(
+            &mut rec,
+            &[TX_FLOOR_RECORD, n.format(snap.tx_floor).as_bytes()],
+        );
+    }
     for (dbi, keys) in &snap.dbs {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {
@@ -100,6 +114,29 @@ pub fn encode_key(
             Some(at) => encode(rec, &[b"SET", key, v, b"PXAT", n.format(at).as_bytes()]),
             None => encode(rec, &[b"SET", key, v]),
         },
+        Value::Zset(z) => {
+            // `ZADD key score member ...`, at most 64 pairs per record.
+            let entries: Vec<(String, &[u8])> = z
+                .iter()
+                .map(|(s, m)| (crate::zset::score::format_score(s), m))
+                .collect();
+            for batch in entries.chunks(64) {
+                let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * batch.len());
+                args.extend([&b"ZADD"[..], key]);
+                for (s, m) in batch {
+                    args.push(s.as_bytes());
+                    args.push(m);
+                }
+                encode(rec, &args);
+                if rec.len() >= 1 << 16 {
+                    out.write_all(rec)?;
+                    rec.clear();
+                }
+            }
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
         Value::Stream(s) => {
             if s.is_empty() {
                 encode(rec, &[MKSTREAM_RECORD, key]);

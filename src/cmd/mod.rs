@@ -35,6 +35,7 @@ pub mod table;
 #[cfg(test)]
 pub mod testing;
 pub mod tx;
+pub mod zset;
 
 use crate::reply::Reply;
 pub use crate::route::router::{
@@ -55,6 +56,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     string::SPECS,
     stream::SPECS,
     stream::GROUP_SPECS,
+    zset::SPECS,
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,
@@ -84,6 +86,14 @@ pub enum Action {
         parts: Vec<(ShardId, ShardReq)>,
         merge: Merge,
         then: crate::io::conn::Then,
+    },
+    /// Run `body` atomically with every shard of the list held (a
+    /// transaction over several shards, see [`crate::route::held`]); `merge`
+    /// shapes its reply.
+    Atomic {
+        shards: Vec<ShardId>,
+        body: crate::route::held::Body,
+        merge: Merge,
     },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),

@@ -186,6 +186,8 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// Bulk string: `stream` for streams; `listpack` / `quicklist` for lists
 /// and `intset` / `listpack` / `hashtable` for sets (see [`crate::list`],
 /// [`crate::set`]); for strings `int` (a canonical 64-bit
+/// Bulk string: `stream` for streams; `listpack` or `skiplist` for sorted
+/// sets ([`zset_encoding`]); for strings `int` (a canonical 64-bit
 /// integer), `embstr` (up to 44 bytes) or `raw`, as Redis encodes a value
 /// written by SET. Null bulk for a missing key.
 /// # Source
@@ -203,8 +205,19 @@ pub fn apply_object_encoding(
         Value::Str(s) => string_encoding(s),
         Value::List(l) => l.encoding(),
         Value::Set(s) => s.encoding(),
+        Value::Zset(z) => zset_encoding(z),
     };
     Ok(Reply::bulk(name))
+}
+
+/// Encoding Redis reports for a sorted set: `listpack` while compact (see
+/// [`crate::zset`]), `skiplist` once past `zset-max-listpack-*`.
+pub fn zset_encoding(z: &crate::zset::SortedSet) -> &'static str {
+    if z.is_listpack() {
+        "listpack"
+    } else {
+        "skiplist"
+    }
 }
 
 /// Encoding Redis gives a string value stored by SET.

@@ -83,8 +83,9 @@ pub enum Keys {
     /// `... STREAMS k1 .. kn id1 .. idn`: the first half of the arguments after
     /// the `STREAMS` token (XREAD, XREADGROUP).
     AfterStreamsToken,
-    /// `numkeys key...`: argv[`at`] counts the keys that follow it (LMPOP,
-    /// BLMPOP, SINTERCARD).
+    /// `argv[at]` is a key count n, the n keys follow it (ZMPOP, LMPOP,
+    /// SINTERCARD at 1; BZMPOP, BLMPOP at 2). A count that is not a positive integer or runs past
+    /// the arguments gives no keys (the parser reports the error).
     NumKeys { at: u8 },
 }
 
@@ -122,6 +123,14 @@ pub enum FanMerge {
     KeyOrder,
     /// XREAD-style: `[key, entries]` pairs in the caller's key order, null when none.
     Streams,
+    /// Atomic across shards (MSET): every involved shard is held (see
+    /// [`crate::shard::hold`]) while the parts run, so no client sees some
+    /// keys set and not others; `+OK` when every part said OK.
+    AtomicAllOk,
+    /// Atomic across shards, all or nothing (MSETNX): with every involved
+    /// shard held, `:0` and no change when any key exists, else every part
+    /// runs and the answer is `:1`.
+    AtomicIfNoneExist,
 }
 
 /// Parses one argv (or one shard's part of it) into a shard request.
@@ -271,18 +280,6 @@ impl CommandSpec {
                 }
                 out
             }
-            Keys::NumKeys { at } => {
-                let at = usize::from(at);
-                let n = argv
-                    .get(at)
-                    .and_then(|n| crate::cmd::args::parse_i64(n))
-                    .and_then(|n| usize::try_from(n).ok())
-                    .unwrap_or(0);
-                if n == 0 || at + n >= argv.len() {
-                    return Vec::new();
-                }
-                (at + 1..=at + n).collect()
-            }
             Keys::AfterStreamsToken => {
                 // Positional, as the parser reads the options: a group or
                 // consumer called STREAMS is not the STREAMS keyword.
@@ -296,6 +293,18 @@ impl CommandSpec {
                 }
                 (start..start + n / 2).collect()
             }
+            Keys::NumKeys { at } => {
+                let at = usize::from(at);
+                let n = argv
+                    .get(at)
+                    .and_then(|a| crate::cmd::args::parse_i64(a))
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0);
+                if n == 0 || at + n >= argv.len() {
+                    return Vec::new();
+                }
+                (at + 1..=at + n).collect()
+            }
         }
     }
 
@@ -305,9 +314,7 @@ impl CommandSpec {
             Keys::None => (0, 0, 0),
             Keys::Range { first, last, step } => (first.into(), last.into(), step.into()),
             // Redis reports XREAD/XREADGROUP as movablekeys with 0 0 0.
-            Keys::AfterStreamsToken => (0, 0, 0),
-            // Movable keys, as Redis reports LMPOP and friends.
-            Keys::NumKeys { .. } => (0, 0, 0),
+            Keys::AfterStreamsToken | Keys::NumKeys { .. } => (0, 0, 0),
         }
     }
 }

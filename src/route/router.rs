@@ -21,6 +21,7 @@ use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::server::Shared;
 use crate::shard::blocking::{BlockedWatch, Ticket};
+use crate::shard::hold::TxBody;
 use crate::shard::msg::{Job, ShardReq};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
@@ -38,6 +39,10 @@ pub enum Routed {
     Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
+    /// Atomic work over several shards: `body` runs with every shard of
+    /// the list held ([`crate::route::held`]); `merge` shapes its reply,
+    /// which may then park a blocking read ([`Then::Block`]).
+    Atomic(Vec<ShardId>, crate::route::held::Body, Merge, Option<Then>),
 }
 
 /// Parse `argv` with its table row and decide where it runs.
@@ -74,6 +79,11 @@ pub fn route(
                 Ok(Action::FanOutThen { parts, merge, then }) => {
                     Routed::Fan(parts, merge, Some(then))
                 }
+                Ok(Action::Atomic {
+                    shards,
+                    body,
+                    merge,
+                }) => Routed::Atomic(shards, body, merge, None),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -138,6 +148,49 @@ pub fn route_keyed(
         }
         positions.push(pos);
     }
+    if matches!(merge, FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist) {
+        let shards = parts.iter().map(|(s, _)| *s).collect();
+        let key_sets: Vec<(ShardId, Vec<Bytes>)> = parts
+            .iter()
+            .zip(&positions)
+            .map(|((s, _), pos)| (*s, pos.iter().map(|&n| argv[keys[n]].clone()).collect()))
+            .collect();
+        let body = if merge == FanMerge::AtomicIfNoneExist {
+            TxBody::Run(Box::new(move |tx, db| {
+                msetnx_parts(tx, db, parts, key_sets)
+            }))
+        } else {
+            let groups = parts
+                .into_iter()
+                .map(|(shard, req)| (shard.0, vec![(None, req)]))
+                .collect();
+            TxBody::Groups(
+                groups,
+                Box::new(|replies: Vec<Vec<Reply>>| {
+                    let replies: Vec<Reply> = replies.into_iter().flatten().collect();
+                    first_error(&replies).unwrap_or(Reply::Ok)
+                }),
+            )
+        };
+        return Routed::Atomic(
+            shards,
+            body,
+            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+            None,
+        );
+    }
+    if merge == FanMerge::Streams && spec.keys == crate::cmd::Keys::AfterStreamsToken {
+        let runs = key_runs(argv, &keys, |k| shared.shard_of(k));
+        if let Some(body) = crate::cmd::stream::cumulative_read(spec.name, argv, runs) {
+            let shards = parts.iter().map(|(s, _)| *s).collect();
+            return Routed::Atomic(
+                shards,
+                body,
+                Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullArray)),
+                None,
+            );
+        }
+    }
     let check_positions = positions.clone();
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(merge_sum),
@@ -163,7 +216,9 @@ pub fn route_keyed(
                 .collect();
             Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
         }
-        FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+        FanMerge::Refuse | FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist => {
+            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk))
+        }
     };
     if validate.is_none() {
         return Routed::Fan(parts, merge, None);
@@ -179,6 +234,74 @@ pub fn route_keyed(
             then: None,
         }),
     )
+}
+
+/// Body of MSETNX over several shards ([`FanMerge::AtomicIfNoneExist`]),
+/// run with every shard held: `:0` when any key exists (`key_sets`: each
+/// shard's keys), else every part runs: the first error, else `:1`.
+fn msetnx_parts(
+    tx: &mut crate::shard::hold::TxRun<'_>,
+    db: usize,
+    parts: Vec<(ShardId, ShardReq)>,
+    key_sets: Vec<(ShardId, Vec<Bytes>)>,
+) -> Reply {
+    let checks = key_sets
+        .into_iter()
+        .map(|(shard, keys)| {
+            let any = crate::shard::msg::on_shard(move |d, cx| {
+                Reply::Int(i64::from(
+                    keys.iter().any(|k| d.exists(cx.db, k, cx.now_ms)),
+                ))
+            });
+            (shard.0, vec![(db, any)])
+        })
+        .collect();
+    if tx
+        .run_each(checks)
+        .iter()
+        .flatten()
+        .any(|r| *r == Reply::Int(1))
+    {
+        return Reply::Int(0);
+    }
+    let groups = parts
+        .into_iter()
+        .map(|(shard, req)| (shard.0, vec![(db, req)]))
+        .collect();
+    let replies: Vec<Reply> = tx.run_each(groups).into_iter().flatten().collect();
+    first_error(&replies).unwrap_or(Reply::Int(1))
+}
+
+/// The keys of an XREAD / XREADGROUP command line (`keys`: their argv
+/// indexes, after `STREAMS`) cut into runs of consecutive keys on one
+/// shard, each with its own command line: the options, `STREAMS`, the
+/// run's keys and their IDs. In key order.
+fn key_runs(
+    argv: &[Bytes],
+    keys: &[usize],
+    shard_of: impl Fn(&[u8]) -> ShardId,
+) -> Vec<(ShardId, Vec<Bytes>)> {
+    let n = keys.len();
+    let Some(&first) = keys.first() else {
+        return Vec::new();
+    };
+    let head = &argv[..first];
+    let mut runs: Vec<(ShardId, Vec<usize>)> = Vec::new();
+    for &k in keys {
+        let shard = shard_of(&argv[k]);
+        match runs.last_mut() {
+            Some((s, ks)) if *s == shard => ks.push(k),
+            _ => runs.push((shard, vec![k])),
+        }
+    }
+    runs.into_iter()
+        .map(|(shard, ks)| {
+            let mut part = head.to_vec();
+            part.extend(ks.iter().map(|&k| argv[k].clone()));
+            part.extend(ks.iter().filter_map(|&k| argv.get(k + n).cloned()));
+            (shard, part)
+        })
+        .collect()
 }
 
 /// Merge a validation step: each part answers `+OK` or `[local key index,
@@ -225,30 +348,42 @@ fn route_blocking(
     }
     let keys = spec.key_indexes(argv);
     let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
-    // Parts of a blocking pop (BLPOP, BLMOVE...) cannot be merged: over
-    // several shards the whole command parks on every shard of its keys at
-    // once, and each shard serves only its own keys.
-    let whole = merge == FanMerge::Refuse;
+    // List pops over several shards park the whole command on every shard
+    // of its keys (each shard serves only its own keys; BLMOVE's keys play
+    // different roles, so its argv cannot be split).
+    let whole = merge == FanMerge::Refuse && spec.group == "list";
     let plan_parts: Vec<(ShardId, Vec<Bytes>)> = split
         .iter()
         .map(|(s, a, _)| (*s, if whole { argv.to_vec() } else { a.clone() }))
         .collect();
+    let rerun = (merge == FanMerge::Streams && split.len() > 1).then(|| crate::io::conn::Rerun {
+        spec,
+        argv: argv.to_vec(),
+    });
     let plan = BlockPlan {
         parts: plan_parts,
         park,
         timeout_ms,
+        rerun,
     };
-    if split.len() <= 1 {
-        return Routed::Block(plan);
+    if split.len() > 1 && whole {
+        // BLPOP / BRPOP / BLMPOP first try their keys in order.
+        if let Some(runs) = split_runs(spec, argv, &keys, |k| shared.shard_of(k)) {
+            return pass_then_park(parse, runs, plan);
+        }
     }
-    if whole {
-        return match split_runs(spec, argv, &keys, |k| shared.shard_of(k)) {
-            Some(runs) => pass_then_park(parse, runs, plan),
-            None => Routed::Block(plan),
-        };
+    // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
+    // the reply comes from one key) skips the non-blocking first pass: its
+    // park requests serve at once when a key has data, claiming the shared
+    // ticket first, so exactly one shard answers.
+    if split.len() <= 1 || merge == FanMerge::Refuse {
+        return Routed::Block(plan);
     }
     match route_keyed(spec, parse, merge, validate, argv, shared) {
         Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Atomic(shards, body, merge, None) => {
+            Routed::Atomic(shards, body, merge, Some(Then::Block(plan)))
+        }
         Routed::Fan(
             checks,
             check_merge,
@@ -406,6 +541,7 @@ pub fn start_fan(
         conn.hold_until = Some(seq);
     }
     for (part, (shard, req)) in parts.into_iter().enumerate() {
+        conn.note_sent(shard);
         batches[usize::from(shard.0)].push(conn.job(io, seq, part as u16, req));
     }
 }
@@ -420,13 +556,21 @@ pub fn start_block(
     seq: u64,
     plan: BlockPlan,
 ) {
-    let ticket = Ticket::watched(BlockedWatch {
+    let watch = BlockedWatch {
         flag: conn.session.shared.blocked.clone(),
         count: shared.blocked_clients.clone(),
-    });
+    };
+    let ticket = if plan.rerun.is_some() {
+        Ticket::watched_rerun(watch)
+    } else {
+        Ticket::watched(watch)
+    };
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
-            Ok(req) => batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req)),
+            Ok(req) => {
+                conn.note_sent(*shard);
+                batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req))
+            }
             Err(e) => {
                 if ticket.claim() {
                     conn.fill(seq, 0, Reply::Error(e));
@@ -441,8 +585,93 @@ pub fn start_block(
         seq,
         ticket,
         deadline,
+        rerun: plan.rerun,
     });
     conn.hold_until = Some(seq);
+}
+
+/// The command line of a woken read over several shards, to run it again
+/// ([`crate::io::conn::Rerun`]): its BLOCK timeout becomes what is left of
+/// it (at least 1 ms; 0 stays "forever"), and each `$` a shard resolved
+/// when it parked becomes that ID, so the read continues from where it
+/// blocked.
+pub fn rerun_argv(
+    rerun: &crate::io::conn::Rerun,
+    deadline: Option<std::time::Instant>,
+    ticket: &Ticket,
+) -> Vec<Bytes> {
+    let mut argv = rerun.argv.clone();
+    // Options start after `XREADGROUP GROUP group consumer` / `XREAD`.
+    let mut i = if rerun.spec.name == "XREADGROUP" {
+        4
+    } else {
+        1
+    };
+    let mut streams = None;
+    while i < argv.len() {
+        let tok = argv[i].to_ascii_uppercase();
+        match &tok[..] {
+            b"STREAMS" => {
+                streams = Some(i);
+                break;
+            }
+            b"BLOCK" => {
+                if let (Some(d), Some(v)) = (deadline, argv.get_mut(i + 1)) {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+                    *v = Bytes::from(ms.to_string());
+                }
+                i += 2;
+            }
+            b"NOACK" => i += 1,
+            _ => i += 2,
+        }
+    }
+    if let Some(s) = streams {
+        let n = (argv.len() - s - 1) / 2;
+        let resolved = ticket.resolved();
+        for k in 0..n {
+            let (key, id) = (s + 1 + k, s + 1 + n + k);
+            if argv[id][..] == b"$"[..] {
+                if let Some((_, v)) = resolved.iter().find(|(rk, _)| *rk == argv[key]) {
+                    argv[id] = v.clone();
+                }
+            }
+        }
+    }
+    argv
+}
+
+/// Start a command routed for slot `seq` of `conn` (already reserved and
+/// waiting): answer it, send its parts, or park it.
+pub fn start_routed(
+    io: u16,
+    shared: &Shared,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    routed: Routed,
+) {
+    match routed {
+        Routed::Reply(r) | Routed::Close(r) => {
+            conn.fill(seq, 0, r);
+        }
+        Routed::One(shard, req) => {
+            conn.note_sent(shard);
+            batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req));
+        }
+        Routed::Fan(parts, merge, then) => start_fan(io, batches, conn, seq, parts, merge, then),
+        Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
+        Routed::Atomic(shards, body, merge, then) => {
+            let flush = conn.must_flush(shards.iter().fold(0u64, |m, s| m | 1 << (s.0 % 64)));
+            let (parts, merge, then) =
+                crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
+            start_fan(io, batches, conn, seq, parts, merge, then);
+        }
+        Routed::Drop => {
+            conn.fill(seq, 0, Reply::NullArray);
+        }
+    }
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the
@@ -531,8 +760,14 @@ pub fn split_by_shard(
             None,
         ),
         Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
-        Keys::NumKeys { .. } => (1, last + 1, None),
         Keys::None => (1, argv.len(), None),
+        Keys::NumKeys { .. } => (1, last + 1, None),
+    };
+    // NumKeys: each part's key count replaces the count before the keys.
+    let numkeys_at = matches!(spec.keys, Keys::NumKeys { .. }).then(|| first - 1);
+    let prefix = match numkeys_at {
+        Some(at) => &argv[..at],
+        None => prefix,
     };
     let suffix = argv.get(tail_start.min(argv.len())..).unwrap_or(&[]);
     let mut keyed: Vec<(ShardId, Vec<Bytes>, Vec<usize>)> = Vec::new();
@@ -555,6 +790,9 @@ pub fn split_by_shard(
     }
     for (shard, args, positions) in keyed {
         let mut full: Vec<Bytes> = prefix.to_vec();
+        if numkeys_at.is_some() {
+            full.push(Bytes::from(positions.len().to_string()));
+        }
         full.extend(args);
         if let Some(nkeys) = paired {
             for &n in &positions {
@@ -562,12 +800,6 @@ pub fn split_by_shard(
             }
         } else {
             full.extend(suffix.iter().cloned());
-        }
-        if let Keys::NumKeys { at } = spec.keys {
-            // Each part counts its own keys.
-            if let Some(n) = full.get_mut(usize::from(at)) {
-                *n = Bytes::from(positions.len().to_string());
-            }
         }
         parts.push((shard, full, positions));
     }
