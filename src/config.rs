@@ -39,6 +39,10 @@ pub struct Tunables {
     pub aof: crate::aof::AofShared,
     /// `dump-payload-version`: the RDB version DUMP payloads carry.
     pub dump_payload_version: std::sync::atomic::AtomicU16,
+    /// `list-max-listpack-size` (see [`Config::list_max_listpack_size`]).
+    pub list_max_listpack_size: std::sync::atomic::AtomicI64,
+    /// `set-max-intset-entries`, `set-max-listpack-entries`, `set-max-listpack-value`.
+    pub set_limits: [AtomicUsize; 3],
 }
 
 impl Default for Tunables {
@@ -61,6 +65,12 @@ impl Tunables {
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
             dump_payload_version: std::sync::atomic::AtomicU16::new(cfg.dump_payload_version),
+            list_max_listpack_size: std::sync::atomic::AtomicI64::new(cfg.list_max_listpack_size),
+            set_limits: [
+                AtomicUsize::new(cfg.set_limits.max_intset_entries),
+                AtomicUsize::new(cfg.set_limits.max_listpack_entries),
+                AtomicUsize::new(cfg.set_limits.max_listpack_value_bytes),
+            ],
         }
     }
 
@@ -85,6 +95,31 @@ impl Tunables {
         self.aof.update(cfg);
         self.dump_payload_version
             .store(cfg.dump_payload_version, Ordering::Relaxed);
+        self.list_max_listpack_size
+            .store(cfg.list_max_listpack_size, Ordering::Relaxed);
+        let l = &cfg.set_limits;
+        for (a, v) in self.set_limits.iter().zip([
+            l.max_intset_entries,
+            l.max_listpack_entries,
+            l.max_listpack_value_bytes,
+        ]) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// `list-max-listpack-size` in force.
+    pub fn list_fill(&self) -> i64 {
+        self.list_max_listpack_size.load(Ordering::Relaxed)
+    }
+
+    /// Set encoding thresholds in force.
+    pub fn set_limits(&self) -> crate::set::SetLimits {
+        let [a, b, c] = &self.set_limits;
+        crate::set::SetLimits {
+            max_intset_entries: a.load(Ordering::Relaxed),
+            max_listpack_entries: b.load(Ordering::Relaxed),
+            max_listpack_value_bytes: c.load(Ordering::Relaxed),
+        }
     }
 
     /// The `maxmemory-policy` in force.
@@ -131,6 +166,13 @@ pub struct Config {
     pub stream_node_max_entries: usize,
     /// `stream-node-max-bytes` (default 4096, 0 = unlimited).
     pub stream_node_max_bytes: usize,
+    /// `list-max-listpack-size` (alias `list-max-ziplist-size`, default -2):
+    /// a list stays one listpack up to this many elements (positive) or
+    /// 4/8/16/32/64 KiB (-1..-5).
+    pub list_max_listpack_size: i64,
+    /// `set-max-intset-entries` (512), `set-max-listpack-entries` (128),
+    /// `set-max-listpack-value` (64).
+    pub set_limits: crate::set::SetLimits,
     /// `zset-max-listpack-entries` (alias `zset-max-ziplist-entries`, default 128).
     pub zset_max_listpack_entries: usize,
     /// `zset-max-listpack-value` (alias `zset-max-ziplist-value`, default 64), bytes.
@@ -340,6 +382,8 @@ impl Default for Config {
             client_query_buffer_limit: 1024 * 1024 * 1024,
             timeout_s: 0,
             stream_node_max_entries: 100,
+            list_max_listpack_size: -2,
+            set_limits: crate::set::SetLimits::default(),
             stream_node_max_bytes: 4096,
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
@@ -607,6 +651,33 @@ impl Config {
                     .filter(|v| (lo..=hi).contains(v))
                     .ok_or_else(|| format!("argument must be between {lo} and {hi} inclusive"))?
             }
+            "list-max-listpack-size" | "list-max-ziplist-size" => {
+                self.list_max_listpack_size = value
+                    .parse::<i64>()
+                    .map_err(|_| bad())
+                    .and_then(|v| {
+                        i32::try_from(v).map(i64::from).map_err(|_| {
+                            "argument must be between -2147483648 and 2147483647 inclusive"
+                                .to_string()
+                        })
+                    })?
+            }
+            "set-max-intset-entries" | "set-max-listpack-entries" | "set-max-listpack-value" => {
+                let v = parse_memory(value)
+                    .ok_or_else(bad)
+                    .and_then(|v| {
+                        usize::try_from(v).map_err(|_| {
+                            "argument must be between 0 and 9223372036854775807 inclusive"
+                                .to_string()
+                        })
+                    })?;
+                let l = &mut self.set_limits;
+                match name.to_ascii_lowercase().as_str() {
+                    "set-max-intset-entries" => l.max_intset_entries = v,
+                    "set-max-listpack-entries" => l.max_listpack_entries = v,
+                    _ => l.max_listpack_value_bytes = v,
+                }
+            }
             "stream-node-max-bytes" => {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
@@ -771,6 +842,12 @@ impl Config {
                 .join(" "),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            "list-max-listpack-size" | "list-max-ziplist-size" => {
+                self.list_max_listpack_size.to_string()
+            }
+            "set-max-intset-entries" => self.set_limits.max_intset_entries.to_string(),
+            "set-max-listpack-entries" => self.set_limits.max_listpack_entries.to_string(),
+            "set-max-listpack-value" => self.set_limits.max_listpack_value_bytes.to_string(),
             "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
                 self.zset_max_listpack_entries.to_string()
             }
@@ -864,6 +941,11 @@ impl Config {
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
+        "list-max-listpack-size",
+        "list-max-ziplist-size",
+        "set-max-intset-entries",
+        "set-max-listpack-entries",
+        "set-max-listpack-value",
         "zset-max-listpack-entries",
         "zset-max-listpack-value",
         "zset-max-ziplist-entries",
@@ -1072,12 +1154,7 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "hash-max-listpack-value",
     "hash-max-ziplist-entries",
     "hash-max-ziplist-value",
-    "list-max-listpack-size",
-    "list-max-ziplist-size",
     "list-compress-depth",
-    "set-max-intset-entries",
-    "set-max-listpack-entries",
-    "set-max-listpack-value",
     "hll-sparse-max-bytes",
     "lua-time-limit",
     "busy-reply-threshold",

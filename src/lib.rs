@@ -11,7 +11,9 @@
 //! * [`route`]: hash slots and shards ([`route::slot`]); where a command runs
 //!   and how split replies merge ([`route::router`]).
 //! * [`cmd`]: the command table ([`cmd::table`]) and one file per command family.
-//! * [`stream`]: the stream data structure, pure data.
+//! * [`stream`]: the stream data structure, pure data; [`list`] and [`set`]:
+//!   the list and set values; [`delayed`]: entries waiting for their due
+//!   time (XSCHEDULE), delivered on the shard's timer ([`shard::delayed`]).
 //! * [`aof`]: per-shard append-only files (effects, group commit, rewrite, load).
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
 //! * [`cluster`]: the static multi-node topology (which node serves which slots).
@@ -38,8 +40,10 @@ pub mod cmd;
 pub mod cmdline;
 pub mod config;
 pub mod config_rewrite;
+pub mod delayed;
 pub mod error;
 pub mod io;
+pub mod list;
 pub mod listener;
 pub mod logging;
 pub mod monitor;
@@ -47,6 +51,7 @@ pub mod rdb;
 pub mod reply;
 pub mod route;
 pub mod server;
+pub mod set;
 pub mod shard;
 pub mod stream;
 pub mod zset;

@@ -179,6 +179,14 @@ fn crossslot_for_keys_on_different_slots() {
     assert_eq!(a.raw(&["MSET", &k1, "1", &k2, "2"]), cross);
     assert_eq!(a.raw(&["DEL", &k1, &k2]), cross);
     assert_eq!(a.raw(&["XREAD", "STREAMS", &k1, &k2, "0", "0"]), cross);
+    // Lists and sets: multi-key commands, blocking ones included.
+    assert_eq!(a.raw(&["LMOVE", &k1, &k2, "LEFT", "LEFT"]), cross);
+    assert_eq!(a.raw(&["BLPOP", &k1, &k2, "0"]), cross);
+    assert_eq!(a.raw(&["LMPOP", "2", &k1, &k2, "LEFT"]), cross);
+    assert_eq!(a.raw(&["BLMPOP", "0", "2", &k1, &k2, "LEFT"]), cross);
+    assert_eq!(a.raw(&["SINTER", &k1, &k2]), cross);
+    assert_eq!(a.raw(&["SINTERCARD", "2", &k1, &k2]), cross);
+    assert_eq!(a.raw(&["SMOVE", &k1, &k2, "m"]), cross);
     // CROSSSLOT wins over MOVED, whichever key comes first.
     let kb = key_on(1, "x", 0);
     assert_eq!(a.raw(&["DEL", &kb, &k1]), cross);

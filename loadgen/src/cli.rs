@@ -30,6 +30,9 @@ pub struct Cli {
 pub enum Mode {
     /// XADD throughput, like redis-benchmark for streams: ops/s and per-call latency.
     Xadd(XaddArgs),
+    /// Delayed delivery accuracy (shardstream's XSCHEDULE): lateness of each
+    /// entry, receive time minus due time, p50/p99/p99.9.
+    Delayed(DelayedArgs),
 }
 
 /// Which server to talk to, shared by every mode.
@@ -230,6 +233,50 @@ pub struct XaddArgs {
     #[arg(long, short)]
     #[serde(skip)]
     pub quiet: bool,
+    /// Keep the stream keys after the run.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Options of `loadgen delayed`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct DelayedArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Delayed entries scheduled per second over all producers, open loop.
+    #[arg(long, default_value_t = 10_000)]
+    pub rate: u64,
+    /// Delay of each entry: due this many ms after its scheduled send time.
+    #[arg(long, default_value_t = 100)]
+    pub delay_ms: u64,
+    /// Seconds of scheduling.
+    #[arg(long, default_value_t = 10.0, value_parser = positive_secs)]
+    pub duration: f64,
+    /// Producer threads (each pipelines up to --pipeline XSCHEDULEs).
+    #[arg(long, default_value_t = 2, value_parser = at_least_one())]
+    pub producers: usize,
+    /// Consumer threads, one consumer each in one group over all streams.
+    #[arg(long, default_value_t = 2, value_parser = at_least_one())]
+    pub consumers: usize,
+    /// Largest pipeline of XSCHEDULEs a producer sends at once.
+    #[arg(long, default_value_t = 256)]
+    pub pipeline: usize,
+    /// XREADGROUP COUNT.
+    #[arg(long, default_value_t = 1000)]
+    pub count: usize,
+    /// Stream keys, chosen round-robin.
+    #[arg(long, default_value_t = 8)]
+    pub keys: usize,
+    /// Put all stream keys in one hash slot.
+    #[arg(long)]
+    pub hash_tag: bool,
+    /// Key prefix of the streams.
+    #[arg(long, default_value = "loadgen:delayed")]
+    pub key_prefix: String,
+    /// Write the figures as JSON.
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
     /// Keep the stream keys after the run.
     #[arg(long)]
     pub keep: bool,

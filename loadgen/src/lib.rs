@@ -11,11 +11,13 @@
 //! - [`report`]: the docs' bucket table, percentiles, JSON, HdrHistogram log.
 //! - [`plot`]: latency-by-percentile SVG.
 //! - [`xadd`]: throughput mode.
+//! - [`delayed`]: delayed-delivery accuracy mode (XSCHEDULE).
 //! - [`progress`]: live rate and p99.
 //! - [`redact`]: passwords out of every output.
 
 pub mod cli;
 pub mod consumer;
+pub mod delayed;
 pub mod latency;
 pub mod plot;
 pub mod producer;

@@ -10,6 +10,7 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.mode {
         Some(Mode::Xadd(args)) => run_xadd(&args),
+        Some(Mode::Delayed(args)) => run_delayed(&args),
         None => run_latency(&cli.latency),
     };
     std::process::exit(code);
@@ -94,6 +95,29 @@ fn run_xadd(args: &loadgen::cli::XaddArgs) -> i32 {
     };
     print!("{}", rep.render());
     let mut code = if rep.errors == 0 { 0 } else { 1 };
+    if let Some(p) = &args.json {
+        if let Err(e) = report::write_json(p, &rep) {
+            code = fail(&e);
+        }
+    }
+    code
+}
+
+fn run_delayed(args: &loadgen::cli::DelayedArgs) -> i32 {
+    let target = match resolve(&args.target) {
+        Ok(t) => t,
+        Err(e) => return fail(&e),
+    };
+    let result = loadgen::delayed::run(args, &target.url, target.desc.clone());
+    if let Some(h) = target.embedded {
+        h.shutdown();
+    }
+    let rep = match result {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("{}: {e}", target.desc)),
+    };
+    print!("{}", rep.render());
+    let mut code = rep.exit_code();
     if let Some(p) = &args.json {
         if let Err(e) = report::write_json(p, &rep) {
             code = fail(&e);

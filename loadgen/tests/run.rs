@@ -497,3 +497,35 @@ fn empty_runs_are_setup_errors() {
         assert!(err.contains(name), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn delayed_mode_delivers_every_entry_once_against_embedded_shardstream() {
+    let json = scratch("delayed.json");
+    let out = loadgen(&[
+        "delayed",
+        "--rate",
+        "2000",
+        "--duration",
+        "1",
+        "--delay-ms",
+        "50",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("lateness (receive - due) us: p50"),
+        "{stdout}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["scheduled"], 2000, "{v}");
+    assert_eq!(v["received"], 2000, "{v}");
+    assert_eq!(v["duplicates"], 0, "{v}");
+    assert!(v["lateness_us"]["p99.9"].as_u64().unwrap() > 0, "{v}");
+    let _ = std::fs::remove_file(&json);
+}

@@ -648,7 +648,9 @@ impl Replay {
             }
             return Ok(());
         }
-        if let Some(r) = super::effects::replay(db, self.db, self.clock_ms, &argv) {
+        if let Some(r) = crate::shard::delayed::replay(db, self.db, self.clock_ms, &argv)
+            .or_else(|| super::effects::replay(db, self.db, self.clock_ms, &argv))
+        {
             if let Err(e) = r {
                 stats.replay_errors += 1;
                 return Err(format!(

@@ -4,7 +4,9 @@
 //! The base file holds the same kind of effect records as incr files, so one
 //! loader reads both: per database `SELECT`, then per key `SET key value
 //! [PXAT t]` for strings, `ZADD key score member ...` (64 pairs per
-//! record, then `PEXPIREAT`) for sorted sets, or for streams one `XADD key id field value ...` per
+//! record, then `PEXPIREAT`) for sorted sets, `RPUSH` / `SADD` records of
+//! up to 64 items for lists and sets, or for streams one `XADD key id
+//! field value ...` per
 //! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
 //! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
 //! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
@@ -33,6 +35,8 @@ pub struct Snapshot {
     pub taken_ms: u64,
     /// `(database, [(key, value, expire_at_ms)])` for non-empty databases.
     pub dbs: Vec<(usize, Vec<KeyCopy>)>,
+    /// Pending delayed stream entries as `(database, SS.XSCHEDULE record)`.
+    pub delayed: Vec<(usize, Vec<Bytes>)>,
     /// The last cross-shard transaction the shard coordinated (all of them
     /// committed): written as `SS.TXFLOOR`, so blocks other shards still
     /// hold for them stay judged committed once this shard's old files,
@@ -56,6 +60,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
     Snapshot {
         taken_ms: now_ms,
         dbs,
+        delayed: crate::shard::delayed::rewrite_records(db),
         tx_floor: db.tx_seq,
     }
 }
@@ -78,6 +83,15 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {
             encode_key(&mut rec, out, key, value, *at, snap.taken_ms)?;
+        }
+    }
+    for (dbi, record) in &snap.delayed {
+        encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
+        let args: Vec<&[u8]> = record.iter().map(|b| &b[..]).collect();
+        encode(&mut rec, &args);
+        if rec.len() >= 1 << 16 {
+            out.write_all(&rec)?;
+            rec.clear();
         }
     }
     out.write_all(&rec)
@@ -175,10 +189,48 @@ pub fn encode_key(
                 encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
             }
         }
+        Value::List(l) => {
+            let items: Vec<&[u8]> = l.iter().collect();
+            encode_batched(rec, out, b"RPUSH", key, &items)?;
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
+        Value::Set(s) => {
+            let members: Vec<Bytes> = s.iter().collect();
+            let members: Vec<&[u8]> = members.iter().map(|v| &v[..]).collect();
+            encode_batched(rec, out, b"SADD", key, &members)?;
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
     }
     if rec.len() >= 1 << 16 {
         out.write_all(rec)?;
         rec.clear();
+    }
+    Ok(())
+}
+
+/// Append `cmd key item...` records for `items`, at most 64 items per record
+/// (as Redis's rewrite batches `AOF_REWRITE_ITEMS_PER_CMD`), flushing `rec`
+/// to `out` past 64 KiB.
+fn encode_batched(
+    rec: &mut Vec<u8>,
+    out: &mut impl Write,
+    cmd: &[u8],
+    key: &[u8],
+    items: &[&[u8]],
+) -> std::io::Result<()> {
+    for chunk in items.chunks(64) {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + chunk.len());
+        args.extend([cmd, key]);
+        args.extend_from_slice(chunk);
+        encode(rec, &args);
+        if rec.len() >= 1 << 16 {
+            out.write_all(rec)?;
+            rec.clear();
+        }
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod args;
 pub mod cluster;
 pub mod connection;
 pub mod debug;
+pub mod delayed;
 pub mod docs;
 pub mod dump;
 pub mod expire;
@@ -24,12 +25,14 @@ pub mod group_latency;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod list;
 pub mod memory;
 pub mod monitor;
 pub mod object;
 pub mod persistence;
 pub mod rename;
 pub mod server;
+pub mod set;
 pub mod slowlog;
 pub mod stream;
 pub mod string;
@@ -71,6 +74,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     dump::SPECS,
     monitor::SPECS,
     group_latency::SPECS,
+    list::SPECS,
+    set::SPECS,
+    delayed::SPECS,
 ];
 
 /// What a connection-level handler asks the connection's thread to do.

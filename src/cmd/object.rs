@@ -223,6 +223,9 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// `OBJECT ENCODING key`.
 ///
 /// # Reply
+/// Bulk string: `stream` for streams; `listpack` / `quicklist` for lists
+/// and `intset` / `listpack` / `hashtable` for sets (see [`crate::list`],
+/// [`crate::set`]); for strings `int` (a canonical 64-bit
 /// Bulk string: `stream` for streams; `listpack` or `skiplist` for sorted
 /// sets ([`zset_encoding`]); for strings `int` (a canonical 64-bit
 /// integer), `embstr` (up to 44 bytes) or `raw`, as Redis encodes a value
@@ -240,6 +243,8 @@ pub fn apply_object_encoding(
     let name = match &entry.value {
         Value::Stream(_) => "stream",
         Value::Str(s) => string_encoding(s),
+        Value::List(l) => l.encoding(),
+        Value::Set(s) => s.encoding(),
         Value::Zset(z) => zset_encoding(z),
     };
     Ok(Reply::bulk(name))

@@ -83,8 +83,8 @@ pub enum Keys {
     /// `... STREAMS k1 .. kn id1 .. idn`: the first half of the arguments after
     /// the `STREAMS` token (XREAD, XREADGROUP).
     AfterStreamsToken,
-    /// `argv[at]` is a key count n, the n keys follow it (ZMPOP at 1,
-    /// BZMPOP at 2). A count that is not a positive integer or runs past
+    /// `argv[at]` is a key count n, the n keys follow it (ZMPOP, LMPOP,
+    /// SINTERCARD at 1; BZMPOP, BLMPOP at 2). A count that is not a positive integer or runs past
     /// the arguments gives no keys (the parser reports the error).
     NumKeys { at: u8 },
 }

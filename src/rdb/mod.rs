@@ -29,6 +29,7 @@
 //! `restoreCommand`; redis/src/rdb.h (type bytes, `RDB_VERSION`).
 
 pub mod listpack;
+pub mod listset;
 pub mod stream;
 pub mod wire;
 pub mod zset;
@@ -98,6 +99,8 @@ fn encode_value(w: &mut Writer, value: &Value, version: u16) {
             w.string(s);
         }
         Value::Zset(z) => zset::encode(w, z),
+        Value::List(l) => listset::encode_list(w, l),
+        Value::Set(set) => listset::encode_set(w, set),
         Value::Stream(s) => {
             let (ty, generation) = match version {
                 11.. => (TYPE_STREAM_LISTPACKS_3, 3),
@@ -159,6 +162,12 @@ fn decode_value(r: &mut Reader<'_>) -> Result<Value, RdbError> {
         TYPE_STREAM_LISTPACKS_3 => Ok(Value::Stream(Box::new(stream::decode(r, 3)?))),
         ty @ (zset::TYPE_ZSET_2 | zset::TYPE_ZSET_LISTPACK) => {
             Ok(Value::Zset(Box::new(zset::decode(r, ty)?)))
+        }
+        ty @ (listset::TYPE_LIST | listset::TYPE_LIST_QUICKLIST_2) => {
+            Ok(Value::List(Box::new(listset::decode_list(r, ty)?)))
+        }
+        ty @ (listset::TYPE_SET | listset::TYPE_SET_INTSET | listset::TYPE_SET_LISTPACK) => {
+            Ok(Value::Set(Box::new(listset::decode_set(r, ty)?)))
         }
         _ => Err(RdbError::BadFormat),
     }

@@ -348,8 +348,14 @@ fn route_blocking(
     }
     let keys = spec.key_indexes(argv);
     let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
-    let plan_parts: Vec<(ShardId, Vec<Bytes>)> =
-        split.iter().map(|(s, a, _)| (*s, a.clone())).collect();
+    // List pops over several shards park the whole command on every shard
+    // of its keys (each shard serves only its own keys; BLMOVE's keys play
+    // different roles, so its argv cannot be split).
+    let whole = merge == FanMerge::Refuse && spec.group == "list";
+    let plan_parts: Vec<(ShardId, Vec<Bytes>)> = split
+        .iter()
+        .map(|(s, a, _)| (*s, if whole { argv.to_vec() } else { a.clone() }))
+        .collect();
     let rerun = (merge == FanMerge::Streams && split.len() > 1).then(|| crate::io::conn::Rerun {
         spec,
         argv: argv.to_vec(),
@@ -360,6 +366,12 @@ fn route_blocking(
         timeout_ms,
         rerun,
     };
+    if split.len() > 1 && whole {
+        // BLPOP / BRPOP / BLMPOP first try their keys in order.
+        if let Some(runs) = split_runs(spec, argv, &keys, |k| shared.shard_of(k)) {
+            return pass_then_park(parse, runs, plan);
+        }
+    }
     // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
     // the reply comes from one key) skips the non-blocking first pass: its
     // park requests serve at once when a key has data, claiming the shared
@@ -391,6 +403,116 @@ fn route_blocking(
         ),
         other => other,
     }
+}
+
+/// A blocking pop over keys of several shards (BLPOP, BRPOP, BLMPOP): first
+/// its non-blocking form over each run of consecutive keys owned by one
+/// shard, one run after the other in key order, stopping at the first run
+/// that answers (an element, or an error), as Redis tries the keys in
+/// order; then, if no key had data, park on every shard (`plan`). Between
+/// the steps other clients may push to a key already tried; the parked
+/// waiters then serve it.
+fn pass_then_park(
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+    runs: Vec<(ShardId, Vec<Bytes>)>,
+    plan: BlockPlan,
+) -> Routed {
+    let found: Arc<std::sync::Mutex<Option<Reply>>> = Arc::default();
+    let n = runs.len();
+    let mut steps: Vec<(ShardId, ShardReq, Merge)> = Vec::with_capacity(n);
+    for (i, (shard, part)) in runs.into_iter().enumerate() {
+        let req = match parse(&part) {
+            Ok(r) => r,
+            Err(e) => return Routed::Reply(Reply::Error(e)),
+        };
+        let seen = found.clone();
+        // After a run answered, later runs pop nothing.
+        let gated = crate::shard::msg::on_shard(move |db, cx| {
+            if seen.lock().map_or(true, |g| g.is_some()) {
+                Reply::NullArray
+            } else {
+                req.apply(db, cx)
+            }
+        });
+        let keep = found.clone();
+        let last = i + 1 == n;
+        let merge: Merge = Box::new(move |mut r: Vec<Reply>| {
+            let reply = r.pop().unwrap_or(Reply::NullArray);
+            if reply.is_error() {
+                return reply;
+            }
+            let Ok(mut got) = keep.lock() else {
+                return Reply::NullArray;
+            };
+            if got.is_none() && !matches!(reply, Reply::NullArray) {
+                *got = Some(reply);
+            }
+            if last {
+                got.take().unwrap_or(Reply::NullArray)
+            } else {
+                Reply::Ok
+            }
+        });
+        steps.push((shard, gated, merge));
+    }
+    let mut then = Then::Block(plan);
+    while steps.len() > 1 {
+        let Some((shard, req, merge)) = steps.pop() else {
+            break;
+        };
+        then = Then::Fan {
+            parts: vec![(shard, req)],
+            merge,
+            then: Some(Box::new(then)),
+        };
+    }
+    match steps.pop() {
+        Some((shard, req, merge)) => Routed::Fan(vec![(shard, req)], merge, Some(then)),
+        None => Routed::Reply(Reply::NullArray),
+    }
+}
+
+/// Split `argv` into one argv per run of consecutive keys owned by one
+/// shard, in key order, for commands whose keys are one list before their
+/// other arguments: `Keys::Range` up to the last-but-n argument with step 1
+/// (BLPOP) or `Keys::NumKeys` (BLMPOP, with numkeys rewritten per run).
+/// `None` for other key layouts.
+pub fn split_runs(
+    spec: &CommandSpec,
+    argv: &[Bytes],
+    key_idx: &[usize],
+    shard_of: impl Fn(&[u8]) -> ShardId,
+) -> Option<Vec<(ShardId, Vec<Bytes>)>> {
+    let numkeys_at = match spec.keys {
+        Keys::Range { last, step: 1, .. } if last < 0 => None,
+        Keys::NumKeys { at } => Some(usize::from(at)),
+        _ => return None,
+    };
+    let (&first, &last) = (key_idx.first()?, key_idx.last()?);
+    let (prefix, suffix) = (&argv[..first], &argv[last + 1..]);
+    let mut runs: Vec<(ShardId, Vec<Bytes>)> = Vec::new();
+    for &ki in key_idx {
+        let shard = shard_of(&argv[ki]);
+        match runs.last_mut() {
+            Some((s, keys)) if *s == shard => keys.push(argv[ki].clone()),
+            _ => runs.push((shard, vec![argv[ki].clone()])),
+        }
+    }
+    Some(
+        runs.into_iter()
+            .map(|(shard, keys)| {
+                let mut full = prefix.to_vec();
+                if let Some(at) = numkeys_at {
+                    if let Some(n) = full.get_mut(at) {
+                        *n = Bytes::from(keys.len().to_string());
+                    }
+                }
+                full.extend(keys);
+                full.extend(suffix.iter().cloned());
+                (shard, full)
+            })
+            .collect(),
+    )
 }
 
 /// Send the parts of a fan-out to their shards, collecting their replies in

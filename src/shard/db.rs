@@ -32,6 +32,10 @@ pub enum Value {
     Stream(Box<Stream>),
     /// A sorted set (ZADD/ZRANGE/ZPOPMIN/...). Boxed, as streams.
     Zset(Box<crate::zset::SortedSet>),
+    /// A list (LPUSH/LRANGE/BLPOP/...).
+    List(Box<crate::list::List>),
+    /// A set (SADD/SMEMBERS/SINTER/...).
+    Set(Box<crate::set::Set>),
 }
 
 impl Value {
@@ -41,6 +45,8 @@ impl Value {
             Value::Str(_) => "string",
             Value::Stream(_) => "stream",
             Value::Zset(_) => "zset",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
         }
     }
 
@@ -50,6 +56,8 @@ impl Value {
             Value::Str(b) => b.len(),
             Value::Stream(s) => s.memory_usage_bytes(),
             Value::Zset(z) => z.memory_usage_bytes(),
+            Value::List(l) => l.memory_usage_bytes(),
+            Value::Set(s) => s.memory_usage_bytes(),
         }
     }
 }
@@ -193,6 +201,10 @@ pub struct ShardStats {
     /// one per key modification WATCH sees, one per consumer-group change
     /// Redis propagates (see [`ShardDb::touch_key`]).
     pub dirty: u64,
+    /// Delayed entries (XSCHEDULE) moved into their streams.
+    pub delayed_delivered: u64,
+    /// Delayed entries dropped at their due time (the key held another type).
+    pub delayed_dropped: u64,
 }
 
 /// One shard's data: a [`Keyspace`] per database. Lives and dies on its shard thread.
@@ -214,6 +226,19 @@ pub struct ShardDb {
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire_enabled: bool,
+    /// Requests that work done here hands on to another shard, with the
+    /// database and the reply address (a cross-shard BLMOVE served here
+    /// forwards the push of its element to the destination's shard, which
+    /// answers the client). The shard loop sends them each iteration.
+    pub forward: Vec<(
+        ShardId,
+        usize,
+        crate::shard::msg::ReplyTo,
+        crate::shard::msg::ShardReq,
+    )>,
+    /// Stream entries waiting for their due time (XSCHEDULE; see
+    /// [`crate::shard::delayed`]).
+    pub delayed: crate::delayed::Delayed,
     /// A cross-shard transaction asked to hold this shard (set by the job
     /// that asked; the shard loop enters its held loop right after it).
     pub hold: Option<crate::shard::hold::Hold>,
@@ -243,6 +268,8 @@ impl ShardDb {
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
             active_expire_enabled: true,
+            forward: Vec::new(),
+            delayed: Default::default(),
             watch: Default::default(),
             hold: None,
             coordinate: Vec::new(),
@@ -550,6 +577,111 @@ impl ShardDb {
         self.get_zset(db, key, now_ms).map(|z| z.is_some())
     }
 
+    /// The list under `key` (after lazy expiry): `Ok(None)` when missing,
+    /// `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_LIST)`.
+    pub fn get_list(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&crate::list::List>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::List(l),
+                ..
+            }) => Ok(Some(l)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Mutable form of [`get_list`](Self::get_list) (a write: WATCH sees it);
+    /// never creates the key.
+    pub fn get_list_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut crate::list::List>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => return Ok(None),
+            Some(Entry {
+                value: Value::List(_),
+                ..
+            }) => {}
+            Some(_) => return Err(CmdError::WrongType),
+        }
+        match self.get_mut(db, key, now_ms) {
+            Some(Entry {
+                value: Value::List(l),
+                ..
+            }) => Ok(Some(l)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The set under `key` (after lazy expiry): `Ok(None)` when missing,
+    /// `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_SET)`.
+    pub fn get_set(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&crate::set::Set>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Set(s),
+                ..
+            }) => Ok(Some(s)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Mutable form of [`get_set`](Self::get_set) (a write: WATCH sees it);
+    /// never creates the key.
+    pub fn get_set_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut crate::set::Set>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => return Ok(None),
+            Some(Entry {
+                value: Value::Set(_),
+                ..
+            }) => {}
+            Some(_) => return Err(CmdError::WrongType),
+        }
+        match self.get_mut(db, key, now_ms) {
+            Some(Entry {
+                value: Value::Set(s),
+                ..
+            }) => Ok(Some(s)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The set under `key` as it is: no lazy expiry, no access tracking, so
+    /// several can be borrowed at once (set algebra). Callers run a typed
+    /// lookup ([`get_set`](Self::get_set)) of each key first.
+    pub fn peek_set(&self, db: usize, key: &[u8]) -> Option<&crate::set::Set> {
+        match self.keyspace(db).map.get(key) {
+            Some(Entry {
+                value: Value::Set(s),
+                ..
+            }) => Some(s),
+            _ => None,
+        }
+    }
+
     /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.
     /// Does not count as a write for WATCH: as in Redis, only XADD, XDEL,
     /// XTRIM (and creating or deleting the key) touch a watched stream;
@@ -833,6 +965,8 @@ impl ShardDb {
     pub fn flush(&mut self, db: usize) -> usize {
         let map = &self.dbs[db.min(self.dbs.len() - 1)].map;
         self.watch.touch_db(db, |k| map.contains_key(k));
+        // Entries scheduled into this database go with it.
+        self.delayed.clear_db(db);
         let ks = self.ks(db);
         let n = ks.map.len();
         *ks = Keyspace::default();

@@ -26,6 +26,7 @@
 
 pub mod blocking;
 pub mod db;
+pub mod delayed;
 pub mod hold;
 pub mod msg;
 pub mod watch;
@@ -76,6 +77,9 @@ pub const WAKER: Token = Token(usize::MAX);
 const EXPIRE_PERIOD_MS: u64 = 100;
 /// Most keys one active-expiry pass removes before returning to the loop.
 const EXPIRE_BUDGET: usize = 1000;
+/// Delayed stream entries delivered per loop iteration at most (more due
+/// ones keep the poll timeout at zero until they are all in).
+const DELAYED_BUDGET: usize = 10_000;
 /// Longest the thread sleeps in `poll`, so kills and shutdown are noticed.
 const TICK: Duration = Duration::from_millis(100);
 /// How often the connection housekeeping runs (idle `timeout`, peak windows).
@@ -342,8 +346,19 @@ impl ShardThread {
         if !self.inbox.is_empty() {
             return Duration::ZERO;
         }
-        let timer = Duration::from_millis(self.next_expire_ms.saturating_sub(now_ms()));
-        self.next_deadline().unwrap_or(TICK).min(TICK).min(timer)
+        let now = now_ms();
+        let timer = Duration::from_millis(self.next_expire_ms.saturating_sub(now));
+        // Wake for the earliest delayed stream entry (XSCHEDULE).
+        let due = self
+            .db
+            .delayed
+            .next_due_ms()
+            .map_or(TICK, |d| Duration::from_millis(d.saturating_sub(now)));
+        self.next_deadline()
+            .unwrap_or(TICK)
+            .min(TICK)
+            .min(timer)
+            .min(due)
     }
 
     /// Everything after the sockets were read (see the module doc).
@@ -357,6 +372,10 @@ impl ShardThread {
         let local = std::mem::take(&mut self.out.batches[me]);
         if !local.is_empty() {
             self.run_jobs(local, now);
+        }
+        // Delayed stream entries now due go in before readers are served.
+        if self.db.delayed.next_due_ms().is_some_and(|d| d <= now) {
+            delayed::deliver_due(&mut self.db, now, DELAYED_BUDGET);
         }
         let timer = now >= self.next_expire_ms;
         if timer {
@@ -372,6 +391,7 @@ impl ShardThread {
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
         }
+        self.forward_jobs();
         self.send_batches();
         commit_round(&mut self.db, &mut self.aof);
         if timer || self.db.aof.rewrite_requested {
@@ -548,6 +568,23 @@ impl ShardThread {
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
     fn serve_waiters(&mut self, now: u64) {
         self.exec(now).serve_waiters();
+    }
+
+    /// Queue the requests shard-side code handed on to other shards
+    /// ([`ShardDb::forward`]), before the batches go out.
+    fn forward_jobs(&mut self) {
+        for (shard, db, reply_to, req) in std::mem::take(&mut self.db.forward) {
+            if let Some(batch) = self.out.batches.get_mut(usize::from(shard.0)) {
+                batch.push(Job {
+                    req,
+                    db: db as u16,
+                    reply_to,
+                    cmd: msg::NO_CMD,
+                    argv: None,
+                    reply_budget_bytes: u64::MAX,
+                });
+            }
+        }
     }
 
     /// Send this iteration's requests for other shards, one message each.
