@@ -43,6 +43,7 @@ pub mod listener;
 pub mod logging;
 pub mod reply;
 pub mod route;
+pub mod script;
 pub mod server;
 pub mod shard;
 pub mod stream;
