@@ -32,6 +32,8 @@ pub struct Tunables {
     pub cluster_allow_local_multislot: AtomicBool,
     /// `appendonly`, `appendfsync`, auto-rewrite settings and AOF status.
     pub aof: crate::aof::AofShared,
+    /// `busy-reply-threshold`, ms (scripts past it make the server answer `-BUSY`).
+    pub busy_reply_threshold_ms: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -51,6 +53,7 @@ impl Tunables {
             maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
+            busy_reply_threshold_ms: AtomicU64::new(cfg.busy_reply_threshold_ms),
         }
     }
 
@@ -69,6 +72,8 @@ impl Tunables {
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
+        self.busy_reply_threshold_ms
+            .store(cfg.busy_reply_threshold_ms, Ordering::Relaxed);
     }
 
     /// The `maxmemory-policy` in force.
@@ -153,6 +158,9 @@ pub struct Config {
     pub slowlog_log_slower_than_us: i64,
     /// `slowlog-max-len` (default 128).
     pub slowlog_max_len: usize,
+    /// `busy-reply-threshold` (alias `lua-time-limit`), ms: a script running
+    /// longer makes other clients' commands answer `-BUSY` (0 = never).
+    pub busy_reply_threshold_ms: u64,
     /// `latency-tracking-info-percentiles` (default `50 99 99.9`): the
     /// percentiles INFO latencystats reports.
     pub latency_tracking_info_percentiles: Vec<f64>,
@@ -333,6 +341,7 @@ impl Default for Config {
             latency_tracking: true,
             slowlog_log_slower_than_us: 10_000,
             slowlog_max_len: 128,
+            busy_reply_threshold_ms: 5000,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             unixsocket: None,
             unixsocketperm: 0,
@@ -601,6 +610,13 @@ impl Config {
             "slowlog-log-slower-than" => {
                 self.slowlog_log_slower_than_us = value.parse().map_err(|_| bad())?
             }
+            "busy-reply-threshold" | "lua-time-limit" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.busy_reply_threshold_ms = u64::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= i64::MAX as u64)
+                    .ok_or("argument must be between 0 and 9223372036854775807 inclusive")?
+            }
             "slowlog-max-len" => {
                 let v: i64 = value.parse().map_err(|_| bad())?;
                 self.slowlog_max_len = usize::try_from(v)
@@ -727,6 +743,7 @@ impl Config {
             "latency-tracking" => if self.latency_tracking { "yes" } else { "no" }.to_string(),
             "slowlog-log-slower-than" => self.slowlog_log_slower_than_us.to_string(),
             "slowlog-max-len" => self.slowlog_max_len.to_string(),
+            "busy-reply-threshold" | "lua-time-limit" => self.busy_reply_threshold_ms.to_string(),
             "latency-tracking-info-percentiles" => self
                 .latency_tracking_info_percentiles
                 .iter()
@@ -788,6 +805,8 @@ impl Config {
         "latency-tracking-info-percentiles",
         "slowlog-log-slower-than",
         "slowlog-max-len",
+        "busy-reply-threshold",
+        "lua-time-limit",
         "unixsocket",
         "unixsocketperm",
         "pidfile",
@@ -986,8 +1005,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "zset-max-ziplist-entries",
     "zset-max-ziplist-value",
     "hll-sparse-max-bytes",
-    "lua-time-limit",
-    "busy-reply-threshold",
     "tracking-table-max-keys",
     "maxmemory-eviction-tenacity",
     "lfu-log-factor",

@@ -173,6 +173,11 @@ thread_local! {
     static COUNTER_BLOCK: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
+/// The shard thread the caller runs on (`None` off shard threads).
+pub fn current_shard_thread() -> Option<usize> {
+    COUNTER_BLOCK.with(|b| Some(b.get()).filter(|&i| i != usize::MAX))
+}
+
 /// Make the calling thread count commands into block `i` (shard thread `i`).
 pub fn count_on_block(i: usize) {
     COUNTER_BLOCK.with(|b| b.set(i));
@@ -442,6 +447,8 @@ pub struct Shared {
     pub cluster: Option<crate::cluster::Topology>,
     /// SLOWLOG entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
+    /// Scripts and function libraries known to every shard (EVAL, FUNCTION).
+    pub scripts: Arc<crate::script::Registry>,
 }
 
 impl Shared {
@@ -815,6 +822,7 @@ fn start_with(
             config.slowlog_max_len,
         ),
         cluster,
+        scripts: Arc::new(crate::script::Registry::new(shards)),
     });
 
     let mut shard_threads = Vec::new();

@@ -32,6 +32,9 @@ pub struct Snapshot {
     pub taken_ms: u64,
     /// `(database, [(key, value, expire_at_ms)])` for non-empty databases.
     pub dbs: Vec<(usize, Vec<KeyCopy>)>,
+    /// Function library codes (shard 0 keeps them), written as
+    /// `FUNCTION LOAD REPLACE code` records.
+    pub functions: Vec<Bytes>,
 }
 
 /// Copy every live key of `db` (expired keys are left out).
@@ -50,6 +53,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
     Snapshot {
         taken_ms: now_ms,
         dbs,
+        functions: crate::cmd::function::rewrite_records(db),
     }
 }
 
@@ -61,6 +65,9 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
         &mut rec,
         &[CLOCK_RECORD, n.format(snap.taken_ms).as_bytes()],
     );
+    for code in &snap.functions {
+        encode(&mut rec, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
+    }
     for (dbi, keys) in &snap.dbs {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
         for (key, value, at) in keys {

@@ -24,6 +24,7 @@ pub mod latency;
 pub mod object;
 pub mod persistence;
 pub mod rename;
+pub mod scripting;
 pub mod server;
 pub mod slowlog;
 pub mod stream;
@@ -57,6 +58,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     tx::SPECS,
     persistence::SPECS,
     function::SPECS,
+    scripting::SPECS,
     rename::SPECS,
     latency::SPECS,
     slowlog::SPECS,

@@ -83,6 +83,9 @@ pub enum Keys {
     /// `... STREAMS k1 .. kn id1 .. idn`: the first half of the arguments after
     /// the `STREAMS` token (XREAD, XREADGROUP).
     AfterStreamsToken,
+    /// `argv[at]` is the number of keys, which follow it (EVAL, FCALL):
+    /// movable keys, like Redis's `numkeys` key spec.
+    NumKeys { at: u8 },
 }
 
 impl Keys {
@@ -268,6 +271,18 @@ impl CommandSpec {
                 }
                 out
             }
+            Keys::NumKeys { at } => {
+                let at = usize::from(at);
+                let n = argv
+                    .get(at)
+                    .and_then(|a| std::str::from_utf8(a).ok())
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if at + 1 + n > argv.len() {
+                    return Vec::new();
+                }
+                (at + 1..at + 1 + n).collect()
+            }
             Keys::AfterStreamsToken => {
                 // Positional, as the parser reads the options: a group or
                 // consumer called STREAMS is not the STREAMS keyword.
@@ -290,7 +305,7 @@ impl CommandSpec {
             Keys::None => (0, 0, 0),
             Keys::Range { first, last, step } => (first.into(), last.into(), step.into()),
             // Redis reports XREAD/XREADGROUP as movablekeys with 0 0 0.
-            Keys::AfterStreamsToken => (0, 0, 0),
+            Keys::AfterStreamsToken | Keys::NumKeys { .. } => (0, 0, 0),
         }
     }
 }
@@ -386,7 +401,7 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
 pub fn reply_command_info(spec: &CommandSpec) -> Reply {
     let (first, last, step) = spec.key_triple();
     let mut flags: Vec<Reply> = spec.flags.names().into_iter().map(Reply::simple).collect();
-    if spec.keys == Keys::AfterStreamsToken {
+    if matches!(spec.keys, Keys::AfterStreamsToken | Keys::NumKeys { .. }) {
         flags.push(Reply::simple("movablekeys"));
     }
     Reply::Array(vec![

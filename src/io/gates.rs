@@ -66,6 +66,11 @@ pub fn admit(
         reject_cmd(shared, conn, spec, e);
         return None;
     }
+    if let Err(e) = gate_busy(shared, spec) {
+        shared.count_call(spec.name, false, true);
+        reject(shared, conn, e);
+        return None;
+    }
     // Cluster redirection comes before queueing, as in Redis's processCommand:
     // a redirected command inside MULTI dooms the transaction; a refused EXEC
     // discards it and answers the redirection itself.
@@ -132,6 +137,19 @@ fn gate_auth(spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
         return Err(CmdError::NoAuth);
     }
     Ok(())
+}
+
+/// A script runs past `busy-reply-threshold` on some shard: only
+/// `allow-busy` commands (SCRIPT KILL, FUNCTION KILL/STATS, ...) run, as in
+/// Redis; the others answer `-BUSY`.
+fn gate_busy(shared: &Shared, spec: &CommandSpec) -> Result<(), CmdError> {
+    if !shared.scripts.any_busy() || spec.flags.has(Flags::ALLOW_BUSY) {
+        return Ok(());
+    }
+    match cmd::scripting::busy_error(shared) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// A shard that cannot write its AOF refuses writes (and PING), as Redis

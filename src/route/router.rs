@@ -409,7 +409,7 @@ pub fn split_by_shard(
             None,
         ),
         Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
-        Keys::None => (1, argv.len(), None),
+        Keys::None | Keys::NumKeys { .. } => (1, argv.len(), None),
     };
     let suffix = argv.get(tail_start.min(argv.len())..).unwrap_or(&[]);
     let mut keyed: Vec<(ShardId, Vec<Bytes>, Vec<usize>)> = Vec::new();

@@ -376,7 +376,7 @@ impl Engine {
         let running = inv.limits.registry.running(inv.limits.shard);
         if let Some(r) = running {
             r.kill.store(false, Ordering::SeqCst);
-            r.busy.store(false, Ordering::SeqCst);
+            inv.limits.registry.set_busy(inv.limits.shard, false);
             r.wrote.store(false, Ordering::SeqCst);
             r.is_function.store(is_function, Ordering::SeqCst);
             if let Ok(mut n) = r.name.lock() {
@@ -399,7 +399,7 @@ impl Engine {
                     return Ok(VmState::Continue);
                 };
                 if !busy_after.is_zero() && start.elapsed() >= busy_after {
-                    r.busy.store(true, Ordering::SeqCst);
+                    registry.set_busy(shard, true);
                 }
                 if r.kill.load(Ordering::SeqCst) {
                     killed_in_hook.set(true);
@@ -446,7 +446,7 @@ impl Engine {
         let _ = self.lua.unset_named_registry_value(CALL_IMPL_KEY);
         if let Some(r) = running {
             r.started_ms.store(0, Ordering::SeqCst);
-            r.busy.store(false, Ordering::SeqCst);
+            inv.limits.registry.set_busy(inv.limits.shard, false);
             r.kill.store(false, Ordering::SeqCst);
         }
         let kind = if is_function { "FUNCTION" } else { "SCRIPT" };

@@ -19,7 +19,7 @@ pub mod libs;
 pub mod lua;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -186,6 +186,8 @@ pub struct Registry {
     libraries: Mutex<Libraries>,
     /// Indexed by shard id.
     pub running: Vec<Running>,
+    /// How many shards run a script past `busy-reply-threshold` now.
+    busy_count: AtomicUsize,
 }
 
 impl Registry {
@@ -196,6 +198,7 @@ impl Registry {
             scripts_epoch: AtomicU64::new(0),
             libraries: Mutex::new(Libraries::default()),
             running: (0..shards.max(1)).map(|_| Running::default()).collect(),
+            busy_count: AtomicUsize::new(0),
         }
     }
 
@@ -246,9 +249,32 @@ impl Registry {
         self.running.get(shard)
     }
 
-    /// Whether some shard runs a script past `busy-reply-threshold`.
+    /// Whether some shard runs a script past `busy-reply-threshold` (one
+    /// relaxed load: the gate every command passes).
     pub fn any_busy(&self) -> bool {
-        self.running.iter().any(|r| r.busy.load(Ordering::Relaxed))
+        self.busy_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Mark shard `shard`'s script busy (`true`) or not; counted once per change.
+    pub fn set_busy(&self, shard: usize, busy: bool) {
+        let Some(r) = self.running.get(shard) else {
+            return;
+        };
+        if r.busy.swap(busy, Ordering::SeqCst) != busy {
+            if busy {
+                self.busy_count.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.busy_count.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The running script of the busy shard, if any: `(shard, running)`.
+    pub fn busy_script(&self) -> Option<(usize, &Running)> {
+        self.running
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.busy.load(Ordering::SeqCst))
     }
 }
 
