@@ -389,7 +389,7 @@ fn stats(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `ERR Library '<name>' already exists`; `ERR Function <f> already exists`.
 /// # Source
 /// `functionLoadCommand`, redis/src/functions.c.
-fn load(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+fn load(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let mut replace = false;
     for a in &argv[2..argv.len() - 1] {
         if !is(a, "REPLACE") {
@@ -401,6 +401,13 @@ fn load(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
         replace = true;
     }
     let code = argv[argv.len() - 1].clone();
+    // Redis refuses an existing library before running the new code.
+    let (name, _) = crate::script::lua::parse_library_header(&code).map_err(CmdError::msg)?;
+    if !replace && cx.shared.scripts.libraries().by_name.contains_key(&name) {
+        return Err(CmdError::msg(format!(
+            "ERR Library '{name}' already exists"
+        )));
+    }
     let (name, metas) = inspect_library(&code)?;
     Ok(on_functions_shard(move |db, cx| {
         let added = db
@@ -709,8 +716,8 @@ pub mod payload {
 
     /// `RDB_OPCODE_FUNCTION2`.
     const OPCODE_FUNCTION2: u8 = 245;
-    /// RDB version written (Redis 7.4 / 8.x).
-    const RDB_VERSION: u16 = 12;
+    /// RDB version written: 10 (Redis 7.0), which every 7.x/8.x server reads.
+    const RDB_VERSION: u16 = 10;
 
     /// CRC-64/Jones (reflected, as Redis's `crc64`), bitwise.
     pub fn crc64(data: &[u8]) -> u64 {
@@ -761,7 +768,7 @@ pub mod payload {
     /// Read an RDB length; `Ok((len, special))` where `special` marks an
     /// encoded string (`11xxxxxx`).
     fn get_len(data: &[u8], pos: &mut usize) -> Result<(usize, bool), String> {
-        let bad = || "ERR payload version or checksum are wrong".to_string();
+        let bad = || "ERR DUMP payload version or checksum are wrong".to_string();
         let b = *data.get(*pos).ok_or_else(bad)?;
         *pos += 1;
         match b >> 6 {
@@ -814,7 +821,7 @@ pub mod payload {
     }
 
     fn get_string(data: &[u8], pos: &mut usize) -> Result<Bytes, String> {
-        let bad = || "ERR payload version or checksum are wrong".to_string();
+        let bad = || "ERR DUMP payload version or checksum are wrong".to_string();
         let (n, special) = get_len(data, pos)?;
         if !special {
             let s = data.get(*pos..*pos + n).ok_or_else(bad)?;
@@ -856,14 +863,14 @@ pub mod payload {
     /// `ERR payload version or checksum are wrong` (short, bad CRC, newer
     /// RDB version); `ERR given type is not a function` for other records.
     pub fn decode(data: &[u8]) -> Result<Vec<Bytes>, String> {
-        let bad = || "ERR payload version or checksum are wrong".to_string();
+        let bad = || "ERR DUMP payload version or checksum are wrong".to_string();
         if data.len() < 10 {
             return Err(bad());
         }
         let body_end = data.len() - 10;
         let ver = u16::from_le_bytes([data[body_end], data[body_end + 1]]);
         let crc = u64::from_le_bytes(data[data.len() - 8..].try_into().map_err(|_| bad())?);
-        if ver > RDB_VERSION + 1 || crc64(&data[..data.len() - 8]) != crc {
+        if ver > 13 || crc64(&data[..data.len() - 8]) != crc {
             return Err(bad());
         }
         let mut pos = 0;

@@ -369,10 +369,8 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
     };
     let read_only = call.read_only;
     let mut selected = cx.db;
-    let mut exec = |argv: Vec<Bytes>| -> Reply {
-        let reply = run_call(db, cx, &mut selected, read_only, &argv);
-        reply
-    };
+    let mut exec =
+        |argv: Vec<Bytes>| -> Reply { run_call(db, cx, &mut selected, read_only, &argv) };
     let epoch = registry
         .scripts_epoch
         .load(std::sync::atomic::Ordering::SeqCst);

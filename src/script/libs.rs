@@ -48,7 +48,7 @@ pub fn bit(lua: &Lua) -> LResult<Table> {
     let t = lua.create_table()?;
     t.set(
         "tobit",
-        lua.create_function(|_, a: MultiValue| Ok(first_bits(&a)?))?,
+        lua.create_function(|_, a: MultiValue| first_bits(&a))?,
     )?;
     t.set(
         "bnot",

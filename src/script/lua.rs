@@ -127,22 +127,86 @@ impl Engine {
         rs.set("cmsgpack", crate::script::libs::cmsgpack(&lua)?)?;
         rs.set("version", REDIS_VERSION)?;
         rs.set("version_num", REDIS_VERSION_NUM)?;
+        let holder = lua.create_table()?;
+        holder.raw_set("resp", 2)?;
+        rs.set("holder", holder.clone())?;
         rs.set(
             "sha1hex",
-            lua.create_function(|_, s: mlua::LuaString| {
-                Ok(crate::script::sha1_hex(&s.as_bytes()))
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(mlua::Error::runtime("wrong number of arguments"));
+                }
+                let s = args
+                    .into_iter()
+                    .next()
+                    .and_then(|v| lua.coerce_string(v).ok().flatten());
+                let bytes = s.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
+                Ok(crate::script::sha1_hex(&bytes))
             })?,
         )?;
         rs.set(
             "log",
-            lua.create_function(|_, (level, msg): (i64, String)| {
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() < 2 {
+                    return Err(mlua::Error::runtime(
+                        "redis.log() requires two arguments or more.",
+                    ));
+                }
+                let mut it = args.into_iter();
+                let level = match it.next() {
+                    Some(Value::Integer(n)) if (0..=3).contains(&n) => n,
+                    Some(Value::Number(n)) if (0.0..=3.0).contains(&n) => n as i64,
+                    _ => return Err(mlua::Error::runtime("Invalid debug level.")),
+                };
+                let mut parts = Vec::new();
+                for v in it {
+                    if let Some(s) = lua.coerce_string(v)? {
+                        parts.push(s.to_string_lossy());
+                    }
+                }
+                let msg = parts.join(" ");
                 match level {
                     0 => log::debug!("{msg}"),
-                    1 => log::info!("{msg}"),
-                    2 => log::info!("{msg}"),
+                    1 | 2 => log::info!("{msg}"),
                     _ => log::warn!("{msg}"),
                 }
                 Ok(())
+            })?,
+        )?;
+        let resp_holder = holder.clone();
+        rs.set(
+            "setresp",
+            lua.create_function(move |_, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(mlua::Error::runtime(
+                        "redis.setresp() requires one argument.",
+                    ));
+                }
+                let n = match args.front() {
+                    Some(Value::Integer(n)) => *n,
+                    Some(Value::Number(n)) if *n == n.trunc() => *n as i64,
+                    _ => 0,
+                };
+                if n != 2 && n != 3 {
+                    return Err(mlua::Error::runtime("RESP version must be 2 or 3."));
+                }
+                resp_holder.raw_set("resp", n)
+            })?,
+        )?;
+        rs.set(
+            "set_repl",
+            lua.create_function(|_, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(mlua::Error::runtime(
+                        "redis.set_repl() requires one argument.",
+                    ));
+                }
+                match args.front() {
+                    Some(Value::Integer(n)) if (0..=3).contains(n) => Ok(()),
+                    _ => Err(mlua::Error::runtime(
+                        "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                    )),
+                }
             })?,
         )?;
         rs.set(
@@ -150,6 +214,11 @@ impl Engine {
             lua.create_function(|_, args: MultiValue| {
                 let name = match args.front() {
                     Some(Value::String(s)) => s.as_bytes().to_vec(),
+                    None => {
+                        return Err(mlua::Error::runtime(
+                            "Please specify at least one argument for this redis lib call",
+                        ))
+                    }
                     _ => Vec::new(),
                 };
                 if crate::cmd::table::lookup(&name).is_none() {
@@ -426,7 +495,7 @@ impl Engine {
                     let reply = (exec.borrow_mut())(argv);
                     let failed = reply.is_error();
                     let resp3 = holder.raw_get::<i64>("resp").unwrap_or(2) == 3;
-                    Ok((reply_to_lua(lua, reply, resp3, 0)?, failed))
+                    Ok((reply_to_lua(lua, reply, resp3)?, failed))
                 })?;
                 self.lua.set_named_registry_value(CALL_IMPL_KEY, call)?;
                 let (ok, value): (bool, Value) = match fn_args {
@@ -558,8 +627,10 @@ pub fn parse_library_header(code: &[u8]) -> Result<(String, Vec<u8>), String> {
     Ok((name, body))
 }
 
-/// The xpcall handler: wraps the error value with the line of the innermost
-/// user code frame (`{e = value, src = '@user_script', line = n}`).
+/// The xpcall handler: wraps the error value with where it was raised
+/// (`{e = value, src = <chunk source>, line = n}`): the function that raised
+/// it, or its caller when that is a C function (`error`, `redis.call`), as
+/// Redis reports the place of a script error.
 fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let e = match e {
@@ -569,19 +640,25 @@ fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
         other => other,
     };
     t.raw_set("e", e)?;
-    for level in 0..64 {
-        let found = lua.inspect_stack(level, |d| {
+    let frame = |level: usize| {
+        lua.inspect_stack(level, |d| {
             let s = d.source();
-            let src = s.source.as_deref().unwrap_or("").to_string();
-            (src, d.current_line())
-        });
-        let Some((src, line)) = found else { break };
-        if src == "@user_script" || src == "@user_function" {
-            t.raw_set("src", src)?;
-            if let Some(line) = line {
-                t.raw_set("line", line as i64)?;
-            }
-            break;
+            (
+                s.what,
+                s.source.as_deref().unwrap_or("").to_string(),
+                d.current_line(),
+            )
+        })
+    };
+    // The sandbox's own helpers (prelude.lua) stand where Redis has C
+    // functions: skip them too.
+    let place = (1..8)
+        .map_while(frame)
+        .find(|(what, src, _)| *what != "C" && src != "=prelude");
+    if let Some((_, src, line)) = place {
+        t.raw_set("src", src)?;
+        if let Some(line) = line {
+            t.raw_set("line", line as i64)?;
         }
     }
     Ok(t)
@@ -710,7 +787,7 @@ fn trim_zeros(s: &str) -> &str {
 ///
 /// # Source
 /// "RESP2 to Lua type conversion" / "RESP3 to Lua type conversion", Redis's Lua API reference.
-pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool, depth: usize) -> mlua::Result<Value> {
+pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value> {
     let single = |k: &str, v: Value| -> mlua::Result<Value> {
         let t = lua.create_table()?;
         t.raw_set(k, v)?;
@@ -719,7 +796,7 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool, depth: usize) -> mlua:
     let seq = |items: Vec<Reply>| -> mlua::Result<Value> {
         let t = lua.create_table_with_capacity(items.len(), 0)?;
         for (i, r) in items.into_iter().enumerate() {
-            t.raw_set(i + 1, reply_to_lua(lua, r, resp3, depth + 1)?)?;
+            t.raw_set(i + 1, reply_to_lua(lua, r, resp3)?)?;
         }
         Ok(Value::Table(t))
     };
@@ -740,15 +817,15 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool, depth: usize) -> mlua:
         Reply::Set(items) => {
             let t = lua.create_table()?;
             for r in items {
-                t.raw_set(reply_to_lua(lua, r, resp3, depth + 1)?, true)?;
+                t.raw_set(reply_to_lua(lua, r, resp3)?, true)?;
             }
             single("set", Value::Table(t))?
         }
         Reply::Map(pairs) if !resp3 => {
             let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
             for (i, (k, v)) in pairs.into_iter().enumerate() {
-                t.raw_set(2 * i + 1, reply_to_lua(lua, k, resp3, depth + 1)?)?;
-                t.raw_set(2 * i + 2, reply_to_lua(lua, v, resp3, depth + 1)?)?;
+                t.raw_set(2 * i + 1, reply_to_lua(lua, k, resp3)?)?;
+                t.raw_set(2 * i + 2, reply_to_lua(lua, v, resp3)?)?;
             }
             Value::Table(t)
         }
@@ -762,10 +839,7 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool, depth: usize) -> mlua:
         Reply::Map(pairs) | Reply::PairMap(pairs) => {
             let t = lua.create_table()?;
             for (k, v) in pairs {
-                t.raw_set(
-                    reply_to_lua(lua, k, resp3, depth + 1)?,
-                    reply_to_lua(lua, v, resp3, depth + 1)?,
-                )?;
+                t.raw_set(reply_to_lua(lua, k, resp3)?, reply_to_lua(lua, v, resp3)?)?;
             }
             single("map", Value::Table(t))?
         }
@@ -957,6 +1031,49 @@ mod tests {
             panic!("redis must be read-only")
         };
         assert!(e.to_string().contains("Attempt to modify a readonly table"));
+    }
+
+    #[test]
+    fn a_busy_script_is_marked_and_can_be_killed() {
+        let registry = Arc::new(Registry::new(1));
+        let watcher = registry.clone();
+        let t = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !watcher.any_busy() {
+                assert!(Instant::now() < deadline, "never busy");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            watcher.running[0].kill.store(true, Ordering::SeqCst);
+        });
+        let mut e = Engine::new().unwrap();
+        let body = "local i = 0 while true do i = i + 1 end";
+        let mut exec = |_argv: Vec<Bytes>| Reply::Ok;
+        let reply = e.eval(
+            "sha",
+            body.as_bytes(),
+            0,
+            Invocation {
+                name: "sha",
+                keys: &[],
+                args: &[],
+                resp3_client: false,
+                limits: RunLimits {
+                    registry: registry.clone(),
+                    shard: 0,
+                    busy_after_ms: 20,
+                    now_ms: 1,
+                },
+            },
+            &mut exec,
+        );
+        t.join().unwrap();
+        assert_eq!(
+            reply,
+            Reply::Error(CmdError::msg(
+                "ERR Script killed by user with SCRIPT KILL... script: sha, on @user_script:1."
+            ))
+        );
+        assert!(!registry.any_busy());
     }
 
     #[test]

@@ -14,7 +14,7 @@ local type, error, select, unpack, xpcall, pairs, ipairs, tostring =
 
 local G = {}
 local E = {}
-local holder = { resp = 2 }
+local holder = rs.holder
 local views = real_setmetatable({}, { __mode = 'k' })
 
 local function readonly()
@@ -78,35 +78,15 @@ redis.status_reply = function(msg)
   end
   return { ok = msg }
 end
-redis.sha1hex = function(...)
-  if select('#', ...) ~= 1 then error('wrong number of arguments', 0) end
-  return rs.sha1hex(tostring((...)))
-end
-redis.log = function(level, ...)
-  if select('#', ...) < 1 then error('redis.log() requires two arguments or more.', 0) end
-  if type(level) ~= 'number' or level < 0 or level > 3 then error('Invalid debug level.', 0) end
-  local parts = {}
-  for i = 1, select('#', ...) do parts[i] = tostring((select(i, ...))) end
-  rs.log(level, table.concat(parts, ' '))
-end
-redis.setresp = function(...)
-  if select('#', ...) ~= 1 then error('redis.setresp() requires one argument.', 0) end
-  local n = ...
-  if n ~= 2 and n ~= 3 then error('RESP version must be 2 or 3.', 0) end
-  holder.resp = n
-end
-redis.set_repl = function(...)
-  if select('#', ...) ~= 1 then error('redis.set_repl() requires one argument.', 0) end
-  local n = ...
-  if type(n) ~= 'number' or n < 0 or n > 3 then error('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.', 0) end
-end
+-- Rust (C) functions: errors they raise keep the caller's line.
+redis.sha1hex = rs.sha1hex
+redis.log = rs.log
+redis.setresp = rs.setresp
+redis.set_repl = rs.set_repl
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
-redis.acl_check_cmd = function(...)
-  if select('#', ...) < 1 then error('Please specify at least one argument for this redis lib call', 0) end
-  return rs.acl_check(...)
-end
+redis.acl_check_cmd = rs.acl_check
 redis.REDIS_VERSION = rs.version
 redis.REDIS_VERSION_NUM = rs.version_num
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
@@ -138,6 +118,7 @@ local function register_function(...)
     if cb == nil then fail('ERR redis.register_function must get a callback argument') end
   elseif n == 2 then
     name, cb = ...
+    if type(name) == 'number' then name = tostring(name) end
   else
     fail('ERR wrong number of arguments to redis.register_function')
   end
@@ -166,8 +147,8 @@ local function register_function(...)
 end
 local load_redis = real_setmetatable({
   register_function = register_function,
-  log = redis.log,
-  setresp = redis.setresp,
+  log = rs.log,
+  setresp = rs.setresp,
   REDIS_VERSION = redis.REDIS_VERSION,
   REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
