@@ -137,7 +137,6 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "redis = nil" 0
         EVAL "redis.call = nil" 0
         EVAL "string.rep = nil" 0
-        EVAL "os.exit()" 0
         EVAL "return io" 0
         EVAL "return debug" 0
         EVAL "return require" 0
@@ -387,6 +386,26 @@ fn resp3_conversions() {
     );
     assert_eq!(
         c.raw(&["EVAL", "return redis.call('get', 'nosuch') == false", "0"]),
+        "#t"
+    );
+    // 8.x sandbox details that redis-server 7.0 does not have: os.clock only.
+    assert_eq!(
+        c.raw(&["EVAL", "return type(os.clock())", "0"]),
+        "$6\r\nnumber"
+    );
+    assert!(c
+        .raw(&["EVAL", "os.exit()", "0"])
+        .starts_with("-ERR user_script:1: attempt to call field 'exit' (a nil value) script: "));
+    assert!(c
+        .raw(&["EVAL", "os.clock = nil", "0"])
+        .starts_with("-ERR user_script:1: Attempt to modify a readonly table script: "));
+    // TIME is frozen for the whole script (Redis 7.0+).
+    assert_eq!(
+        c.raw(&[
+            "EVAL",
+            "local a = redis.call('time') for i = 1, 3000000 do end local b = redis.call('time') return a[1] == b[1] and a[2] == b[2]",
+            "0"
+        ]),
         "#t"
     );
     c.raw(&["XADD", "s", "1-1", "f", "v"]);

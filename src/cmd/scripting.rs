@@ -369,8 +369,14 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
     };
     let read_only = call.read_only;
     let mut selected = cx.db;
-    let mut exec =
-        |argv: Vec<Bytes>| -> Reply { run_call(db, cx, &mut selected, read_only, &argv) };
+    // TIME inside a script answers the script's start time (Redis 7.0+).
+    let started_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    let mut exec = |argv: Vec<Bytes>| -> Reply {
+        run_call(db, cx, &mut selected, read_only, started_us, &argv)
+    };
     let epoch = registry
         .scripts_epoch
         .load(std::sync::atomic::Ordering::SeqCst);
@@ -433,13 +439,15 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
 /// by this shard; then the command's own parser and `apply`.
 ///
 /// Keyless commands that run on the connection's thread elsewhere are
-/// limited here to PING, ECHO, TIME and SELECT (which changes the script's
-/// database); others answer an error saying so.
+/// limited here to PING, ECHO, TIME (the script's start time, frozen as in
+/// Redis 7.0+) and SELECT (which changes the script's database); others
+/// answer an error saying so.
 fn run_call(
     db: &mut ShardDb,
     cx: &ExecCtx,
     selected: &mut usize,
     read_only: bool,
+    started_us: u128,
     argv: &[Bytes],
 ) -> Reply {
     let err = |m: &'static str| Reply::Error(CmdError::msg(m));
@@ -493,7 +501,7 @@ fn run_call(
                 Err(e) => Reply::Error(e),
             }
         }
-        Handler::Conn(_) => connection_command(spec.name, argv, selected, db, cx),
+        Handler::Conn(_) => connection_command(spec.name, argv, selected, db, started_us),
     };
     if writes && !reply.is_error() {
         if let Some(r) = db.scripts.running(usize::from(db.id.0)) {
@@ -509,7 +517,7 @@ fn connection_command(
     argv: &[Bytes],
     selected: &mut usize,
     db: &ShardDb,
-    cx: &ExecCtx,
+    started_us: u128,
 ) -> Reply {
     match name {
         "PING" => match argv.len() {
@@ -518,16 +526,10 @@ fn connection_command(
             _ => Reply::Error(CmdError::arity("PING")),
         },
         "ECHO" => Reply::Bulk(argv[1].clone()),
-        "TIME" => {
-            let us = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros())
-                .unwrap_or(0);
-            Reply::Array(vec![
-                Reply::bulk((us / 1_000_000).to_string()),
-                Reply::bulk((us % 1_000_000).to_string()),
-            ])
-        }
+        "TIME" => Reply::Array(vec![
+            Reply::bulk((started_us / 1_000_000).to_string()),
+            Reply::bulk((started_us % 1_000_000).to_string()),
+        ]),
         "SELECT" => match args::text(&argv[1]).parse::<usize>() {
             Ok(n) if n < db.databases() => {
                 *selected = n;
@@ -537,7 +539,6 @@ fn connection_command(
             Err(_) => Reply::Error(CmdError::NotInteger),
         },
         _ => {
-            let _ = cx;
             Reply::Error(CmdError::msg(format!(
                 "ERR This Redis command is not supported from scripts by shardstream: '{}' does not run on a key's shard",
                 name.to_ascii_lowercase()

@@ -117,7 +117,7 @@ impl Engine {
     /// Build the sandboxed state.
     pub fn new() -> mlua::Result<Engine> {
         let lua = Lua::new_with(
-            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS,
             LuaOptions::new(),
         )?;
         let rs = lua.create_table()?;

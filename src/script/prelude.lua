@@ -56,6 +56,8 @@ G.bit = view(rs.bit)
 G.struct = view(rs.struct)
 G.cjson = view(rs.cjson)
 G.cmsgpack = view(rs.cmsgpack)
+-- Redis 7.4+ exposes only os.clock().
+G.os = view({ clock = os.clock })
 G._G = E
 getmetatable('').__metatable = false
 
