@@ -601,6 +601,7 @@ fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
         appendonly: true,
         ..test_config()
     };
+    let written;
     {
         let srv = TestServer::with_config(cfg.clone());
         let mut c = srv.client();
@@ -613,13 +614,22 @@ fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
         let tmp = "#!lua name=tmp\nredis.register_function('t', function() return 1 end)";
         assert_eq!(c.raw(&["FUNCTION", "LOAD", tmp]), "$3\r\ntmp");
         assert_eq!(c.raw(&["FUNCTION", "DELETE", "tmp"]), "+OK");
-        // Scripts are not persisted (as in Redis).
+        // Scripts are not persisted (as in Redis)...
         c.raw(&["SCRIPT", "LOAD", "return 1"]);
+        // ...but what they wrote is, as the effects of each command.
+        let xadd = "redis.call('incr', KEYS[1]) return redis.call('xadd', KEYS[2], '*', 'n', redis.call('get', KEYS[1]))";
+        for _ in 0..3 {
+            c.raw(&["EVAL", xadd, "2", "{s}:n", "{s}:events"]);
+        }
+        written = c.raw(&["XRANGE", "{s}:events", "-", "+"]);
+        assert!(written.starts_with("*3\r\n"), "{written}");
     }
     let list_before;
     {
         let srv = TestServer::with_config(cfg.clone());
         let mut c = srv.client();
+        assert_eq!(c.raw(&["XRANGE", "{s}:events", "-", "+"]), written);
+        assert_eq!(c.raw(&["GET", "{s}:n"]), "$1\r\n3");
         assert_eq!(c.raw(&["FCALL", "g", "1", "counter"]), ":11");
         assert_eq!(c.raw(&["FCALL", "t", "0"]), "-ERR Function not found");
         assert_eq!(
