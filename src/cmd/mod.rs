@@ -81,6 +81,9 @@ pub enum Action {
         merge: Merge,
         then: crate::io::conn::Then,
     },
+    /// Run one request on one shard, as a keyed command does (inline when
+    /// the shard is the connection's own; counts toward handover). EVAL/FCALL.
+    Run(ShardId, ShardReq),
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),
     /// Close the connection now without replying (SHUTDOWN, as Redis does).

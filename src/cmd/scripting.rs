@@ -279,12 +279,10 @@ pub struct ScriptCall {
     pub resp3_client: bool,
 }
 
-/// The one-part fan-out that runs `call` on `shard`.
+/// Run `call` on `shard` as one request (like a keyed command: inline on the
+/// connection's own shard, and counted toward connection handover).
 pub fn run_on(shard: ShardId, call: ScriptCall) -> Action {
-    Action::FanOut {
-        parts: vec![(shard, on_shard(move |db, cx| apply_script(db, cx, call)))],
-        merge: Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
-    }
+    Action::Run(shard, on_shard(move |db, cx| apply_script(db, cx, call)))
 }
 
 fn eval(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {

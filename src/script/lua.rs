@@ -12,6 +12,7 @@
 //! (7.x/8.x); error texts checked against redis-server.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -92,6 +93,16 @@ pub struct Invocation<'a> {
     pub limits: RunLimits,
 }
 
+/// The running script, as the time-limit hook sees it.
+struct HookRun {
+    start: Instant,
+    busy_after: Duration,
+    registry: Arc<Registry>,
+    shard: usize,
+    /// The hook stopped the script (SCRIPT KILL / FUNCTION KILL).
+    killed: bool,
+}
+
 /// Runs one `redis.call` argv on the shard and answers its reply.
 pub type Exec<'a> = dyn FnMut(Vec<Bytes>) -> Reply + 'a;
 
@@ -104,6 +115,11 @@ pub struct Engine {
     holder: Table,
     /// `run(f, ...)`: `xpcall` with a handler that records the failing line.
     runner: Function,
+    /// `run0(f)`: the same for a function without arguments (EVAL bodies).
+    runner0: Function,
+    /// What the instruction-count hook checks (time limit, SCRIPT KILL);
+    /// `None` between runs.
+    hook_state: Rc<RefCell<Option<HookRun>>>,
     load_meta: Table,
     run_meta: Table,
     /// Compiled EVAL bodies by SHA1.
@@ -239,7 +255,31 @@ impl Engine {
             .load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call(rs)?;
+        let hook_state: Rc<RefCell<Option<HookRun>>> = Rc::new(RefCell::new(None));
+        let in_hook = hook_state.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY_INSTRUCTIONS),
+            move |_, _| {
+                let mut state = in_hook.borrow_mut();
+                let Some(run) = state.as_mut() else {
+                    return Ok(VmState::Continue);
+                };
+                let Some(r) = run.registry.running(run.shard) else {
+                    return Ok(VmState::Continue);
+                };
+                if !run.busy_after.is_zero() && run.start.elapsed() >= run.busy_after {
+                    run.registry.set_busy(run.shard, true);
+                }
+                if r.kill.load(Ordering::SeqCst) {
+                    run.killed = true;
+                    return Err(mlua::Error::runtime("Script killed by user"));
+                }
+                Ok(VmState::Continue)
+            },
+        )?;
         Ok(Engine {
+            runner0: made.get("run0")?,
+            hook_state,
             globals: made.get("G")?,
             holder: made.get("holder")?,
             runner: made.get("run")?,
@@ -455,37 +495,18 @@ impl Engine {
             r.started_ms
                 .store(inv.limits.now_ms.max(1), Ordering::SeqCst);
         }
-        let start = Instant::now();
-        let busy_after = Duration::from_millis(inv.limits.busy_after_ms);
-        let registry = inv.limits.registry.clone();
-        let shard = inv.limits.shard;
-        let killed = std::rc::Rc::new(std::cell::Cell::new(false));
-        let killed_in_hook = killed.clone();
-        let hook = self.lua.set_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_EVERY_INSTRUCTIONS),
-            move |_, _| {
-                let Some(r) = registry.running(shard) else {
-                    return Ok(VmState::Continue);
-                };
-                if !busy_after.is_zero() && start.elapsed() >= busy_after {
-                    registry.set_busy(shard, true);
-                }
-                if r.kill.load(Ordering::SeqCst) {
-                    killed_in_hook.set(true);
-                    return Err(mlua::Error::runtime("Script killed by user"));
-                }
-                Ok(VmState::Continue)
-            },
-        );
+        *self.hook_state.borrow_mut() = Some(HookRun {
+            start: Instant::now(),
+            busy_after: Duration::from_millis(inv.limits.busy_after_ms),
+            registry: inv.limits.registry.clone(),
+            shard: inv.limits.shard,
+            killed: false,
+        });
         let _ = self.holder.raw_set("resp", 2);
         let resp3_client = inv.resp3_client;
         let exec = RefCell::new(exec);
         let holder = self.holder.clone();
-        let outcome: mlua::Result<(bool, Value, Reply)> = if hook.is_err() {
-            Err(mlua::Error::runtime(
-                "cannot set the script time limit hook",
-            ))
-        } else {
+        let outcome: mlua::Result<(bool, Value, Reply)> = {
             self.lua.scope(|scope| {
                 let call = scope.create_function(|lua, args: MultiValue| {
                     let argv = match call_argv(args) {
@@ -500,7 +521,7 @@ impl Engine {
                 self.lua.set_named_registry_value(CALL_IMPL_KEY, call)?;
                 let (ok, value): (bool, Value) = match fn_args {
                     Some((k, a)) => self.runner.call((f, k, a))?,
-                    None => self.runner.call(f)?,
+                    None => self.runner0.call(f)?,
                 };
                 // Convert inside the scope: the value may hold scoped data.
                 let reply = if ok {
@@ -511,7 +532,11 @@ impl Engine {
                 Ok((ok, value, reply))
             })
         };
-        self.lua.remove_hook();
+        let killed = self
+            .hook_state
+            .borrow_mut()
+            .take()
+            .is_some_and(|run| run.killed);
         let _ = self.lua.unset_named_registry_value(CALL_IMPL_KEY);
         if let Some(r) = running {
             r.started_ms.store(0, Ordering::SeqCst);
@@ -523,7 +548,7 @@ impl Engine {
             Ok((true, _, reply)) => reply,
             Ok((false, info, _)) => {
                 let (msg, src, line) = error_parts(&info);
-                let msg = if killed.get() {
+                let msg = if killed {
                     format!("ERR Script killed by user with {kind} KILL...")
                 } else {
                     msg
@@ -1023,10 +1048,10 @@ mod tests {
                 .starts_with("ERR user_script:1: Attempt to modify a readonly table script: "),
             "{e}"
         );
-        let Reply::Error(e) = eval("return os", &mut echo) else {
-            panic!("os must not exist")
+        let Reply::Error(e) = eval("return io", &mut echo) else {
+            panic!("io must not exist")
         };
-        assert!(e.to_string().contains("nonexistent global variable 'os'"));
+        assert!(e.to_string().contains("nonexistent global variable 'io'"));
         let Reply::Error(e) = eval("redis.call = nil", &mut echo) else {
             panic!("redis must be read-only")
         };

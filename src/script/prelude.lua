@@ -171,7 +171,12 @@ local function run(f, ...)
   return xpcall(function() return f(unpack(args, 1, n)) end, handler)
 end
 
+local function run0(f)
+  return xpcall(f, handler)
+end
+
 return {
+  run0 = run0,
   E = E,
   G = G,
   holder = holder,
