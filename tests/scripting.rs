@@ -192,6 +192,40 @@ fn eval_replies_conversions_and_errors_match_redis() {
 }
 
 #[test]
+fn scripts_over_maxmemory_match_redis() {
+    let srv = TestServer::start(1);
+    let mut ours = srv.client();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    same_argv(
+        &mut ours,
+        &mut theirs,
+        &[
+            &["SET", "k", "v"],
+            &["CONFIG", "SET", "maxmemory", "1"],
+            &["EVAL", "return redis.call('set','k','v')", "0"],
+            &["EVAL", "return redis.pcall('set','k','v')", "0"],
+            &["EVAL", "return redis.call('get','k')", "0"],
+            &["EVAL", "#!lua\nreturn redis.call('get','k')", "0"],
+            &[
+                "EVAL",
+                "#!lua flags=allow-oom\nreturn redis.call('set','k','v2')",
+                "0",
+            ],
+            &[
+                "EVAL",
+                "#!lua flags=no-writes\nreturn redis.call('get','k')",
+                "0",
+            ],
+            &["CONFIG", "SET", "maxmemory", "0"],
+            &["EVAL", "return redis.call('set','k','v3')", "0"],
+        ],
+    );
+}
+
+#[test]
 fn script_cache_matches_redis() {
     let srv = TestServer::start(2);
     let mut ours = srv.client();

@@ -482,6 +482,12 @@ enum RestorePolicy {
 /// # Source
 /// `functionRestoreCommand`, redis/src/functions.c.
 fn restore(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    if argv.len() > 4 {
+        return Err(CmdError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            args::text(&argv[1])
+        )));
+    }
     let policy =
         match argv.get(3) {
             None => RestorePolicy::Append,
@@ -492,9 +498,6 @@ fn restore(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
                 "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
             )),
         };
-    if argv.len() > 4 {
-        return Err(CmdError::Syntax);
-    }
     let payload = argv[2].clone();
     let codes = payload::decode(&payload).map_err(CmdError::msg)?;
     let mut libs = Vec::with_capacity(codes.len());
@@ -645,6 +648,9 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
     if ro && !meta.flags.no_writes {
         return Err(CmdError::msg(crate::cmd::scripting::RO_WITH_WRITE_FLAG));
     }
+    if crate::cmd::scripting::refused_on_oom(cx.shared, meta.flags) {
+        return Err(CmdError::msg(crate::io::gates::OOM_ERROR));
+    }
     let shard = script_shard(cx.shared, &keys)?;
     Ok(run_on(
         shard,
@@ -653,6 +659,7 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
             keys,
             args,
             read_only: ro || meta.flags.no_writes,
+            allow_oom: meta.flags.allow_oom,
             resp3_client: cx.conn.resp3,
         },
     ))

@@ -276,6 +276,8 @@ pub struct ScriptCall {
     pub args: Vec<Bytes>,
     /// Write commands are refused (`*_RO`, `no-writes`).
     pub read_only: bool,
+    /// `allow-oom`: `denyoom` commands run even over `maxmemory`.
+    pub allow_oom: bool,
     pub resp3_client: bool,
 }
 
@@ -335,6 +337,9 @@ fn eval_generic(
     if ro && flags.is_some_and(|f| !f.no_writes) {
         return Err(CmdError::msg(RO_WITH_WRITE_FLAG));
     }
+    if flags.is_some_and(|f| refused_on_oom(cx.shared, f)) {
+        return Err(CmdError::msg(crate::io::gates::OOM_ERROR));
+    }
     let shard = script_shard(cx.shared, &keys)?;
     let call = ScriptCall {
         target: Target::Script {
@@ -346,6 +351,7 @@ fn eval_generic(
         keys,
         args,
         read_only: ro || flags.is_some_and(|f| f.no_writes),
+        allow_oom: flags.is_some_and(|f| f.allow_oom),
         resp3_client: cx.conn.resp3,
     };
     Ok(run_on(shard, call))
@@ -366,6 +372,7 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
         now_ms: cx.now_ms,
     };
     let read_only = call.read_only;
+    let allow_oom = call.allow_oom;
     let mut selected = cx.db;
     // TIME inside a script answers the script's start time (Redis 7.0+).
     let started_us = std::time::SystemTime::now()
@@ -373,7 +380,15 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
         .map(|d| d.as_micros())
         .unwrap_or(0);
     let mut exec = |argv: Vec<Bytes>| -> Reply {
-        run_call(db, cx, &mut selected, read_only, started_us, &argv)
+        run_call(
+            db,
+            cx,
+            &mut selected,
+            read_only,
+            allow_oom,
+            started_us,
+            &argv,
+        )
     };
     let epoch = registry
         .scripts_epoch
@@ -433,8 +448,9 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
 
 /// Run one `redis.call` argv inline on this shard, as Redis checks and runs
 /// a script's call (`scriptCall`, redis/src/script.c): known command,
-/// arity, allowed in scripts, no writes from a read-only script, keys owned
-/// by this shard; then the command's own parser and `apply`.
+/// arity, allowed in scripts, no writes from a read-only script, `-OOM` for
+/// `denyoom` commands over `maxmemory` (unless `allow-oom`), keys owned by
+/// this shard; then the command's own parser and `apply`.
 ///
 /// Keyless commands that run on the connection's thread elsewhere are
 /// limited here to PING, ECHO, TIME (the script's start time, frozen as in
@@ -445,6 +461,7 @@ fn run_call(
     cx: &ExecCtx,
     selected: &mut usize,
     read_only: bool,
+    allow_oom: bool,
     started_us: u128,
     argv: &[Bytes],
 ) -> Reply {
@@ -467,6 +484,9 @@ fn run_call(
     let writes = spec.flags.has(Flags::WRITE);
     if writes && read_only {
         return err("ERR Write commands are not allowed from read-only scripts.");
+    }
+    if spec.flags.has(Flags::DENYOOM) && !allow_oom && over_maxmemory(db) {
+        return err(crate::io::gates::OOM_ERROR);
     }
     if db.shards > 1 {
         for i in spec.key_indexes(argv) {
@@ -507,6 +527,23 @@ fn run_call(
         }
     }
     reply
+}
+
+/// A script with flags (a shebang, or a function) that may write and lacks
+/// `allow-oom` is refused as a whole while over `maxmemory`, as Redis does.
+pub fn refused_on_oom(shared: &Shared, flags: ScriptFlags) -> bool {
+    !flags.allow_oom && !flags.no_writes && shared.over_maxmemory()
+}
+
+/// Whether `denyoom` commands are refused now: `maxmemory` is set, the
+/// policy cannot evict, and used memory is over it (as the gate before a
+/// command decides, sampled here at the call).
+fn over_maxmemory(db: &ShardDb) -> bool {
+    use std::sync::atomic::Ordering;
+    let max = db.tunables.maxmemory_bytes.load(Ordering::Relaxed);
+    max > 0
+        && db.tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
+        && crate::cmd::info::used_memory_bytes() > max
 }
 
 /// The connection-thread commands a script may call on its shard.
@@ -745,6 +782,7 @@ mod tests {
                 .collect(),
             args: Vec::new(),
             read_only: flags.is_some_and(|f| f.no_writes),
+            allow_oom: false,
             resp3_client: false,
         };
         apply_script(db, &ExecCtx::at(0, 1000), call)
