@@ -13,6 +13,8 @@
 //! * [`cmd`]: the command table ([`cmd::table`]) and one file per command family.
 //! * [`stream`]: the stream data structure, pure data.
 //! * [`aof`]: per-shard append-only files (effects, group commit, rewrite, load).
+//! * [`script`]: Lua scripting: the server-wide registry of scripts and
+//!   function libraries, and each shard thread's sandboxed Lua 5.1 state.
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
 //! * [`cluster`]: the static multi-node topology (which node serves which slots).
 //!

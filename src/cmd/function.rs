@@ -180,14 +180,11 @@ pub const SPECS: &[CommandSpec] = &[
     ),
 ];
 
-/// The one-part fan-out that commits a library change on [`FUNCTIONS_SHARD`].
+/// The request that commits a library change on [`FUNCTIONS_SHARD`].
 fn on_functions_shard(
     f: impl FnOnce(&mut ShardDb, &crate::cmd::ExecCtx) -> Reply + Send + 'static,
 ) -> Action {
-    Action::FanOut {
-        parts: vec![(FUNCTIONS_SHARD, on_shard(f))],
-        merge: Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
-    }
+    Action::Run(FUNCTIONS_SHARD, on_shard(f))
 }
 
 /// A library loaded on this thread's engine: its name and functions.
