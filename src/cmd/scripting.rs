@@ -424,7 +424,7 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
                 .error_text()
                 .is_some_and(|e| e.to_string().starts_with("ERR Error compiling script"));
             if register && !compile_failed {
-                registry.add_script(original);
+                registry.add_eval_script(&sha, original);
             }
             reply
         }),

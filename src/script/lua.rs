@@ -32,6 +32,8 @@ pub const REDIS_VERSION_NUM: i64 = 0x00_08_0a_00;
 
 /// Lua VM instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_EVERY_INSTRUCTIONS: u32 = 100_000;
+/// Compiled scripts a thread keeps before it drops them all.
+const MAX_COMPILED_SCRIPTS: usize = 2 * crate::script::MAX_EVAL_SCRIPTS;
 /// Deepest table nesting converted to a reply (deeper levels answer an error).
 const MAX_REPLY_DEPTH: usize = 1000;
 
@@ -334,6 +336,10 @@ impl Engine {
             Some(f) => f.clone(),
             None => match self.compile_script(body) {
                 Ok(f) => {
+                    if self.scripts.len() >= MAX_COMPILED_SCRIPTS {
+                        // Recompiled on demand: bounds what scripts never run again keep.
+                        self.scripts.clear();
+                    }
                     self.scripts.insert(sha.to_string(), f.clone());
                     f
                 }

@@ -178,9 +178,21 @@ impl Libraries {
     }
 }
 
+/// Scripts cached by EVAL (not SCRIPT LOAD) beyond this many are evicted,
+/// oldest first, as Redis 7.4+ evicts EVAL scripts (its limit is 500).
+pub const MAX_EVAL_SCRIPTS: usize = 500;
+
+/// Cached scripts: sources by SHA1, and which came from EVAL (evictable).
+#[derive(Default)]
+struct Scripts {
+    by_sha: HashMap<String, Bytes>,
+    /// SHA1s added by EVAL and not by SCRIPT LOAD, oldest first.
+    from_eval: std::collections::VecDeque<String>,
+}
+
 /// The server-wide scripting state (see the module doc).
 pub struct Registry {
-    scripts: Mutex<HashMap<String, Bytes>>,
+    scripts: Mutex<Scripts>,
     /// Bumped by SCRIPT FLUSH: shard threads drop their compiled scripts.
     pub scripts_epoch: AtomicU64,
     libraries: Mutex<Libraries>,
@@ -194,7 +206,7 @@ impl Registry {
     /// An empty registry for `shards` shard threads.
     pub fn new(shards: u16) -> Registry {
         Registry {
-            scripts: Mutex::new(HashMap::new()),
+            scripts: Mutex::new(Scripts::default()),
             scripts_epoch: AtomicU64::new(0),
             libraries: Mutex::new(Libraries::default()),
             running: (0..shards.max(1)).map(|_| Running::default()).collect(),
@@ -202,11 +214,29 @@ impl Registry {
         }
     }
 
-    /// Remember a script's source under its SHA1; returns the SHA1.
+    /// Remember a script's source under its SHA1 (SCRIPT LOAD); returns the SHA1.
     pub fn add_script(&self, body: Bytes) -> String {
         let sha = sha1_hex(&body);
-        self.lock_scripts().insert(sha.clone(), body);
+        let mut s = self.lock_scripts();
+        s.from_eval.retain(|x| *x != sha);
+        s.by_sha.insert(sha.clone(), body);
         sha
+    }
+
+    /// Remember a script EVAL ran. EVAL scripts past [`MAX_EVAL_SCRIPTS`]
+    /// are forgotten oldest first; one SCRIPT LOAD loaded is kept.
+    pub fn add_eval_script(&self, sha: &str, body: Bytes) {
+        let mut s = self.lock_scripts();
+        if s.by_sha.contains_key(sha) {
+            return;
+        }
+        s.by_sha.insert(sha.to_string(), body);
+        s.from_eval.push_back(sha.to_string());
+        while s.from_eval.len() > MAX_EVAL_SCRIPTS {
+            if let Some(old) = s.from_eval.pop_front() {
+                s.by_sha.remove(&old);
+            }
+        }
     }
 
     /// The source of script `sha` (any case), if loaded.
@@ -215,7 +245,7 @@ impl Registry {
             return None;
         }
         let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-        let body = self.lock_scripts().get(&sha).cloned()?;
+        let body = self.lock_scripts().by_sha.get(&sha).cloned()?;
         Some((sha, body))
     }
 
@@ -226,16 +256,16 @@ impl Registry {
 
     /// Forget every script (SCRIPT FLUSH).
     pub fn flush_scripts(&self) {
-        self.lock_scripts().clear();
+        *self.lock_scripts() = Scripts::default();
         self.scripts_epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Number of cached scripts (INFO `number_of_cached_scripts`).
     pub fn scripts_len(&self) -> usize {
-        self.lock_scripts().len()
+        self.lock_scripts().by_sha.len()
     }
 
-    fn lock_scripts(&self) -> MutexGuard<'_, HashMap<String, Bytes>> {
+    fn lock_scripts(&self) -> MutexGuard<'_, Scripts> {
         self.scripts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -291,6 +321,20 @@ mod tests {
     #[test]
     fn sha1_of_empty_matches_redis() {
         assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
+
+    #[test]
+    fn eval_scripts_are_evicted_oldest_first_but_loaded_ones_stay() {
+        let r = Registry::new(1);
+        let loaded = r.add_script(Bytes::from_static(b"return 'loaded'"));
+        for i in 0..MAX_EVAL_SCRIPTS + 10 {
+            let body = Bytes::from(format!("return {i}"));
+            r.add_eval_script(&sha1_hex(&body), body);
+        }
+        assert_eq!(r.scripts_len(), MAX_EVAL_SCRIPTS + 1);
+        assert!(r.has_script(loaded.as_bytes()));
+        assert!(!r.has_script(sha1_hex(b"return 0").as_bytes()));
+        assert!(r.has_script(sha1_hex(b"return 509").as_bytes()));
     }
 
     #[test]
