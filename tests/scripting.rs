@@ -331,6 +331,7 @@ fn functions_match_redis() {
             &["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function(1, function() end)"],
             &["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('g', 1)"],
             &["FUNCTION", "LOAD", "#!lua name=x\ny = 1"],
+            &["FUNCTION", "LOAD", "#!lua name=loop\nwhile true do end"],
             &["FUNCTION", "STATS"],
             &["FUNCTION", "RESTORE", "bogus"],
             &["FUNCTION", "RESTORE", "bogus", "NOPE"],

@@ -32,6 +32,8 @@ pub const REDIS_VERSION_NUM: i64 = 0x00_08_0a_00;
 
 /// Lua VM instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_EVERY_INSTRUCTIONS: u32 = 100_000;
+/// How long FUNCTION LOAD lets a library body run (Redis: 500 ms).
+const FUNCTION_LOAD_TIMEOUT: Duration = Duration::from_millis(500);
 /// Compiled scripts a thread keeps before it drops them all.
 const MAX_COMPILED_SCRIPTS: usize = 2 * crate::script::MAX_EVAL_SCRIPTS;
 /// Deepest table nesting converted to a reply (deeper levels answer an error).
@@ -99,10 +101,15 @@ pub struct Invocation<'a> {
 struct HookRun {
     start: Instant,
     busy_after: Duration,
-    registry: Arc<Registry>,
+    /// The running-script slot to publish busy state and read SCRIPT KILL
+    /// from (`None` while FUNCTION LOAD runs a library body).
+    registry: Option<Arc<Registry>>,
     shard: usize,
     /// The hook stopped the script (SCRIPT KILL / FUNCTION KILL).
     killed: bool,
+    /// FUNCTION LOAD's limit: the body is stopped past it.
+    load_deadline: Option<Instant>,
+    timed_out: bool,
 }
 
 /// Runs one `redis.call` argv on the shard and answers its reply.
@@ -266,11 +273,18 @@ impl Engine {
                 let Some(run) = state.as_mut() else {
                     return Ok(VmState::Continue);
                 };
-                let Some(r) = run.registry.running(run.shard) else {
+                if run.load_deadline.is_some_and(|d| Instant::now() >= d) {
+                    run.timed_out = true;
+                    return Err(mlua::Error::runtime("FUNCTION LOAD timeout"));
+                }
+                let Some(registry) = run.registry.as_ref() else {
+                    return Ok(VmState::Continue);
+                };
+                let Some(r) = registry.running(run.shard) else {
                     return Ok(VmState::Continue);
                 };
                 if !run.busy_after.is_zero() && run.start.elapsed() >= run.busy_after {
-                    run.registry.set_busy(run.shard, true);
+                    registry.set_busy(run.shard, true);
                 }
                 if r.kill.load(Ordering::SeqCst) {
                     run.killed = true;
@@ -427,8 +441,26 @@ impl Engine {
         self.holder
             .raw_set("registered", registered.clone())
             .map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        *self.hook_state.borrow_mut() = Some(HookRun {
+            start: now,
+            busy_after: Duration::ZERO,
+            registry: None,
+            shard: 0,
+            killed: false,
+            load_deadline: Some(now + FUNCTION_LOAD_TIMEOUT),
+            timed_out: false,
+        });
         let outcome: mlua::Result<(bool, Value)> = self.runner.call(chunk);
+        let timed_out = self
+            .hook_state
+            .borrow_mut()
+            .take()
+            .is_some_and(|run| run.timed_out);
         let _ = self.holder.raw_set("registered", Value::Nil);
+        if timed_out {
+            return Err("ERR Error registering functions: ERR FUNCTION LOAD timeout".into());
+        }
         match outcome {
             Ok((true, _)) => {}
             Ok((false, info)) => {
@@ -504,9 +536,11 @@ impl Engine {
         *self.hook_state.borrow_mut() = Some(HookRun {
             start: Instant::now(),
             busy_after: Duration::from_millis(inv.limits.busy_after_ms),
-            registry: inv.limits.registry.clone(),
+            registry: Some(inv.limits.registry.clone()),
             shard: inv.limits.shard,
             killed: false,
+            load_deadline: None,
+            timed_out: false,
         });
         let _ = self.holder.raw_set("resp", 2);
         let resp3_client = inv.resp3_client;
