@@ -257,27 +257,37 @@ pub enum Target {
     /// An EVAL body (shebang line blanked) and its SHA1; `register` caches
     /// the script once it compiled (EVAL does, EVALSHA has it already).
     Script {
+        /// SHA1 of `original`.
         sha: String,
+        /// The script as sent (cached for EVALSHA).
         original: Bytes,
+        /// What is compiled: `original` with a shebang line blanked.
         body: Bytes,
+        /// Cache it once it compiled (EVAL).
         register: bool,
     },
     /// Function `name` of a library.
     Function {
+        /// The library as FCALL found it (its version decides a reload).
         lib: std::sync::Arc<Library>,
+        /// The function's name.
         name: String,
     },
 }
 
 /// A script or function call, ready to run on its shard.
 pub struct ScriptCall {
+    /// The script or function to run.
     pub target: Target,
+    /// Declared keys (`KEYS` / the function's first argument).
     pub keys: Vec<Bytes>,
+    /// Arguments (`ARGV` / the function's second argument).
     pub args: Vec<Bytes>,
     /// Write commands are refused (`*_RO`, `no-writes`).
     pub read_only: bool,
     /// `allow-oom`: `denyoom` commands run even over `maxmemory`.
     pub allow_oom: bool,
+    /// The client speaks RESP3 (see [`crate::script::lua::lua_to_reply`]).
     pub resp3_client: bool,
 }
 

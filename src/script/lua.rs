@@ -77,6 +77,7 @@ pub fn reset_engine() {
 
 /// Who runs, for the time limit, SCRIPT KILL and FUNCTION STATS.
 pub struct RunLimits {
+    /// Where the running-script state is published.
     pub registry: Arc<Registry>,
     /// Index of the shard thread running it.
     pub shard: usize,
@@ -90,7 +91,9 @@ pub struct RunLimits {
 pub struct Invocation<'a> {
     /// The SHA1 of a script or the name of a function (error replies, FUNCTION STATS).
     pub name: &'a str,
+    /// `KEYS` (EVAL) or the function's first argument.
     pub keys: &'a [Bytes],
+    /// `ARGV` (EVAL) or the function's second argument.
     pub args: &'a [Bytes],
     /// The client speaks RESP3 (Lua booleans become RESP3 booleans).
     pub resp3_client: bool,

@@ -36,10 +36,15 @@ pub fn sha1_hex(body: &[u8]) -> String {
 /// "Script flags", redis.io/docs/latest/develop/interact/programmability/lua-api (7.0+).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScriptFlags {
+    /// `no-writes`: write commands are refused; runs under `*_RO`.
     pub no_writes: bool,
+    /// `allow-oom`: runs (and calls `denyoom` commands) over `maxmemory`.
     pub allow_oom: bool,
+    /// `allow-stale`: accepted (shardstream has no replicas).
     pub allow_stale: bool,
+    /// `no-cluster`: accepted (not enforced).
     pub no_cluster: bool,
+    /// `allow-cross-slot-keys`: accepted; keys must still share a shard.
     pub allow_cross_slot_keys: bool,
 }
 
@@ -76,8 +81,11 @@ impl ScriptFlags {
 /// One function of a library, as `redis.register_function` declared it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FunctionMeta {
+    /// The name FCALL calls it by.
     pub name: String,
+    /// `description` given to `redis.register_function`, if any.
     pub description: Option<String>,
+    /// `flags` given to `redis.register_function`.
     pub flags: ScriptFlags,
 }
 
@@ -88,6 +96,7 @@ pub struct Library {
     pub name: String,
     /// The whole source, header included (FUNCTION LIST WITHCODE, DUMP, the AOF).
     pub code: Bytes,
+    /// What the body registered, in registration order.
     pub functions: Vec<FunctionMeta>,
     /// Bumped by every load: a shard thread reloads a library whose version
     /// it has not seen.
@@ -114,6 +123,7 @@ pub struct Running {
 /// Libraries and the index of their functions.
 #[derive(Default)]
 pub struct Libraries {
+    /// Library name → library.
     pub by_name: BTreeMap<String, Arc<Library>>,
     /// function name → library name
     pub functions: HashMap<String, String>,
