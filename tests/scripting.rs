@@ -700,6 +700,20 @@ fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
     let srv = TestServer::with_config(cfg);
     let mut c = srv.client();
     assert_eq!(c.raw(&["FUNCTION", "LIST"]), "*0");
+    c.raw(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=one\nredis.register_function('one', function() return 1 end)",
+    ]);
+    c.raw(&["EVAL", "return 1", "0"]);
+    let info = c.raw(&["INFO", "memory"]);
+    for want in [
+        "number_of_cached_scripts:1",
+        "number_of_functions:1",
+        "number_of_libraries:1",
+    ] {
+        assert!(info.contains(want), "{want} in {info}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
