@@ -825,20 +825,16 @@ pub fn lua_number_text(n: f64) -> String {
     if n.is_infinite() {
         return if n < 0.0 { "-inf" } else { "inf" }.into();
     }
-    if n == n.trunc() && n.abs() < 1e15 {
-        return format!("{}", n as i64);
-    }
-    // %.14g: 14 significant digits, exponent form outside 1e-5..1e14.
-    let exp = n.abs().log10().floor() as i32;
-    if !(-5..14).contains(&exp) {
-        let s = format!("{:.13e}", n);
-        let (mant, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let mant = trim_zeros(mant);
-        let e: i32 = e.parse().unwrap_or(0);
+    // %.14g: 14 significant digits; exponent form when the exponent (after
+    // rounding to 14 digits) is below -4 or at least 14.
+    let sci = format!("{:.13e}", n);
+    let (mant, e) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    if !(-4..14).contains(&e) {
         let sign = if e < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", e.abs());
+        return format!("{}e{sign}{:02}", trim_zeros(mant), e.abs());
     }
-    let decimals = (13 - exp).max(0) as usize;
+    let decimals = (13 - e).max(0) as usize;
     trim_zeros(&format!("{:.*}", decimals, n)).to_string()
 }
 
@@ -1014,6 +1010,23 @@ mod tests {
         assert_eq!(lua_number_text(0.1), "0.1");
         assert_eq!(lua_number_text(-3.25), "-3.25");
         assert_eq!(lua_number_text(1.0 / 3.0), "0.33333333333333");
+    }
+
+    #[test]
+    fn numbers_print_as_lua_tostring() {
+        let lua = Lua::new();
+        let f: Function = lua
+            .load("return function(x) return tostring(x) end")
+            .eval()
+            .unwrap();
+        let mut x = 0.000_012_345_678_9_f64;
+        for _ in 0..60 {
+            for n in [x, -x, x.trunc(), x * 3.0 + 0.5, 1.0 / x] {
+                let want: String = f.call(n).unwrap();
+                assert_eq!(lua_number_text(n), want, "{n:e}");
+            }
+            x *= 7.3;
+        }
     }
 
     #[test]
