@@ -1,6 +1,6 @@
 //! The checks a command passes before it runs, in the order Redis's
 //! `processCommand` makes them: known command → arity → subcommand → protected (DEBUG) → NOAUTH →
-//! cluster redirection → AOF write errors (MISCONF) → OOM → MULTI queueing.
+//! cluster redirection → AOF write errors (MISCONF) → OOM → busy script (`-BUSY`) → MULTI queueing.
 //! Each `gate_*` answers `Err` with the reply that refuses the command;
 //! [`admit`] runs them in order, counts the refusal as Redis does
 //! (`rejected_calls`) and answers it, so the caller only routes admitted
@@ -66,11 +66,6 @@ pub fn admit(
         reject_cmd(shared, conn, spec, e);
         return None;
     }
-    if let Err(e) = gate_busy(shared, spec) {
-        shared.count_call(spec.name, false, true);
-        reject(shared, conn, e);
-        return None;
-    }
     // Cluster redirection comes before queueing, as in Redis's processCommand:
     // a redirected command inside MULTI dooms the transaction; a refused EXEC
     // discards it and answers the redirection itself.
@@ -85,6 +80,11 @@ pub fn admit(
     if let Err(e) = gate_aof(shared, spec).and_then(|()| gate_oom(shared, spec, &conn.session)) {
         shared.count_call(spec.name, false, true);
         reject_cmd(shared, conn, spec, e);
+        return None;
+    }
+    if let Err(e) = gate_busy(shared, spec) {
+        shared.count_call(spec.name, false, true);
+        reject(shared, conn, e);
         return None;
     }
     if conn.session.multi.is_some() && !runs_inside_multi(spec.name) {
