@@ -21,6 +21,11 @@ pub struct Tunables {
     pub stream_node_max_entries: AtomicUsize,
     /// `stream-node-max-bytes` (0 = unlimited).
     pub stream_node_max_bytes: AtomicUsize,
+    /// `zset-max-listpack-entries`: sorted sets up to this many members use
+    /// the compact (listpack) encoding.
+    pub zset_max_listpack_entries: AtomicUsize,
+    /// `zset-max-listpack-value`: ... and members up to this many bytes.
+    pub zset_max_listpack_value: AtomicUsize,
     /// `maxmemory`, bytes (0 = no limit); shard threads refuse DENYOOM commands above it.
     pub maxmemory_bytes: AtomicU64,
     /// `maxmemory-policy` ([`EvictionPolicy`] as `u8`).
@@ -48,6 +53,8 @@ impl Tunables {
         Tunables {
             stream_node_max_entries: AtomicUsize::new(cfg.stream_node_max_entries),
             stream_node_max_bytes: AtomicUsize::new(cfg.stream_node_max_bytes),
+            zset_max_listpack_entries: AtomicUsize::new(cfg.zset_max_listpack_entries),
+            zset_max_listpack_value: AtomicUsize::new(cfg.zset_max_listpack_value),
             maxmemory_bytes: AtomicU64::new(cfg.maxmemory_bytes),
             maxmemory_policy: std::sync::atomic::AtomicU8::new(cfg.maxmemory_policy as u8),
             maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
@@ -63,6 +70,10 @@ impl Tunables {
             .store(cfg.stream_node_max_entries, Ordering::Relaxed);
         self.stream_node_max_bytes
             .store(cfg.stream_node_max_bytes, Ordering::Relaxed);
+        self.zset_max_listpack_entries
+            .store(cfg.zset_max_listpack_entries, Ordering::Relaxed);
+        self.zset_max_listpack_value
+            .store(cfg.zset_max_listpack_value, Ordering::Relaxed);
         self.maxmemory_bytes
             .store(cfg.maxmemory_bytes, Ordering::Relaxed);
         self.maxmemory_policy
@@ -79,6 +90,14 @@ impl Tunables {
     /// The `maxmemory-policy` in force.
     pub fn eviction_policy(&self) -> EvictionPolicy {
         EvictionPolicy::from_u8(self.maxmemory_policy.load(Ordering::Relaxed))
+    }
+
+    /// Sorted-set encoding thresholds (`zset-max-listpack-*`).
+    pub fn zset_limits(&self) -> crate::zset::EncodingLimits {
+        crate::zset::EncodingLimits {
+            max_listpack_entries: self.zset_max_listpack_entries.load(Ordering::Relaxed),
+            max_listpack_value_bytes: self.zset_max_listpack_value.load(Ordering::Relaxed),
+        }
     }
 
     /// Stream node caps for new appends.
@@ -112,6 +131,10 @@ pub struct Config {
     pub stream_node_max_entries: usize,
     /// `stream-node-max-bytes` (default 4096, 0 = unlimited).
     pub stream_node_max_bytes: usize,
+    /// `zset-max-listpack-entries` (alias `zset-max-ziplist-entries`, default 128).
+    pub zset_max_listpack_entries: usize,
+    /// `zset-max-listpack-value` (alias `zset-max-ziplist-value`, default 64), bytes.
+    pub zset_max_listpack_value: usize,
     /// `client-output-buffer-limit`: the `normal`, `replica` and `pubsub`
     /// classes, in that order (only `normal` applies to shardstream's clients).
     pub client_output_buffer_limit: [OutputBufferLimit; 3],
@@ -311,6 +334,8 @@ impl Default for Config {
             timeout_s: 0,
             stream_node_max_entries: 100,
             stream_node_max_bytes: 4096,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
             client_output_buffer_limit: [
                 OutputBufferLimit::default(),
                 OutputBufferLimit {
@@ -560,6 +585,17 @@ impl Config {
                 self.stream_node_max_bytes =
                     parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
             }
+            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.zset_max_listpack_entries = usize::try_from(v)
+                    .map_err(|_| "argument must be between 0 and 9223372036854775807 inclusive")?
+            }
+            "zset-max-listpack-value" | "zset-max-ziplist-value" => {
+                self.zset_max_listpack_value = parse_memory(value)
+                    .filter(|v| *v >= 0)
+                    .ok_or("argument must be a memory value")?
+                    as usize
+            }
             "cluster-config" => {
                 self.cluster_config = (!value.is_empty()).then(|| PathBuf::from(value))
             }
@@ -716,6 +752,12 @@ impl Config {
                 .join(" "),
             "stream-node-max-entries" => self.stream_node_max_entries.to_string(),
             "stream-node-max-bytes" => self.stream_node_max_bytes.to_string(),
+            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
+                self.zset_max_listpack_entries.to_string()
+            }
+            "zset-max-listpack-value" | "zset-max-ziplist-value" => {
+                self.zset_max_listpack_value.to_string()
+            }
             "cluster-config" => self
                 .cluster_config
                 .as_ref()
@@ -791,6 +833,10 @@ impl Config {
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",
+        "zset-max-listpack-entries",
+        "zset-max-listpack-value",
+        "zset-max-ziplist-entries",
+        "zset-max-ziplist-value",
         "cluster-config",
         "cluster-allow-local-multislot",
         "appendonly",
@@ -1000,10 +1046,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "set-max-intset-entries",
     "set-max-listpack-entries",
     "set-max-listpack-value",
-    "zset-max-listpack-entries",
-    "zset-max-listpack-value",
-    "zset-max-ziplist-entries",
-    "zset-max-ziplist-value",
     "hll-sparse-max-bytes",
     "tracking-table-max-keys",
     "maxmemory-eviction-tenacity",

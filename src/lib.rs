@@ -49,6 +49,7 @@ pub mod script;
 pub mod server;
 pub mod shard;
 pub mod stream;
+pub mod zset;
 
 /// jemalloc is the global allocator of every program linking this library
 /// (default feature `jemalloc`), so INFO's `used_memory` is jemalloc's

@@ -32,6 +32,11 @@ pub enum Reply {
     /// Key → value pairs that RESP2 shows as an array of 2-element arrays
     /// (XREAD / XREADGROUP replies) and RESP3 as a map.
     PairMap(Vec<(Reply, Reply)>),
+    /// Ordered pairs that RESP2 shows as one flat array of 2n elements and
+    /// RESP3 as an array of n 2-element arrays (ZRANGE WITHSCORES,
+    /// ZRANDMEMBER WITHSCORES, ZPOPMIN with a count: Redis keeps an array,
+    /// not a map, so that clients keep the order).
+    Pairs(Vec<(Reply, Reply)>),
     /// RESP3 set `~<n>`; RESP2 array.
     Set(Vec<Reply>),
     /// RESP3 double `,<f>`; RESP2 bulk string.

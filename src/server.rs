@@ -38,6 +38,12 @@ pub struct ServerStats {
     /// Connections moved to the shard thread their commands kept going to
     /// (INFO shardstream `handovers`).
     pub conn_handovers: AtomicU64,
+    /// Transactions (EXEC, MSET, MSETNX) that ran over several shards under
+    /// holds (INFO shardstream `cross_shard_transactions`).
+    pub cross_shard_txs: AtomicU64,
+    /// Times shards were held for them: transactions arriving together at
+    /// their coordinator share one (INFO shardstream `cross_shard_holds`).
+    pub cross_shard_holds: AtomicU64,
     /// `used_memory` as last sampled by a shard thread (refreshed at most every
     /// millisecond while `maxmemory` is set), bytes.
     pub used_memory_cached_bytes: AtomicU64,
@@ -827,6 +833,7 @@ fn start_with(
 
     let mut shard_threads = Vec::new();
     let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
+    let tx_sync = Arc::new(crate::aof::load::TxSync::default());
     let dir = shared
         .config
         .read()
@@ -844,6 +851,7 @@ fn start_with(
             shared: shared.clone(),
             dir: dir.clone(),
             ready: ready_tx.clone(),
+            tx_sync: tx_sync.clone(),
         };
         shard_threads.push(crate::shard::spawn_shard(seed)?);
     }

@@ -249,19 +249,18 @@ fn rename_and_copy_match_redis_within_and_across_shards() {
 }
 
 #[test]
-fn cross_shard_rename_inside_multi_is_refused() {
+fn cross_shard_rename_inside_multi_runs_atomically() {
     let srv = TestServer::start(2);
     let mut c = srv.client();
     c.raw(&["SET", "a", "1"]);
     assert_eq!(c.raw(&["MULTI"]), "+OK");
     assert_eq!(c.raw(&["RENAME", "a", "b"]), "+QUEUED");
-    assert_eq!(
-        c.raw(&["EXEC"]),
-        format!("-{}", shardstream::cmd::tx::CROSS_SHARD)
-    );
+    assert_eq!(c.raw(&["GET", "b"]), "+QUEUED");
+    assert_eq!(c.raw(&["EXISTS", "a"]), "+QUEUED");
+    assert_eq!(c.raw(&["EXEC"]), "*3\r\n+OK\r\n$1\r\n1\r\n:0");
     assert_eq!(c.raw(&["MULTI"]), "+OK");
-    assert_eq!(c.raw(&["RENAME", "a", "{a}b"]), "+QUEUED");
-    assert_eq!(c.raw(&["GET", "{a}b"]), "+QUEUED");
+    assert_eq!(c.raw(&["RENAME", "b", "{b}c"]), "+QUEUED");
+    assert_eq!(c.raw(&["GET", "{b}c"]), "+QUEUED");
     assert_eq!(c.raw(&["EXEC"]), "*2\r\n+OK\r\n$1\r\n1");
 }
 

@@ -515,3 +515,27 @@ fn xnack_modes_and_how_other_commands_see_released_entries() {
         "-WRONGTYPE Operation against a key holding the wrong kind of value"
     );
 }
+
+/// Newer Redis refuses to move a stream's last ID behind its
+/// max-deleted-entry-id when no MAXDELETEDID is given (the Tcl suite's
+/// "XSETID cannot set smaller ID than current MAXDELETEDID"); 7.0 accepted it.
+#[test]
+fn xsetid_cannot_go_below_the_current_max_deleted_id() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    for id in ["1-1", "1-2", "1-3"] {
+        assert_eq!(run(&mut c, &format!("XADD x {id} f v")), bulk(id));
+    }
+    assert_eq!(run(&mut c, "XDEL x 1-2 1-3"), ":2");
+    assert_eq!(
+        run(&mut c, "XSETID x 1-2"),
+        "-ERR The ID specified in XSETID is smaller than current max_deleted_entry_id"
+    );
+    // A MAXDELETEDID given with the call takes the place of the current one.
+    assert_eq!(run(&mut c, "XSETID x 1-2 MAXDELETEDID 1-2"), "+OK");
+    assert_eq!(run(&mut c, "XSETID x 1-3"), "+OK");
+    assert_eq!(
+        run(&mut c, "XSETID x 1-1"),
+        "-ERR The ID specified in XSETID is smaller than current max_deleted_entry_id"
+    );
+}

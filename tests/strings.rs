@@ -174,17 +174,16 @@ fn mget_mset_msetnx_across_shards() {
     assert_eq!(c.raw(&["MSETNX", "{t}a", "1", "{t}b", "2"]), ":1");
     assert_eq!(c.raw(&["MSETNX", "{t}c", "1", "{t}b", "2"]), ":0");
     assert_eq!(c.raw(&["EXISTS", "{t}c"]), ":0");
-    // Keys on different shards: refused like Redis Cluster does.
+    // Keys on different shards: all or nothing, as on a standalone Redis.
     let shard = |k: &str| slot_of(k.as_bytes()).shard(4);
     let y = (0..100)
         .map(|i| format!("y{i}"))
         .find(|y| shard(y) != shard("x"))
         .expect("some key on another shard");
-    assert_eq!(
-        c.raw(&["MSETNX", "x", "1", &y, "2"]),
-        "-CROSSSLOT Keys in request don't hash to the same slot"
-    );
-    assert_eq!(c.raw(&["EXISTS", "x", &y]), ":0");
+    assert_eq!(c.raw(&["MSETNX", "x", "1", &y, "2"]), ":1");
+    assert_eq!(c.raw(&["MGET", "x", &y]), "*2\r\n$1\r\n1\r\n$1\r\n2");
+    assert_eq!(c.raw(&["MSETNX", "z", "3", &y, "4"]), ":0");
+    assert_eq!(c.raw(&["MGET", "z", &y]), "*2\r\n$-1\r\n$1\r\n2");
 }
 
 #[test]

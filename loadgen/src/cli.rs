@@ -193,6 +193,14 @@ pub struct XaddArgs {
     /// Put all stream keys in one hash slot.
     #[arg(long)]
     pub hash_tag: bool,
+    /// Send transactions instead: each is MULTI, one XADD to each of N
+    /// streams, EXEC, and the streams' keys are spread over the hash-slot
+    /// space (key i in the i-th of N equal slot ranges), so they land on
+    /// different shards of a server whose shard count is a multiple of N.
+    /// `--pipeline` then counts transactions; ops are transactions.
+    /// Standalone servers only (Redis Cluster refuses CROSSSLOT).
+    #[arg(long, default_value_t = 0)]
+    pub multi: usize,
     /// Key prefix of the streams.
     #[arg(long, default_value = "loadgen:xadd")]
     pub key_prefix: String,

@@ -3,6 +3,10 @@
 //! `--clients` threads each send pipelines of `--pipeline` XADDs over
 //! `--keys` streams (round-robin) as fast as the server answers. Each XADD's
 //! latency is its pipeline's round trip (what redis-benchmark reports).
+//!
+//! With `--multi N` each request is a transaction (MULTI, one XADD to each
+//! of N streams spread over the slot space, EXEC): the cost of atomic
+//! writes across shards.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,15 +40,24 @@ impl XaddReport {
     /// Human-readable summary.
     pub fn render(&self) -> String {
         let l = &self.latency_us;
+        let what = if self.config.multi > 0 {
+            format!("MULTI + {} XADD + EXEC", self.config.multi)
+        } else {
+            "XADD".to_string()
+        };
         format!(
-            "XADD: {} ops in {:.2} s -> {:.0} ops/s ({} clients, pipeline {}, {} keys, {} errors)\n\
+            "{what}: {} ops in {:.2} s -> {:.0} ops/s ({} clients, pipeline {}, {} keys, {} errors)\n\
              latency us: p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}\n",
             self.ops,
             self.elapsed_s,
             self.ops_per_s,
             self.config.clients,
             self.config.pipeline,
-            self.config.keys,
+            if self.config.multi > 0 {
+                self.config.multi
+            } else {
+                self.config.keys
+            },
             self.errors,
             l.p50,
             l.p90,
@@ -75,7 +88,11 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
     let info = server_info(&mut admin);
-    let keys = Arc::new(stream_keys(&args.key_prefix, args.keys, args.hash_tag));
+    let keys = Arc::new(if args.multi > 0 {
+        spread_keys(&args.key_prefix, args.multi)
+    } else {
+        stream_keys(&args.key_prefix, args.keys, args.hash_tag)
+    });
     let fields = Arc::new(payload(args.fields, args.value_size, args.seed));
     let counters = Arc::new(Counters {
         ops: AtomicU64::new(0),
@@ -141,6 +158,21 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     })
 }
 
+/// `n` stream keys, key `i` in the `i`-th of `n` equal ranges of the
+/// hash-slot space (so on different shards of an n-shard server).
+fn spread_keys(prefix: &str, n: usize) -> Vec<String> {
+    let n = n.max(1);
+    (0..n)
+        .map(|i| {
+            let (lo, hi) = (i * 16384 / n, (i + 1) * 16384 / n);
+            (0u64..)
+                .map(|j| format!("{prefix}:{i}:{j}"))
+                .find(|k| (lo..hi).contains(&usize::from(slot_of(k.as_bytes()))))
+                .unwrap_or_else(|| format!("{prefix}:{i}"))
+        })
+        .collect()
+}
+
 fn client(
     args: &XaddArgs,
     id: usize,
@@ -167,6 +199,10 @@ fn client(
         };
         // One pipeline per node this batch touches.
         let mut by_node: Vec<(usize, redis::Pipeline, u64)> = Vec::new();
+        if args.multi > 0 {
+            tx_round(args, n, keys, fields, counters, &mut router, &mut hist);
+            continue;
+        }
         for _ in 0..n {
             let key = &keys[next % keys.len()];
             next += 1;
@@ -220,4 +256,62 @@ fn client(
         }
     }
     hist
+}
+
+/// One pipeline of `n` transactions, each MULTI + one XADD per key + EXEC;
+/// an op is a transaction whose EXEC answered an array.
+fn tx_round(
+    args: &XaddArgs,
+    n: u64,
+    keys: &[String],
+    fields: &[(String, Vec<u8>)],
+    counters: &Counters,
+    router: &mut Router,
+    hist: &mut Histogram<u64>,
+) {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for _ in 0..n {
+        pipe.cmd("MULTI");
+        for key in keys {
+            let cmd = pipe.cmd("XADD").arg(key);
+            if let Some(m) = args.maxlen {
+                cmd.arg("MAXLEN").arg("~").arg(m);
+            }
+            cmd.arg("*");
+            for (f, v) in fields {
+                cmd.arg(f.as_str()).arg(v.as_slice());
+            }
+        }
+        pipe.cmd("EXEC");
+    }
+    let node = router.topo.node_of_slot(slot_of(keys[0].as_bytes()));
+    let t0 = Instant::now();
+    let res: RedisResult<Vec<RedisResult<Value>>> = router.conn(node).and_then(|c| pipe.query(c));
+    let us = (t0.elapsed().as_micros() as u64).max(1);
+    match res {
+        Ok(replies) => {
+            let per_tx = keys.len() + 2;
+            let mut ok = 0;
+            for (i, r) in replies.into_iter().enumerate() {
+                let exec = i % per_tx == per_tx - 1;
+                match r {
+                    Ok(Value::Array(_)) if exec => ok += 1,
+                    Ok(_) if !exec => {}
+                    Ok(_) | Err(_) => {
+                        if exec {
+                            counters.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            let _ = hist.record_n(us.min(60_000_000), ok);
+            counters.ops.fetch_add(ok, Ordering::Relaxed);
+        }
+        Err(e) => {
+            router.handle_error(node, &e);
+            counters.errors.fetch_add(n, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }

@@ -12,7 +12,7 @@ use crate::cmd::ExecCtx;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
 
-use super::log::CLOCK_RECORD;
+use super::log::{CLOCK_RECORD, TX_BEGIN_RECORD, TX_COMMIT_RECORD, TX_END_RECORD, TX_FLOOR_RECORD};
 use super::manifest::Manifest;
 
 /// What loading one shard found.
@@ -27,6 +27,117 @@ pub struct LoadStats {
     pub replay_errors: u64,
     /// Bytes cut from a torn tail, if any.
     pub truncated_bytes: u64,
+}
+
+/// Cross-shard transactions as one shard's files show them (see
+/// [`crate::shard::hold`] and the `SS.TX*` records of [`super::log`]).
+#[derive(Debug, Default)]
+pub struct TxTail {
+    /// Highest transaction sequence number this shard coordinated and
+    /// committed (`SS.TXCOMMIT`, `SS.TXFLOOR`).
+    pub max_commit: u64,
+    /// A transaction block at the very end of the last file: whether it
+    /// committed is known only once every shard has reported its
+    /// `max_commit` (see [`resolve_tail`]).
+    pub pending: Option<TailBlock>,
+}
+
+/// A transaction block left at the end of a shard's last file.
+#[derive(Debug)]
+pub struct TailBlock {
+    /// Coordinating shard and its sequence number.
+    pub coordinator: u16,
+    pub seq: u64,
+    /// `SS.TXEND` (or the coordinator's `SS.TXCOMMIT`) was seen.
+    pub closed: bool,
+    /// The block's records, `SS.TXBEGIN` excluded.
+    records: Vec<Vec<Bytes>>,
+    /// Replay position at the block's start.
+    state: Replay,
+    /// File and offset of the block's `SS.TXBEGIN` record.
+    path: std::path::PathBuf,
+    offset: u64,
+}
+
+/// Apply or cut the block left at the end of a shard's last file, once
+/// `committed(coordinator)` can say up to which sequence number that
+/// shard's transactions committed. A block is applied only when it is
+/// complete and its transaction committed; otherwise the crash came before
+/// the commit point and the file is cut at the block's start, so the
+/// transaction is gone from every shard (all or nothing).
+///
+/// # Errors
+/// When a record of an applied block fails, or the file cannot be cut.
+pub fn resolve_tail(
+    db: &mut ShardDb,
+    tail: TailBlock,
+    committed: impl Fn(u16) -> u64,
+    stats: &mut LoadStats,
+) -> Result<(), String> {
+    let shown = tail.path.display().to_string();
+    if tail.closed && committed(tail.coordinator) >= tail.seq {
+        let mut state = tail.state;
+        for argv in tail.records {
+            state.apply(db, argv, stats).map_err(|e| {
+                format!(
+                    "cannot replay the transaction block at offset {} of {shown}: {e}",
+                    tail.offset
+                )
+            })?;
+        }
+        return Ok(());
+    }
+    log::warn!(
+        "the append only file {shown} ends with cross-shard transaction {}:{} that did not \
+         commit before the server stopped; cutting it off at offset {} (no shard keeps any of it)",
+        tail.coordinator,
+        tail.seq,
+        tail.offset
+    );
+    let f = OpenOptions::new()
+        .write(true)
+        .open(&tail.path)
+        .map_err(|e| format!("cannot open {shown} to truncate it: {e}"))?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(tail.offset);
+    stats.truncated_bytes += len.saturating_sub(tail.offset);
+    f.set_len(tail.offset)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("cannot truncate {shown}: {e}"))
+}
+
+/// Start-up meeting point of the shards' loaders: each reports the
+/// transactions it committed as a coordinator, then waits for all, so a
+/// block at the end of one shard's file can be judged by another's records.
+#[derive(Debug, Default)]
+pub struct TxSync {
+    state: std::sync::Mutex<(usize, std::collections::HashMap<u16, u64>)>,
+    all_in: std::sync::Condvar,
+}
+
+impl TxSync {
+    /// Report shard `shard`'s highest committed sequence number, then wait
+    /// until `shards` shards reported (a shard that fails to load reports
+    /// 0, so nobody waits forever). Returns every shard's report.
+    pub fn meet(
+        &self,
+        shards: usize,
+        shard: u16,
+        max_commit: u64,
+    ) -> std::collections::HashMap<u16, u64> {
+        let Ok(mut st) = self.state.lock() else {
+            return Default::default();
+        };
+        st.0 += 1;
+        st.1.insert(shard, max_commit);
+        self.all_in.notify_all();
+        while st.0 < shards {
+            st = match self.all_in.wait(st) {
+                Ok(g) => g,
+                Err(_) => return Default::default(),
+            };
+        }
+        st.1.clone()
+    }
 }
 
 /// Parse one RESP multibulk record at the start of `buf`.
@@ -140,15 +251,31 @@ fn complete_record_follows(tail: &[u8]) -> bool {
 /// # Source
 /// `loadSingleAppendOnlyFile`, redis/src/aof.c (7.x): the truncated-tail
 /// rule and `aof-load-truncated`.
-pub fn load_shard(db: &mut ShardDb, dir: &Path, m: &Manifest) -> Result<LoadStats, String> {
+///
+/// Cross-shard transaction blocks are applied when more records follow
+/// them (the transaction was released, so it had committed); one at the
+/// very end is left in [`TxTail::pending`] for [`resolve_tail`].
+pub fn load_shard(
+    db: &mut ShardDb,
+    dir: &Path,
+    m: &Manifest,
+) -> Result<(LoadStats, TxTail), String> {
     let mut stats = LoadStats::default();
+    let mut tx = TxTail::default();
     let cut_torn_tail = db.tunables.aof.load_truncated();
     let names: Vec<&String> = m.files().collect();
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
-        load_file(db, &dir.join(name), last, cut_torn_tail, &mut stats)?;
+        load_file(
+            db,
+            &dir.join(name),
+            last,
+            cut_torn_tail,
+            &mut stats,
+            &mut tx,
+        )?;
     }
-    Ok(stats)
+    Ok((stats, tx))
 }
 
 /// Replay the records in `bytes` (a whole file's worth, e.g. a rewrite's
@@ -160,12 +287,13 @@ pub fn load_shard(db: &mut ShardDb, dir: &Path, m: &Manifest) -> Result<LoadStat
 pub fn load_bytes(db: &mut ShardDb, bytes: &[u8]) -> Result<LoadStats, String> {
     let mut stats = LoadStats::default();
     let mut state = Replay::default();
+    let mut tx = TxTail::default();
     let mut off = 0usize;
     while off < bytes.len() {
         match parse_record(&bytes[off..]) {
             Ok(Some((argv, len))) => {
                 state
-                    .apply(db, argv, &mut stats)
+                    .feed(db, argv, off as u64, &mut stats, &mut tx)
                     .map_err(|e| format!("record at offset {off}: {e}"))?;
                 off += len;
                 stats.records += 1;
@@ -173,6 +301,12 @@ pub fn load_bytes(db: &mut ShardDb, bytes: &[u8]) -> Result<LoadStats, String> {
             }
             Ok(None) => return Err(format!("incomplete record at offset {off}")),
             Err(e) => return Err(format!("bad record at offset {off}: {e}")),
+        }
+    }
+    // A running server's files hold no unfinished transaction.
+    if let Some(block) = state.block.take() {
+        if block.closed {
+            state.apply_block(db, block, &mut stats)?;
         }
     }
     Ok(stats)
@@ -194,6 +328,7 @@ fn load_file(
     last: bool,
     cut_torn_tail: bool,
     stats: &mut LoadStats,
+    tx: &mut TxTail,
 ) -> Result<(), String> {
     let shown = path.display().to_string();
     let mut f = File::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
@@ -205,7 +340,7 @@ fn load_file(
     loop {
         match parse_record(&buf[start..]) {
             Ok(Some((argv, len))) => {
-                state.apply(db, argv, stats).map_err(|e| {
+                state.feed(db, argv, file_off, stats, tx).map_err(|e| {
                     format!(
                         "cannot replay the record at offset {file_off} of the append only \
                          file {shown}: {e}. Refusing to start: the state after it would be \
@@ -244,7 +379,7 @@ fn load_file(
     }
     let tail = &buf[start..];
     if tail.is_empty() {
-        return Ok(());
+        return state.end_of_file(db, path, last, stats, tx);
     }
     if !last || complete_record_follows(tail) {
         return Err(format!(
@@ -281,17 +416,179 @@ fn load_file(
     f.set_len(file_off)
         .and_then(|_| f.sync_all())
         .map_err(|e| format!("cannot truncate {shown}: {e}"))?;
-    Ok(())
+    state.end_of_file(db, path, last, stats, tx)
 }
 
-/// Replay position inside one file: selected database and clock.
-#[derive(Default)]
+/// Replay position inside one file: selected database and clock, and the
+/// cross-shard transaction block being read, if any.
+#[derive(Debug, Default)]
 struct Replay {
     db: usize,
     clock_ms: u64,
+    block: Option<Block>,
+}
+
+/// A cross-shard transaction block read but not applied yet.
+#[derive(Debug)]
+struct Block {
+    coordinator: u16,
+    seq: u64,
+    closed: bool,
+    records: Vec<Vec<Bytes>>,
+    /// Database and clock at the block's start.
+    db: usize,
+    clock_ms: u64,
+    offset: u64,
+}
+
+/// `(coordinator, seq)` of an `SS.TXBEGIN` / `SS.TXEND` record.
+fn tx_id(argv: &[Bytes]) -> Result<(u16, u64), String> {
+    let num = |i: usize| {
+        argv.get(i)
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .and_then(|s| s.parse::<u64>().ok())
+    };
+    match (num(1), num(2), argv.len()) {
+        (Some(c), Some(s), 3) => Ok((u16::try_from(c).map_err(|_| "bad shard")?, s)),
+        _ => Err("bad transaction record".into()),
+    }
 }
 
 impl Replay {
+    /// Take one record in file order: transaction markers open and close
+    /// blocks, records inside a block wait with it, anything else applies
+    /// now (after a closed block waiting before it, which therefore
+    /// committed).
+    fn feed(
+        &mut self,
+        db: &mut ShardDb,
+        argv: Vec<Bytes>,
+        offset: u64,
+        stats: &mut LoadStats,
+        tx: &mut TxTail,
+    ) -> Result<(), String> {
+        let name = argv.first().map(|b| b.as_ref()).unwrap_or_default();
+        if name.eq_ignore_ascii_case(TX_BEGIN_RECORD) {
+            let (coordinator, seq) = tx_id(&argv)?;
+            self.flush_closed(db, stats)?;
+            if self.block.is_some() {
+                return Err("a transaction block begins inside another".into());
+            }
+            self.block = Some(Block {
+                coordinator,
+                seq,
+                closed: false,
+                records: Vec::new(),
+                db: self.db,
+                clock_ms: self.clock_ms,
+                offset,
+            });
+            return Ok(());
+        }
+        if name.eq_ignore_ascii_case(TX_END_RECORD) {
+            let id = tx_id(&argv)?;
+            return match self.block.as_mut() {
+                Some(b) if !b.closed && (b.coordinator, b.seq) == id => {
+                    b.closed = true;
+                    Ok(())
+                }
+                _ => Err("SS.TXEND without its SS.TXBEGIN".into()),
+            };
+        }
+        if name.eq_ignore_ascii_case(TX_COMMIT_RECORD) || name.eq_ignore_ascii_case(TX_FLOOR_RECORD)
+        {
+            let seq = argv
+                .get(1)
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or("bad transaction record")?;
+            tx.max_commit = tx.max_commit.max(seq);
+            // The coordinator's own block ends with its commit record.
+            if let Some(b) = self
+                .block
+                .take_if(|b| !b.closed && b.coordinator == db.id.0)
+            {
+                if b.seq != seq {
+                    return Err("SS.TXCOMMIT for another transaction than the open block".into());
+                }
+                self.apply_block(db, b, stats)?;
+            }
+            return Ok(());
+        }
+        match self.block.as_mut() {
+            Some(b) if !b.closed => {
+                b.records.push(argv);
+                Ok(())
+            }
+            _ => {
+                self.flush_closed(db, stats)?;
+                self.apply(db, argv, stats)
+            }
+        }
+    }
+
+    /// Apply a closed block waiting before the current record.
+    fn flush_closed(&mut self, db: &mut ShardDb, stats: &mut LoadStats) -> Result<(), String> {
+        if let Some(b) = self.block.take_if(|b| b.closed) {
+            self.apply_block(db, b, stats)?;
+        }
+        Ok(())
+    }
+
+    /// Replay a block's records from its starting position.
+    fn apply_block(
+        &mut self,
+        db: &mut ShardDb,
+        b: Block,
+        stats: &mut LoadStats,
+    ) -> Result<(), String> {
+        self.db = b.db;
+        self.clock_ms = b.clock_ms;
+        for argv in b.records {
+            self.apply(db, argv, stats)?;
+        }
+        Ok(())
+    }
+
+    /// The file ended: a block still waiting is applied when later files
+    /// follow (it was released, so it committed), refused when open there,
+    /// and left to [`resolve_tail`] at the end of the last file.
+    fn end_of_file(
+        &mut self,
+        db: &mut ShardDb,
+        path: &Path,
+        last: bool,
+        stats: &mut LoadStats,
+        tx: &mut TxTail,
+    ) -> Result<(), String> {
+        let Some(b) = self.block.take() else {
+            return Ok(());
+        };
+        if !last {
+            if !b.closed {
+                return Err(format!(
+                    "the append only file {} ends inside a transaction block but is not the last file",
+                    path.display()
+                ));
+            }
+            return self.apply_block(db, b, stats);
+        }
+        tx.pending = Some(TailBlock {
+            coordinator: b.coordinator,
+            seq: b.seq,
+            closed: b.closed,
+            records: b.records,
+            state: Replay {
+                db: b.db,
+                clock_ms: b.clock_ms,
+                block: None,
+            },
+            path: path.to_path_buf(),
+            offset: b.offset,
+        });
+        Ok(())
+    }
+
     /// Run one record. Every failure is fatal: an unknown or disallowed
     /// command, a bad record, and a command that answers an error (the log
     /// holds effects that applied when they were recorded, so an error means
@@ -412,5 +709,100 @@ mod tests {
             b"*2\r\n$9\r\nDEL\r\n*1\r\n$1\r\nk\r\n"
         ));
         assert!(!complete_record_follows(b"*2\r\n$9\r\nDEL\r\n$1\r\n"));
+    }
+
+    fn rec(args: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        super::super::log::encode(&mut out, &a);
+        out
+    }
+
+    fn db() -> ShardDb {
+        ShardDb::new(crate::route::slot::ShardId(1), 4, 16)
+    }
+
+    fn get(db: &mut ShardDb, key: &str) -> Option<Bytes> {
+        db.get_str(0, key.as_bytes(), 0).ok().flatten().cloned()
+    }
+
+    #[test]
+    fn transaction_blocks_followed_by_records_apply() {
+        let mut bytes = Vec::new();
+        for r in [
+            &["SET", "a", "1"][..],
+            &["SS.TXBEGIN", "0", "7"],
+            &["SET", "b", "2"],
+            &["SS.TXEND", "0", "7"],
+            &["SET", "c", "3"],
+            // This shard's own block closes with its commit record.
+            &["SS.TXBEGIN", "1", "4"],
+            &["SET", "d", "4"],
+            &["SS.TXCOMMIT", "4"],
+        ] {
+            bytes.extend(rec(r));
+        }
+        let mut d = db();
+        load_bytes(&mut d, &bytes).unwrap();
+        for (k, v) in [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")] {
+            assert_eq!(get(&mut d, k).as_deref(), Some(v.as_bytes()), "{k}");
+        }
+        let bad = [rec(&["SS.TXEND", "0", "7"])].concat();
+        assert!(load_bytes(&mut db(), &bad).is_err());
+    }
+
+    #[test]
+    fn a_block_at_the_end_waits_for_the_coordinators_verdict() {
+        let dir = std::env::temp_dir().join(format!("ss-load-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tail.aof");
+        let head = [rec(&["SET", "a", "1"]), rec(&["SS.TXCOMMIT", "9"])].concat();
+        let block = [
+            rec(&["SS.TXBEGIN", "2", "5"]),
+            rec(&["SET", "b", "2"]),
+            rec(&["SS.TXEND", "2", "5"]),
+        ]
+        .concat();
+        for (committed, kept) in [(5u64, true), (4, false)] {
+            std::fs::write(&path, [head.clone(), block.clone()].concat()).unwrap();
+            let mut d = db();
+            let (mut stats, mut tx) = (LoadStats::default(), TxTail::default());
+            load_file(&mut d, &path, true, true, &mut stats, &mut tx).unwrap();
+            assert_eq!(tx.max_commit, 9, "this shard's own commits");
+            let tail = tx.pending.take().expect("the block waits");
+            assert_eq!((tail.coordinator, tail.seq, tail.closed), (2, 5, true));
+            assert_eq!(get(&mut d, "b"), None, "not applied before the verdict");
+            resolve_tail(
+                &mut d,
+                tail,
+                |c| if c == 2 { committed } else { 0 },
+                &mut stats,
+            )
+            .unwrap();
+            assert_eq!(get(&mut d, "b").is_some(), kept);
+            let len = std::fs::metadata(&path).unwrap().len() as usize;
+            let want = if kept {
+                head.len() + block.len()
+            } else {
+                head.len()
+            };
+            assert_eq!(len, want, "an uncommitted block is cut from the file");
+            assert_eq!(get(&mut d, "a").as_deref(), Some(&b"1"[..]));
+        }
+        // An open block (no SS.TXEND) never applies, whatever the verdict.
+        std::fs::write(
+            &path,
+            [head.clone(), block[..block.len() - 20].to_vec()].concat(),
+        )
+        .unwrap();
+        let mut d = db();
+        let (mut stats, mut tx) = (LoadStats::default(), TxTail::default());
+        load_file(&mut d, &path, true, true, &mut stats, &mut tx).unwrap();
+        let tail = tx.pending.take().expect("the torn block waits");
+        assert!(!tail.closed);
+        resolve_tail(&mut d, tail, |_| u64::MAX, &mut stats).unwrap();
+        assert_eq!(get(&mut d, "b"), None);
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, head.len());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

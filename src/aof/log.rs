@@ -18,12 +18,32 @@ pub struct AofLog {
     clock_ms: Option<u64>,
     /// A client asked for BGREWRITEAOF; the shard loop starts it after the batch.
     pub rewrite_requested: bool,
+    /// The cross-shard transaction holding this shard `(coordinator, seq)`,
+    /// and whether its [`TX_BEGIN_RECORD`] is already written.
+    tx: Option<(u16, u64, bool)>,
 }
 
 /// Internal record name: the shard clock (ms) for the records that follow, so
 /// replay sees the same time the live commands saw (consumer seen-times,
 /// lazy expiry). Not a client command.
 pub const CLOCK_RECORD: &[u8] = b"SS.CLOCK";
+
+/// `SS.TXBEGIN <coordinator> <seq>`: the effects that follow, up to the
+/// matching [`TX_END_RECORD`] (or, in the coordinator's own file,
+/// [`TX_COMMIT_RECORD`]), belong to one cross-shard transaction. Written
+/// before the transaction's first effect on the shard, not at all when it
+/// has none there.
+pub const TX_BEGIN_RECORD: &[u8] = b"SS.TXBEGIN";
+/// `SS.TXEND <coordinator> <seq>`: a participant's part is complete (prepared).
+pub const TX_END_RECORD: &[u8] = b"SS.TXEND";
+/// `SS.TXCOMMIT <seq>`, in the coordinator's file only: transaction `seq` of
+/// this shard committed, written once every participant's part is written
+/// (the commit point; it also closes the coordinator's own part).
+pub const TX_COMMIT_RECORD: &[u8] = b"SS.TXCOMMIT";
+/// `SS.TXFLOOR <seq>`, at the start of a rewritten base: every transaction
+/// this shard coordinated up to `seq` committed (their `SS.TXCOMMIT`
+/// records are gone with the old files).
+pub const TX_FLOOR_RECORD: &[u8] = b"SS.TXFLOOR";
 
 impl AofLog {
     /// Whether records are kept (`appendonly yes` and the shard's file is open).
@@ -55,6 +75,18 @@ impl AofLog {
         if !self.enabled {
             return;
         }
+        if let Some((coord, seq, false)) = self.tx {
+            let (mut a, mut b) = (itoa::Buffer::new(), itoa::Buffer::new());
+            encode(
+                &mut self.buf,
+                &[
+                    TX_BEGIN_RECORD,
+                    a.format(coord).as_bytes(),
+                    b.format(seq).as_bytes(),
+                ],
+            );
+            self.tx = Some((coord, seq, true));
+        }
         if self.db != Some(db) {
             let mut n = itoa::Buffer::new();
             encode(&mut self.buf, &[b"SELECT", n.format(db).as_bytes()]);
@@ -75,6 +107,43 @@ impl AofLog {
         if self.enabled {
             self.buf.extend_from_slice(bytes);
         }
+    }
+
+    /// This shard is held by cross-shard transaction `seq` of `coordinator`:
+    /// its next effect opens the transaction's block (see [`TX_BEGIN_RECORD`]).
+    pub fn begin_tx(&mut self, coordinator: u16, seq: u64) {
+        self.tx = Some((coordinator, seq, false));
+    }
+
+    /// Close this shard's part of the transaction begun with
+    /// [`begin_tx`](Self::begin_tx): with `commit`, this shard coordinated it
+    /// and writes [`TX_COMMIT_RECORD`] (whenever `others_wrote` or it wrote
+    /// itself); otherwise writes [`TX_END_RECORD`] if it wrote a block.
+    /// Returns whether this shard wrote a block.
+    pub fn end_tx(&mut self, commit: bool, others_wrote: bool) -> bool {
+        let Some((coord, seq, wrote)) = self.tx.take() else {
+            return false;
+        };
+        if !self.enabled {
+            return false;
+        }
+        let mut n = itoa::Buffer::new();
+        if commit {
+            if wrote || others_wrote {
+                encode(&mut self.buf, &[TX_COMMIT_RECORD, n.format(seq).as_bytes()]);
+            }
+        } else if wrote {
+            let mut c = itoa::Buffer::new();
+            encode(
+                &mut self.buf,
+                &[
+                    TX_END_RECORD,
+                    c.format(coord).as_bytes(),
+                    n.format(seq).as_bytes(),
+                ],
+            );
+        }
+        wrote
     }
 
     /// Take the recorded bytes (the shard loop writes them).

@@ -3,7 +3,8 @@
 //!
 //! The base file holds the same kind of effect records as incr files, so one
 //! loader reads both: per database `SELECT`, then per key `SET key value
-//! [PXAT t]` for strings, or for streams one `XADD key id field value ...` per
+//! [PXAT t]` for strings, `ZADD key score member ...` (64 pairs per
+//! record, then `PEXPIREAT`) for sorted sets, or for streams one `XADD key id field value ...` per
 //! entry, `XSETID key last ENTRIESADDED n MAXDELETEDID id` for the metadata
 //! (an empty stream is created by `SS.MKSTREAM key` first), its consumer
 //! groups as `SS.GROUP` / `SS.CONSUMER` / `SS.PEL` records (see
@@ -17,7 +18,7 @@ use bytes::Bytes;
 
 use crate::shard::db::{ShardDb, Value};
 
-use super::log::{encode, CLOCK_RECORD};
+use super::log::{encode, CLOCK_RECORD, TX_FLOOR_RECORD};
 
 /// Internal record: create an empty stream under `key` if the key is missing.
 pub const MKSTREAM_RECORD: &[u8] = b"SS.MKSTREAM";
@@ -35,6 +36,11 @@ pub struct Snapshot {
     /// Function library codes (shard 0 keeps them), written as
     /// `FUNCTION LOAD REPLACE code` records.
     pub functions: Vec<Bytes>,
+    /// The last cross-shard transaction the shard coordinated (all of them
+    /// committed): written as `SS.TXFLOOR`, so blocks other shards still
+    /// hold for them stay judged committed once this shard's old files,
+    /// with their `SS.TXCOMMIT` records, are gone.
+    pub tx_floor: u64,
 }
 
 /// Copy every live key of `db` (expired keys are left out).
@@ -54,6 +60,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
         taken_ms: now_ms,
         dbs,
         functions: crate::cmd::function::rewrite_records(db),
+        tx_floor: db.tx_seq,
     }
 }
 
@@ -67,6 +74,12 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
     );
     for code in &snap.functions {
         encode(&mut rec, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
+    }
+    if snap.tx_floor > 0 {
+        encode(
+            &mut rec,
+            &[TX_FLOOR_RECORD, n.format(snap.tx_floor).as_bytes()],
+        );
     }
     for (dbi, keys) in &snap.dbs {
         encode(&mut rec, &[b"SELECT", n.format(*dbi).as_bytes()]);
@@ -94,6 +107,29 @@ pub fn encode_key(
             Some(at) => encode(rec, &[b"SET", key, v, b"PXAT", n.format(at).as_bytes()]),
             None => encode(rec, &[b"SET", key, v]),
         },
+        Value::Zset(z) => {
+            // `ZADD key score member ...`, at most 64 pairs per record.
+            let entries: Vec<(String, &[u8])> = z
+                .iter()
+                .map(|(s, m)| (crate::zset::score::format_score(s), m))
+                .collect();
+            for batch in entries.chunks(64) {
+                let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * batch.len());
+                args.extend([&b"ZADD"[..], key]);
+                for (s, m) in batch {
+                    args.push(s.as_bytes());
+                    args.push(m);
+                }
+                encode(rec, &args);
+                if rec.len() >= 1 << 16 {
+                    out.write_all(rec)?;
+                    rec.clear();
+                }
+            }
+            if let Some(at) = at {
+                encode(rec, &[b"PEXPIREAT", key, n.format(at).as_bytes()]);
+            }
+        }
         Value::Stream(s) => {
             if s.is_empty() {
                 encode(rec, &[MKSTREAM_RECORD, key]);

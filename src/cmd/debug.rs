@@ -215,6 +215,7 @@ pub fn apply_debug_object(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
     let (encoding, len) = match &entry.value {
         Value::Stream(s) => ("stream", s.memory_usage_bytes()),
         Value::Str(s) => (crate::cmd::object::string_encoding(s), s.len()),
+        Value::Zset(z) => (crate::cmd::object::zset_encoding(z), z.memory_usage_bytes()),
     };
     let addr = &entry.value as *const Value as usize;
     let lru = (cx.now_ms / 1000) & ((1 << 24) - 1);

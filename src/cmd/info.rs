@@ -198,6 +198,8 @@ struct Snapshot {
     /// Per shard thread: connections served, local and remote single-shard commands.
     threads: Vec<(usize, u64, u64)>,
     handovers: u64,
+    cross_shard_txs: u64,
+    cross_shard_holds: u64,
     connections: u64,
     commands: u64,
     rejected: u64,
@@ -310,6 +312,8 @@ impl Snapshot {
                 })
                 .collect(),
             handovers: st.conn_handovers.load(Ordering::Relaxed),
+            cross_shard_txs: st.cross_shard_txs.load(Ordering::Relaxed),
+            cross_shard_holds: st.cross_shard_holds.load(Ordering::Relaxed),
             connections: st.total_connections_received.load(Ordering::Relaxed),
             commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
@@ -659,6 +663,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("remote_commands:{remote}");
             line!("local_hit_rate:{:.4}", hit_rate(local, remote));
             line!("handovers:{}", s.handovers);
+            line!("cross_shard_transactions:{}", s.cross_shard_txs);
+            line!("cross_shard_holds:{}", s.cross_shard_holds);
             for (n, depth) in s.inbox_depth.iter().enumerate() {
                 let (ops, keys) = shards.get(n).map_or((0, 0), |i| (i.ops, i.keys()));
                 let (conns, l, r) = s.threads.get(n).copied().unwrap_or_default();

@@ -33,6 +33,7 @@ pub mod table;
 #[cfg(test)]
 pub mod testing;
 pub mod tx;
+pub mod zset;
 
 use crate::reply::Reply;
 pub use crate::route::router::{
@@ -53,6 +54,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     string::SPECS,
     stream::SPECS,
     stream::GROUP_SPECS,
+    zset::SPECS,
     object::SPECS,
     cluster::SPECS,
     tx::SPECS,
@@ -84,6 +86,14 @@ pub enum Action {
     /// Run one request on one shard, as a keyed command does (inline when
     /// the shard is the connection's own; counts toward handover). EVAL/FCALL.
     Run(ShardId, ShardReq),
+    /// Run `body` atomically with every shard of the list held (a
+    /// transaction over several shards, see [`crate::route::held`]); `merge`
+    /// shapes its reply.
+    Atomic {
+        shards: Vec<ShardId>,
+        body: crate::route::held::Body,
+        merge: Merge,
+    },
     /// Answer, then close the connection once the reply is written (QUIT).
     Close(Reply),
     /// Close the connection now without replying (SHUTDOWN, as Redis does).

@@ -183,7 +183,8 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// `OBJECT ENCODING key`.
 ///
 /// # Reply
-/// Bulk string: `stream` for streams; for strings `int` (a canonical 64-bit
+/// Bulk string: `stream` for streams; `listpack` or `skiplist` for sorted
+/// sets ([`zset_encoding`]); for strings `int` (a canonical 64-bit
 /// integer), `embstr` (up to 44 bytes) or `raw`, as Redis encodes a value
 /// written by SET. Null bulk for a missing key.
 /// # Source
@@ -199,8 +200,19 @@ pub fn apply_object_encoding(
     let name = match &entry.value {
         Value::Stream(_) => "stream",
         Value::Str(s) => string_encoding(s),
+        Value::Zset(z) => zset_encoding(z),
     };
     Ok(Reply::bulk(name))
+}
+
+/// Encoding Redis reports for a sorted set: `listpack` while compact (see
+/// [`crate::zset`]), `skiplist` once past `zset-max-listpack-*`.
+pub fn zset_encoding(z: &crate::zset::SortedSet) -> &'static str {
+    if z.is_listpack() {
+        "listpack"
+    } else {
+        "skiplist"
+    }
 }
 
 /// Encoding Redis gives a string value stored by SET.

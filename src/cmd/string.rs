@@ -219,7 +219,7 @@ pub const SPECS: &[CommandSpec] = &[
         "Atomically creates or modifies the string values of one or more keys.",
         "1.0.1",
         parse_mset,
-        FanMerge::AllOk,
+        FanMerge::AtomicAllOk,
     ),
     row(
         "MSETNX",
@@ -234,7 +234,7 @@ pub const SPECS: &[CommandSpec] = &[
         "Atomically modifies the string values of one or more keys only when all keys don't exist.",
         "1.0.1",
         parse_msetnx,
-        REFUSE,
+        FanMerge::AtomicIfNoneExist,
     ),
 ];
 

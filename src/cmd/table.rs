@@ -83,8 +83,9 @@ pub enum Keys {
     /// `... STREAMS k1 .. kn id1 .. idn`: the first half of the arguments after
     /// the `STREAMS` token (XREAD, XREADGROUP).
     AfterStreamsToken,
-    /// `argv[at]` is the number of keys, which follow it (EVAL, FCALL):
-    /// movable keys, like Redis's `numkeys` key spec.
+    /// `argv[at]` is a key count n, the n keys follow it (ZMPOP at 1,
+    /// BZMPOP, EVAL and FCALL at 2). A count that is not a positive integer
+    /// or runs past the arguments gives no keys (the parser reports the error).
     NumKeys { at: u8 },
 }
 
@@ -122,6 +123,14 @@ pub enum FanMerge {
     KeyOrder,
     /// XREAD-style: `[key, entries]` pairs in the caller's key order, null when none.
     Streams,
+    /// Atomic across shards (MSET): every involved shard is held (see
+    /// [`crate::shard::hold`]) while the parts run, so no client sees some
+    /// keys set and not others; `+OK` when every part said OK.
+    AtomicAllOk,
+    /// Atomic across shards, all or nothing (MSETNX): with every involved
+    /// shard held, `:0` and no change when any key exists, else every part
+    /// runs and the answer is `:1`.
+    AtomicIfNoneExist,
 }
 
 /// Parses one argv (or one shard's part of it) into a shard request.
@@ -271,18 +280,6 @@ impl CommandSpec {
                 }
                 out
             }
-            Keys::NumKeys { at } => {
-                let at = usize::from(at);
-                let n = argv
-                    .get(at)
-                    .and_then(|a| std::str::from_utf8(a).ok())
-                    .and_then(|s| s.parse::<usize>().ok())
-                    .unwrap_or(0);
-                if at + 1 + n > argv.len() {
-                    return Vec::new();
-                }
-                (at + 1..at + 1 + n).collect()
-            }
             Keys::AfterStreamsToken => {
                 // Positional, as the parser reads the options: a group or
                 // consumer called STREAMS is not the STREAMS keyword.
@@ -295,6 +292,18 @@ impl CommandSpec {
                     return Vec::new();
                 }
                 (start..start + n / 2).collect()
+            }
+            Keys::NumKeys { at } => {
+                let at = usize::from(at);
+                let n = argv
+                    .get(at)
+                    .and_then(|a| crate::cmd::args::parse_i64(a))
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0);
+                if n == 0 || at + n >= argv.len() {
+                    return Vec::new();
+                }
+                (at + 1..=at + n).collect()
             }
         }
     }

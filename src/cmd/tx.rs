@@ -5,36 +5,37 @@
 //! arity, subcommand) and queued with `+QUEUED`; a failed check marks the
 //! transaction so EXEC answers EXECABORT.
 //!
-//! EXEC runs the queue atomically on **one** shard: every keyed command, and
-//! the shard work of connection commands (e.g. `CLUSTER COUNTKEYSINSLOT`), must
-//! land on the same shard; they then travel as a single shard request that
-//! applies them in order, with nothing interleaved. Connection commands
-//! (PING, ECHO, SELECT, ...) run on the connection's thread at EXEC time, in queue order,
-//! so a queued SELECT changes the database of the keyed commands after it.
+//! EXEC runs the queue atomically, whatever shards its keys live on, as
+//! standalone Redis does:
+//! - when every key (and every watched key) lives on one shard, the queue
+//!   travels as a single job to that shard, which applies the commands in
+//!   order with nothing interleaved (the fast path);
+//! - otherwise every involved shard is **held** for the transaction (see
+//!   [`crate::shard::hold`]: holds taken in ascending shard order, the body
+//!   run by the thread owning the connection) — the WATCH check and every
+//!   queued command run with no other command on those shards in between,
+//!   and readers blocked on the keys are served after the whole transaction.
 //!
-//! A transaction whose work spans shards is refused as a whole, before anything
-//! runs, with [`CROSS_SHARD`]; the MULTI state is reset either way.
+//! Connection commands (PING, ECHO, SELECT, ...) run on the connection's
+//! thread at EXEC time, in queue order, so a queued SELECT changes the
+//! database of the keyed commands after it.
 //!
 //! WATCH registers each key on the shard that owns it (per-key versions, see
-//! [`crate::shard::watch`]); EXEC checks them on the transaction's shard in
-//! the same request that runs the queue, so nothing can write in between.
-//! Watches on other shards are checked by a step just before (the
-//! transaction's shard is told the result over a channel): a write there
-//! between the two steps is not seen — the window the cross-shard
-//! transaction design closes.
+//! [`crate::shard::watch`]); EXEC checks them inside the transaction, on
+//! their shards, so nothing can write between the check and the commands.
 
 use bytes::Bytes;
 
 use crate::cmd::table::{self, Handler};
-use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Merge, ShardReq};
+use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Merge, ShardReq};
 use crate::error::CmdError;
 use crate::io::conn::Session;
+use crate::io::conn::Then;
 use crate::reply::Reply;
+use crate::route::held::{chain_shards, run_chain, Body};
 use crate::route::router::{route, route_keyed, Routed};
 use crate::route::slot::ShardId;
-
-/// EXEC's error when the queued commands need more than one shard.
-pub const CROSS_SHARD: &str = "ERR MULTI/EXEC spanning more than one shard is not supported: keep the keys of a transaction on one shard with a {hash tag}";
+use crate::shard::hold::{ShardGroup, TxBody, TxRun};
 
 /// Error for a command that cannot run inside a transaction (SHUTDOWN).
 const NOT_IN_TX: &str = "ERR Command not allowed inside a transaction";
@@ -243,37 +244,61 @@ fn discard(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 enum Out {
     /// Answered on the connection's thread (connection command, or an error found before running).
     Ready(Reply),
-    /// The reply of shard step `n`.
+    /// The reply of step `n`.
     Step(usize),
-    /// Shard steps `first..first + n` merged by a connection command's merge.
-    Fan {
-        first: usize,
-        n: usize,
-        merge: Merge,
-    },
 }
 
 /// A queued command after the routing pass, before connection commands run.
 enum Planned {
     Ready(Reply),
-    Keyed(ShardReq),
+    Keyed(Work),
     Conn,
+}
+
+/// What one queued command runs on shards.
+enum Work {
+    /// One request on one shard.
+    One(ShardId, ShardReq),
+    /// Parts on several shards, merged, possibly followed by more steps
+    /// (a multi-shard DEL or MGET; XREADGROUP's checks then reads; a
+    /// cross-shard RENAME).
+    Chain(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
+    /// An atomic multi-shard command (MSET, MSETNX): its body runs inside
+    /// this transaction's holds.
+    Atomic(Vec<ShardId>, Body, Merge),
+}
+
+impl Work {
+    /// Every shard this work touches.
+    fn shards(&self) -> Vec<ShardId> {
+        match self {
+            Work::One(s, _) => vec![*s],
+            Work::Chain(parts, _, then) => chain_shards(parts, then.as_ref()),
+            Work::Atomic(shards, _, _) => shards.clone(),
+        }
+    }
 }
 
 /// `EXEC`
 ///
 /// Runs the queued commands atomically and leaves MULTI state.
 ///
+/// A transaction whose keys (and watched keys) live on one shard runs as a
+/// single job there. One that spans shards runs under holds (see
+/// [`crate::shard::hold`]): every involved shard runs nothing else from the
+/// WATCH check to the last queued command, so no client ever sees part of
+/// it, and readers blocked on its keys are served after all of it.
+///
 /// # Reply
 /// Array with one reply per queued command, in order (an empty array for an
-/// empty transaction). Errors raised while running a command — including
-/// syntax errors, which shardstream detects when the command is parsed at
-/// EXEC time, as Redis does inside its command procs — are error elements;
-/// the other commands still run.
+/// empty transaction); a null array when a watched key changed. Errors
+/// raised while running a command — including syntax errors, which
+/// shardstream detects when the command is parsed at EXEC time, as Redis
+/// does inside its command procs — are error elements; the other commands
+/// still run.
 /// # Errors
 /// `ERR EXEC without MULTI`; `EXECABORT Transaction discarded because of
-/// previous errors.` when a command failed to queue; [`CROSS_SHARD`] when the
-/// commands need more than one shard (nothing runs).
+/// previous errors.` when a command failed to queue.
 /// # Source
 /// `execCommand`, redis/src/multi.c.
 fn exec(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
@@ -310,8 +335,7 @@ fn exec_queue(
     }
     let shared = cx.shared;
 
-    // Pass 1: route keyed commands (pure: parse + shard), find the shard.
-    let mut tx_shard: Option<ShardId> = None;
+    // Pass 1: route keyed commands (pure: parse + shard).
     let mut planned = Vec::with_capacity(queue.len());
     for argv in &queue {
         let Some(spec) = argv.first().and_then(|name| table::lookup(name)) else {
@@ -319,75 +343,64 @@ fn exec_queue(
             continue;
         };
         // Inside a transaction a blocking read runs in its non-blocking form, as in Redis.
-        let (parse, merge) = match spec.handler {
-            Handler::Keyed { parse, merge } | Handler::Blocking { parse, merge, .. } => {
-                (parse, merge)
-            }
+        let (parse, merge, validate) = match spec.handler {
+            Handler::Keyed { parse, merge } => (parse, merge, None),
+            Handler::Blocking {
+                parse,
+                merge,
+                validate,
+                ..
+            } => (parse, merge, validate),
             Handler::Conn(_) => {
                 planned.push(Planned::Conn);
                 continue;
             }
         };
-        let keyless = spec.key_indexes(argv).is_empty();
-        match route_keyed(spec, parse, merge, None, argv, shared) {
-            Routed::One(shard, req) => {
-                if !keyless && !claim(&mut tx_shard, shard) {
-                    return Err(CmdError::msg(CROSS_SHARD));
+        planned.push(
+            match route_keyed(spec, parse, merge, validate, argv, shared) {
+                Routed::One(shard, req) => Planned::Keyed(Work::One(shard, req)),
+                Routed::Fan(parts, merge, then) => Planned::Keyed(Work::Chain(parts, merge, then)),
+                Routed::Atomic(shards, body, merge) => {
+                    Planned::Keyed(Work::Atomic(shards, body, merge))
                 }
-                planned.push(Planned::Keyed(req));
-            }
-            Routed::Fan(..) | Routed::Block(_) => return Err(CmdError::msg(CROSS_SHARD)),
-            Routed::Reply(r) | Routed::Close(r) => planned.push(Planned::Ready(r)),
-            Routed::Drop => planned.push(Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX)))),
-        }
+                Routed::Block(_) => Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))),
+                Routed::Reply(r) | Routed::Close(r) => Planned::Ready(r),
+                Routed::Drop => Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))),
+            },
+        );
     }
 
     // Pass 2: in queue order, run connection commands here and record each
     // keyed command's database (a queued SELECT changes it for what follows).
-    let saved = (cx.conn.db, cx.conn.resp3, cx.conn.readonly);
-    let mut steps: Vec<(usize, ShardReq)> = Vec::new();
+    let mut steps: Vec<(usize, Work)> = Vec::new();
     let mut outs = Vec::with_capacity(queue.len());
     for (argv, plan) in queue.iter().zip(planned) {
         match plan {
             Planned::Ready(r) => outs.push(Out::Ready(r)),
-            Planned::Keyed(req) => {
+            Planned::Keyed(work) => {
                 outs.push(Out::Step(steps.len()));
-                steps.push((cx.conn.db, req));
+                steps.push((cx.conn.db, work));
             }
             Planned::Conn => {
                 let Some(spec) = argv.first().and_then(|name| table::lookup(name)) else {
                     outs.push(Out::Ready(not_a_command(argv)));
                     continue;
                 };
-                match route(spec, argv, cx.conn, shared) {
-                    Routed::Reply(r) | Routed::Close(r) => outs.push(Out::Ready(r)),
-                    Routed::Drop => outs.push(Out::Ready(Reply::Error(CmdError::msg(NOT_IN_TX)))),
-                    Routed::One(shard, req) => {
-                        if !claim(&mut tx_shard, shard) {
-                            restore(cx.conn, saved);
-                            return Err(CmdError::msg(CROSS_SHARD));
-                        }
-                        outs.push(Out::Step(steps.len()));
-                        steps.push((cx.conn.db, req));
+                let work = match route(spec, argv, cx.conn, shared) {
+                    Routed::Reply(r) | Routed::Close(r) => {
+                        outs.push(Out::Ready(r));
+                        continue;
                     }
-                    // Steps that follow one another (a cross-shard RENAME)
-                    // cannot run inside one shard's EXEC.
-                    Routed::Block(_) | Routed::Fan(_, _, Some(_)) => {
-                        restore(cx.conn, saved);
-                        return Err(CmdError::msg(CROSS_SHARD));
+                    Routed::Drop | Routed::Block(_) => {
+                        outs.push(Out::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))));
+                        continue;
                     }
-                    Routed::Fan(parts, merge, _) => {
-                        if !parts.iter().all(|(s, _)| claim(&mut tx_shard, *s)) {
-                            restore(cx.conn, saved);
-                            return Err(CmdError::msg(CROSS_SHARD));
-                        }
-                        let first = steps.len();
-                        let n = parts.len();
-                        let db = cx.conn.db;
-                        steps.extend(parts.into_iter().map(|(_, req)| (db, req)));
-                        outs.push(Out::Fan { first, n, merge });
-                    }
-                }
+                    Routed::One(shard, req) => Work::One(shard, req),
+                    Routed::Fan(parts, merge, then) => Work::Chain(parts, merge, then),
+                    Routed::Atomic(shards, body, merge) => Work::Atomic(shards, body, merge),
+                };
+                outs.push(Out::Step(steps.len()));
+                steps.push((cx.conn.db, work));
             }
         }
     }
@@ -400,51 +413,166 @@ fn exec_queue(
     if steps.is_empty() && watching.is_empty() {
         return Ok(reply_exec(outs, Vec::new()).into());
     }
-    let shard = tx_shard.or(watching.first().copied()).unwrap_or(ShardId(0));
-    // Watches on other shards are checked first; their verdicts reach the
-    // transaction's shard over this channel.
-    let others: Vec<ShardId> = watching.iter().copied().filter(|s| *s != shard).collect();
-    let (dirty_tx, dirty_rx) = crossbeam_channel::unbounded::<bool>();
-    let pre: Vec<(ShardId, ShardReq)> = others
-        .iter()
-        .map(|&s| {
-            let dirty_tx = dirty_tx.clone();
-            let req = on_shard(move |db, cx| {
-                let _ = dirty_tx.send(db.take_watch_dirty(cx.reply_to.conn, cx.now_ms));
-                Reply::Ok
-            });
-            (s, req)
-        })
-        .collect();
-    drop(dirty_tx);
-    let req = on_shard(move |db, cx| {
-        let mine = db.take_watch_dirty(cx.reply_to.conn, cx.now_ms);
-        let theirs = dirty_rx.try_iter().any(|d| d);
-        if mine || theirs {
-            return Reply::NullArray;
-        }
-        Reply::Array(apply_exec(db, cx, steps))
-    });
+    let mut shards: Vec<ShardId> = watching.to_vec();
+    for (_, work) in &steps {
+        shards.extend(work.shards());
+    }
+    shards.sort_unstable_by_key(|s| s.0);
+    shards.dedup();
     let merge: Merge = Box::new(move |parts: Vec<Reply>| match parts.into_iter().next() {
         Some(Reply::Array(replies)) => reply_exec(outs, replies),
         Some(other) => other,
         None => Reply::NullArray,
     });
-    if pre.is_empty() {
+    let watch_shards = watching.to_vec();
+    if let [shard] = shards[..] {
+        // Everything on one shard: one job there, WATCH check included.
+        let req = on_shard(move |db, cx| {
+            if db.take_watch_dirty(cx.reply_to.conn, cx.now_ms) {
+                return Reply::NullArray;
+            }
+            let mut tx = TxRun::new(db, *cx, Vec::new());
+            Reply::Array(run_steps(&mut tx, steps))
+        });
         return Ok(Action::FanOut {
             parts: vec![(shard, req)],
             merge,
         });
     }
-    Ok(Action::FanOutThen {
-        parts: pre,
-        merge: Box::new(crate::cmd::merge_ok),
-        then: crate::io::conn::Then::Fan {
-            parts: vec![(shard, req)],
+    if watch_shards.is_empty() && steps.iter().all(|(_, w)| matches!(w, Work::One(..))) {
+        return Ok(Action::Atomic {
+            shards,
+            body: independent_steps(steps),
             merge,
-            then: None,
-        },
+        });
+    }
+    let body: Body = TxBody::Run(Box::new(move |tx: &mut TxRun<'_>, _db| {
+        let checks = watch_shards
+            .into_iter()
+            .map(|s| {
+                let check = on_shard(|db, cx| {
+                    Reply::Int(i64::from(db.take_watch_dirty(cx.reply_to.conn, cx.now_ms)))
+                });
+                (s.0, vec![(0, check)])
+            })
+            .collect();
+        let dirty = tx
+            .run_each(checks)
+            .iter()
+            .flatten()
+            .any(|r| *r == Reply::Int(1));
+        if dirty {
+            return Reply::NullArray;
+        }
+        Reply::Array(run_steps(tx, steps))
+    }));
+    Ok(Action::Atomic {
+        shards,
+        body,
+        merge,
     })
+}
+
+/// The body of a transaction made only of single-shard steps and no WATCH:
+/// each shard's steps as one group (see [`TxBody::Groups`]), the reply an
+/// array of the steps' replies in queue order.
+fn independent_steps(steps: Vec<(usize, Work)>) -> Body {
+    let mut groups: Vec<ShardGroup> = Vec::new();
+    let mut order: Vec<(usize, usize)> = Vec::with_capacity(steps.len());
+    for (db, work) in steps {
+        let Work::One(shard, req) = work else {
+            continue; // callers pass single-shard steps only
+        };
+        let g = match groups.iter().position(|(s, _)| *s == shard.0) {
+            Some(g) => g,
+            None => {
+                groups.push((shard.0, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        order.push((g, groups[g].1.len()));
+        groups[g].1.push((Some(db), req));
+    }
+    TxBody::Groups(
+        groups,
+        Box::new(move |replies: Vec<Vec<Reply>>| {
+            let mut replies: Vec<Vec<Option<Reply>>> = replies
+                .into_iter()
+                .map(|v| v.into_iter().map(Some).collect())
+                .collect();
+            Reply::Array(
+                order
+                    .into_iter()
+                    .map(|(g, i)| {
+                        replies
+                            .get_mut(g)
+                            .and_then(|v| v.get_mut(i))
+                            .and_then(Option::take)
+                            .unwrap_or(Reply::NullBulk)
+                    })
+                    .collect(),
+            )
+        }),
+    )
+}
+
+/// Run a transaction's steps in order, each in its own database, all at the
+/// job's clock snapshot, with nothing interleaved; one reply per step.
+///
+/// Consecutive single-shard steps run as one batch: each shard gets its
+/// steps in one operation and the shards run them at the same time (steps
+/// on different shards touch different data, so only each shard's own
+/// order matters). A multi-shard step runs alone, after everything before it.
+fn run_steps(tx: &mut TxRun<'_>, steps: Vec<(usize, Work)>) -> Vec<Reply> {
+    let mut out = Vec::with_capacity(steps.len());
+    let mut batch: Vec<(u16, Vec<(usize, ShardReq)>)> = Vec::new();
+    let mut order: Vec<(usize, usize)> = Vec::new(); // (group, index in group) per step
+    let flush = |tx: &mut TxRun<'_>,
+                 batch: &mut Vec<(u16, Vec<(usize, ShardReq)>)>,
+                 order: &mut Vec<(usize, usize)>,
+                 out: &mut Vec<Reply>| {
+        if batch.is_empty() {
+            return;
+        }
+        let mut replies: Vec<std::vec::IntoIter<Reply>> = tx
+            .run_each(std::mem::take(batch))
+            .into_iter()
+            .map(Vec::into_iter)
+            .collect();
+        for (group, _) in order.drain(..) {
+            out.push(
+                replies
+                    .get_mut(group)
+                    .and_then(Iterator::next)
+                    .unwrap_or(Reply::NullBulk),
+            );
+        }
+    };
+    for (db, work) in steps {
+        match work {
+            Work::One(shard, req) => {
+                let group = match batch.iter().position(|(s, _)| *s == shard.0) {
+                    Some(g) => g,
+                    None => {
+                        batch.push((shard.0, Vec::new()));
+                        batch.len() - 1
+                    }
+                };
+                order.push((group, batch[group].1.len()));
+                batch[group].1.push((db, req));
+            }
+            Work::Chain(parts, merge, then) => {
+                flush(tx, &mut batch, &mut order, &mut out);
+                out.push(run_chain(tx, db, parts, merge, then));
+            }
+            Work::Atomic(_, body, merge) => {
+                flush(tx, &mut batch, &mut order, &mut out);
+                out.push(merge(vec![body.run(tx, db)]));
+            }
+        }
+    }
+    flush(tx, &mut batch, &mut order, &mut out);
+    out
 }
 
 /// The element for a queued argv that names no command (cannot happen: the
@@ -456,63 +584,18 @@ fn not_a_command(argv: &[Bytes]) -> Reply {
     Reply::Error(table::unknown_command(argv))
 }
 
-/// Pin the transaction to `shard`; false when it is already pinned elsewhere.
-fn claim(tx_shard: &mut Option<ShardId>, shard: ShardId) -> bool {
-    match tx_shard {
-        Some(s) => *s == shard,
-        None => {
-            *tx_shard = Some(shard);
-            true
-        }
-    }
-}
-
-/// Undo what queued connection commands changed in the session (SELECT,
-/// HELLO's protocol, READONLY) when EXEC is refused after they ran.
-fn restore(session: &mut Session, (db, resp3, readonly): (usize, bool, bool)) {
-    use std::sync::atomic::Ordering;
-    session.db = db;
-    session.resp3 = resp3;
-    session.readonly = readonly;
-    session.shared.db.store(db, Ordering::Relaxed);
-    session
-        .shared
-        .resp
-        .store(if resp3 { 3 } else { 2 }, Ordering::Relaxed);
-}
-
-/// Shard side of EXEC: apply every step in order, each in its own database,
-/// all at the batch's clock snapshot, with nothing interleaved.
-fn apply_exec(
-    db: &mut crate::shard::db::ShardDb,
-    cx: &ExecCtx,
-    steps: Vec<(usize, ShardReq)>,
-) -> Vec<Reply> {
-    steps
-        .into_iter()
-        .map(|(index, req)| {
-            let step_cx = ExecCtx { db: index, ..*cx };
-            req.apply(db, &step_cx)
-        })
-        .collect()
-}
-
-/// EXEC's array: each queued command's reply in queue order, shard replies
+/// EXEC's array: each queued command's reply in queue order, step replies
 /// (`step_replies`, in step order) slotted in where they belong.
 fn reply_exec(outs: Vec<Out>, step_replies: Vec<Reply>) -> Reply {
     let mut step_replies: Vec<Option<Reply>> = step_replies.into_iter().map(Some).collect();
-    let mut take = |i: usize| {
-        step_replies
-            .get_mut(i)
-            .and_then(Option::take)
-            .unwrap_or(Reply::NullBulk)
-    };
     Reply::Array(
         outs.into_iter()
             .map(|o| match o {
                 Out::Ready(r) => r,
-                Out::Step(i) => take(i),
-                Out::Fan { first, n, merge } => merge((first..first + n).map(&mut take).collect()),
+                Out::Step(i) => step_replies
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .unwrap_or(Reply::NullBulk),
             })
             .collect(),
     )
@@ -523,37 +606,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reply_exec_places_shard_replies_in_queue_order() {
+    fn reply_exec_places_step_replies_in_queue_order() {
         let outs = vec![
             Out::Ready(Reply::simple("PONG")),
             Out::Step(0),
-            Out::Fan {
-                first: 1,
-                n: 2,
-                merge: Box::new(crate::cmd::merge_sum),
-            },
-            Out::Step(3),
+            Out::Step(1),
+            Out::Ready(Reply::Int(7)),
+            Out::Step(2),
         ];
-        let got = reply_exec(
-            outs,
-            vec![Reply::Ok, Reply::Int(2), Reply::Int(3), Reply::NullBulk],
-        );
+        let got = reply_exec(outs, vec![Reply::Ok, Reply::Int(5), Reply::NullBulk]);
         assert_eq!(
             got,
             Reply::Array(vec![
                 Reply::simple("PONG"),
                 Reply::Ok,
                 Reply::Int(5),
+                Reply::Int(7),
                 Reply::NullBulk
             ])
         );
-    }
-
-    #[test]
-    fn claim_pins_one_shard() {
-        let mut s = None;
-        assert!(claim(&mut s, ShardId(2)));
-        assert!(claim(&mut s, ShardId(2)));
-        assert!(!claim(&mut s, ShardId(1)));
     }
 }

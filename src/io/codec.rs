@@ -365,6 +365,16 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 encode(v, resp3, out);
             }
         }
+        Reply::Pairs(pairs) => {
+            header(out, b'*', (pairs.len() * if resp3 { 1 } else { 2 }) as i64);
+            for (k, v) in pairs {
+                if resp3 {
+                    out.put_slice(b"*2\r\n");
+                }
+                encode(k, resp3, out);
+                encode(v, resp3, out);
+            }
+        }
         Reply::PairMap(pairs) => {
             header(out, if resp3 { b'%' } else { b'*' }, pairs.len() as i64);
             for (k, v) in pairs {
@@ -417,13 +427,8 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
 
 /// Format a double as Redis does for RESP3 (`%.17g`-like, `inf`, `-inf`, `nan`).
 pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        "nan".into()
-    } else if d.is_infinite() {
-        if d > 0.0 { "inf" } else { "-inf" }.into()
-    } else {
-        format!("{d}")
-    }
+    // Redis's `d2string` text (integers as integers, else shortest round trip).
+    crate::zset::score::format_score(d)
 }
 
 fn header(out: &mut BytesMut, kind: u8, n: i64) {

@@ -272,6 +272,9 @@ pub struct Conn {
     /// The shard the latest single-shard commands went to, and how many in a
     /// row ([`Conn::note_shard`]); drives connection handover.
     pub streak_shard: ShardId,
+    /// Shards (bit `shard % 64`) this connection sent requests to since it
+    /// last had nothing in flight (see [`Conn::must_flush`]).
+    pub sent_to: u64,
     pub streak: u32,
 }
 
@@ -324,6 +327,27 @@ impl Conn {
             && !self.dead
             && self.close_after.is_none()
             && !self.want_write
+    }
+
+    /// Whether an earlier request is still being answered by some shard.
+    pub fn has_in_flight(&self) -> bool {
+        self.slots.iter().any(|p| !matches!(p, Pending::Ready(_)))
+    }
+
+    /// Note a request sent to `shard`.
+    pub fn note_sent(&mut self, shard: ShardId) {
+        self.sent_to |= 1 << (shard.0 % 64);
+    }
+
+    /// Whether a request sent now by another thread to one of `shards`
+    /// (bit `shard % 64`) could overtake one this connection sent there
+    /// earlier and that is still in flight.
+    pub fn must_flush(&mut self, shards: u64) -> bool {
+        if !self.has_in_flight() {
+            self.sent_to = 0;
+            return false;
+        }
+        self.sent_to & shards != 0
     }
 
     /// Next sequence number to assign.

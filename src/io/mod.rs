@@ -211,6 +211,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         peer_closed: false,
         hard_limit_bytes: 0,
         streak_shard: ShardId(thread),
+        sent_to: 0,
         streak: 0,
     })
 }
@@ -485,6 +486,7 @@ fn dispatch(
             if shard.0 == out.me {
                 local.run_local(out, conn, job);
             } else {
+                conn.note_sent(shard);
                 out.batches[usize::from(shard.0)].push(job);
             }
         }
@@ -502,6 +504,30 @@ fn dispatch(
             shared.count_call(name, false, false);
             let seq = conn.push_slot(Pending::Waiting);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
+        }
+        Routed::Atomic(shards, body, merge) => {
+            shared.count_call(name, false, false);
+            let coordinator = shards.iter().copied().min_by_key(|s| s.0);
+            let coordinator = coordinator.unwrap_or(ShardId(out.me));
+            let others = shards
+                .iter()
+                .filter(|s| **s != coordinator)
+                .fold(0u64, |m, s| m | 1 << (s.0 % 64));
+            let flush = conn.must_flush(others);
+            let seq = conn.push_slot(Pending::Waiting);
+            // Connections that keep running transactions move to their
+            // coordinator's thread (handover), where they need not wait.
+            out.count(conn, coordinator);
+            let (parts, merge, then) =
+                crate::route::held::held_steps(shared, &shards, body, merge, flush);
+            start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
+            if coordinator.0 != out.me {
+                // Later requests wait for it: sent now, one for a shard the
+                // transaction holds could reach it before the coordinator's
+                // hold does. On the coordinator's own thread the transaction
+                // runs before this iteration's requests leave.
+                conn.hold_until = Some(seq);
+            }
         }
     }
 }

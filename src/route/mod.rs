@@ -1,4 +1,6 @@
 //! Routing: hash slots and shards ([`slot`]), and where each command runs and
-//! how split replies merge ([`router`]).
+//! how split replies merge ([`router`]), and atomic work over several
+//! shards ([`held`]).
+pub mod held;
 pub mod router;
 pub mod slot;

@@ -21,6 +21,7 @@ use crate::reply::Reply;
 use crate::route::slot::ShardId;
 use crate::server::Shared;
 use crate::shard::blocking::{BlockedWatch, Ticket};
+use crate::shard::hold::TxBody;
 use crate::shard::msg::{Job, ShardReq};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
@@ -38,6 +39,9 @@ pub enum Routed {
     Fan(Vec<(ShardId, ShardReq)>, Merge, Option<Then>),
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
+    /// Atomic work over several shards: `body` runs with every shard of
+    /// the list held ([`crate::route::held`]); `merge` shapes its reply.
+    Atomic(Vec<ShardId>, crate::route::held::Body, Merge),
 }
 
 /// Parse `argv` with its table row and decide where it runs.
@@ -75,6 +79,11 @@ pub fn route(
                 Ok(Action::FanOutThen { parts, merge, then }) => {
                     Routed::Fan(parts, merge, Some(then))
                 }
+                Ok(Action::Atomic {
+                    shards,
+                    body,
+                    merge,
+                }) => Routed::Atomic(shards, body, merge),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -139,6 +148,36 @@ pub fn route_keyed(
         }
         positions.push(pos);
     }
+    if matches!(merge, FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist) {
+        let shards = parts.iter().map(|(s, _)| *s).collect();
+        let key_sets: Vec<(ShardId, Vec<Bytes>)> = parts
+            .iter()
+            .zip(&positions)
+            .map(|((s, _), pos)| (*s, pos.iter().map(|&n| argv[keys[n]].clone()).collect()))
+            .collect();
+        let body = if merge == FanMerge::AtomicIfNoneExist {
+            TxBody::Run(Box::new(move |tx, db| {
+                msetnx_parts(tx, db, parts, key_sets)
+            }))
+        } else {
+            let groups = parts
+                .into_iter()
+                .map(|(shard, req)| (shard.0, vec![(None, req)]))
+                .collect();
+            TxBody::Groups(
+                groups,
+                Box::new(|replies: Vec<Vec<Reply>>| {
+                    let replies: Vec<Reply> = replies.into_iter().flatten().collect();
+                    first_error(&replies).unwrap_or(Reply::Ok)
+                }),
+            )
+        };
+        return Routed::Atomic(
+            shards,
+            body,
+            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+        );
+    }
     let check_positions = positions.clone();
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(merge_sum),
@@ -164,7 +203,9 @@ pub fn route_keyed(
                 .collect();
             Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
         }
-        FanMerge::Refuse => Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+        FanMerge::Refuse | FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist => {
+            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk))
+        }
     };
     if validate.is_none() {
         return Routed::Fan(parts, merge, None);
@@ -180,6 +221,42 @@ pub fn route_keyed(
             then: None,
         }),
     )
+}
+
+/// Body of MSETNX over several shards ([`FanMerge::AtomicIfNoneExist`]),
+/// run with every shard held: `:0` when any key exists (`key_sets`: each
+/// shard's keys), else every part runs: the first error, else `:1`.
+fn msetnx_parts(
+    tx: &mut crate::shard::hold::TxRun<'_>,
+    db: usize,
+    parts: Vec<(ShardId, ShardReq)>,
+    key_sets: Vec<(ShardId, Vec<Bytes>)>,
+) -> Reply {
+    let checks = key_sets
+        .into_iter()
+        .map(|(shard, keys)| {
+            let any = crate::shard::msg::on_shard(move |d, cx| {
+                Reply::Int(i64::from(
+                    keys.iter().any(|k| d.exists(cx.db, k, cx.now_ms)),
+                ))
+            });
+            (shard.0, vec![(db, any)])
+        })
+        .collect();
+    if tx
+        .run_each(checks)
+        .iter()
+        .flatten()
+        .any(|r| *r == Reply::Int(1))
+    {
+        return Reply::Int(0);
+    }
+    let groups = parts
+        .into_iter()
+        .map(|(shard, req)| (shard.0, vec![(db, req)]))
+        .collect();
+    let replies: Vec<Reply> = tx.run_each(groups).into_iter().flatten().collect();
+    first_error(&replies).unwrap_or(Reply::Int(1))
 }
 
 /// Merge a validation step: each part answers `+OK` or `[local key index,
@@ -233,7 +310,11 @@ fn route_blocking(
         park,
         timeout_ms,
     };
-    if split.len() <= 1 {
+    // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
+    // the reply comes from one key) skips the non-blocking first pass: its
+    // park requests serve at once when a key has data, claiming the shared
+    // ticket first, so exactly one shard answers.
+    if split.len() <= 1 || merge == FanMerge::Refuse {
         return Routed::Block(plan);
     }
     match route_keyed(spec, parse, merge, validate, argv, shared) {
@@ -285,6 +366,7 @@ pub fn start_fan(
         conn.hold_until = Some(seq);
     }
     for (part, (shard, req)) in parts.into_iter().enumerate() {
+        conn.note_sent(shard);
         batches[usize::from(shard.0)].push(conn.job(io, seq, part as u16, req));
     }
 }
@@ -305,7 +387,10 @@ pub fn start_block(
     });
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
-            Ok(req) => batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req)),
+            Ok(req) => {
+                conn.note_sent(*shard);
+                batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req))
+            }
             Err(e) => {
                 if ticket.claim() {
                     conn.fill(seq, 0, Reply::Error(e));
@@ -410,7 +495,14 @@ pub fn split_by_shard(
             None,
         ),
         Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
-        Keys::None | Keys::NumKeys { .. } => (1, argv.len(), None),
+        Keys::None => (1, argv.len(), None),
+        Keys::NumKeys { .. } => (1, last + 1, None),
+    };
+    // NumKeys: each part's key count replaces the count before the keys.
+    let numkeys_at = matches!(spec.keys, Keys::NumKeys { .. }).then(|| first - 1);
+    let prefix = match numkeys_at {
+        Some(at) => &argv[..at],
+        None => prefix,
     };
     let suffix = argv.get(tail_start.min(argv.len())..).unwrap_or(&[]);
     let mut keyed: Vec<(ShardId, Vec<Bytes>, Vec<usize>)> = Vec::new();
@@ -433,6 +525,9 @@ pub fn split_by_shard(
     }
     for (shard, args, positions) in keyed {
         let mut full: Vec<Bytes> = prefix.to_vec();
+        if numkeys_at.is_some() {
+            full.push(Bytes::from(positions.len().to_string()));
+        }
         full.extend(args);
         if let Some(nkeys) = paired {
             for &n in &positions {

@@ -893,6 +893,17 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
             }
             Value::Table(t)
         }
+        Reply::Pairs(pairs) if !resp3 => {
+            let items = pairs.into_iter().flat_map(|(k, v)| [k, v]).collect();
+            seq(items)?
+        }
+        Reply::Pairs(pairs) => {
+            let items = pairs
+                .into_iter()
+                .map(|(k, v)| Reply::Array(vec![k, v]))
+                .collect();
+            seq(items)?
+        }
         Reply::PairMap(pairs) if !resp3 => {
             let items = pairs
                 .into_iter()

@@ -30,6 +30,8 @@ pub enum Value {
     Str(Bytes),
     /// A stream (XADD/XRANGE/XREAD/...). Boxed: the struct is much larger than a string.
     Stream(Box<Stream>),
+    /// A sorted set (ZADD/ZRANGE/ZPOPMIN/...). Boxed, as streams.
+    Zset(Box<crate::zset::SortedSet>),
 }
 
 impl Value {
@@ -38,6 +40,7 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::Stream(_) => "stream",
+            Value::Zset(_) => "zset",
         }
     }
 
@@ -46,6 +49,7 @@ impl Value {
         match self {
             Value::Str(b) => b.len(),
             Value::Stream(s) => s.memory_usage_bytes(),
+            Value::Zset(z) => z.memory_usage_bytes(),
         }
     }
 }
@@ -208,6 +212,15 @@ pub struct ShardDb {
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
     pub active_expire_enabled: bool,
+    /// A cross-shard transaction asked to hold this shard (set by the job
+    /// that asked; the shard loop enters its held loop right after it).
+    pub hold: Option<crate::shard::hold::Hold>,
+    /// Cross-shard transactions this shard coordinates, left by their jobs
+    /// for the shard loop to run (see [`crate::shard::hold::Coordinate`]).
+    pub coordinate: Vec<crate::shard::hold::Coordinate>,
+    /// Sequence number of the last cross-shard transaction this shard
+    /// coordinated (its AOF blocks are tagged with it); resumed after a restart.
+    pub tx_seq: u64,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -230,6 +243,9 @@ impl ShardDb {
             scripts: Default::default(),
             active_expire_enabled: true,
             watch: Default::default(),
+            hold: None,
+            coordinate: Vec::new(),
+            tx_seq: 0,
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
             _not_send: PhantomData,
@@ -467,6 +483,57 @@ impl ShardDb {
         }
     }
 
+    /// The sorted set under `key` (after lazy expiry): `Ok(None)` when
+    /// missing, `WrongType` when the key holds another type.
+    ///
+    /// # Source
+    /// `lookupKeyRead` + `checkType(c, o, OBJ_ZSET)`.
+    pub fn get_zset(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&crate::zset::SortedSet>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Zset(z),
+                ..
+            }) => Ok(Some(z)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// The sorted set under `key` for writing (counts as a change for
+    /// WATCH); never creates the key.
+    ///
+    /// # Errors
+    /// `WrongType` when the key holds another type.
+    pub fn get_zset_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut crate::zset::SortedSet>, CmdError> {
+        match self.get_mut(db, key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Zset(z),
+                ..
+            }) => Ok(Some(z)),
+            Some(_) => Err(CmdError::WrongType),
+        }
+    }
+
+    /// Type check of `key` for a sorted-set command without touching it:
+    /// `Ok(true)` when it holds a sorted set, `Ok(false)` when missing.
+    ///
+    /// # Errors
+    /// `WrongType` when the key holds another type.
+    pub fn check_zset(&mut self, db: usize, key: &[u8], now_ms: u64) -> Result<bool, CmdError> {
+        self.get_zset(db, key, now_ms).map(|z| z.is_some())
+    }
+
     /// Mutable form of [`get_stream`](Self::get_stream); never creates the key.
     /// Does not count as a write for WATCH: as in Redis, only XADD, XDEL,
     /// XTRIM (and creating or deleting the key) touch a watched stream;
@@ -633,6 +700,11 @@ impl ShardDb {
         x ^= x << 17;
         self.rng = x;
         x
+    }
+
+    /// A pseudo-random number (ZRANDMEMBER's picks; not for security).
+    pub fn rand_u64(&mut self) -> u64 {
+        self.next_rand()
     }
 
     /// A uniform sample in [0, 1).

@@ -26,6 +26,7 @@
 
 pub mod blocking;
 pub mod db;
+pub mod hold;
 pub mod msg;
 pub mod watch;
 
@@ -47,6 +48,18 @@ use crate::route::slot::ShardId;
 use crate::server::Shared;
 use db::ShardDb;
 use msg::{Job, ReplyTo, ShardMsg};
+
+thread_local! {
+    /// The shard this thread runs (`None` off shard threads).
+    static CURRENT_SHARD: std::cell::Cell<Option<u16>> = const { std::cell::Cell::new(None) };
+}
+
+/// The shard whose thread is calling: connection commands run on the thread
+/// owning the connection, which coordinates the cross-shard work they start
+/// ([`hold`]). `None` off shard threads (unit tests).
+pub fn current_shard() -> Option<ShardId> {
+    CURRENT_SHARD.with(|c| c.get()).map(ShardId)
+}
 
 /// Wall clock in ms since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -88,6 +101,9 @@ pub struct ShardSeed {
     pub dir: std::path::PathBuf,
     /// Told once the shard has loaded its AOF and serves, or why it cannot.
     pub ready: crossbeam_channel::Sender<Result<crate::aof::load::LoadStats, String>>,
+    /// Where the shards' loaders meet to judge cross-shard transaction
+    /// blocks at the end of their files (shared by every shard).
+    pub tx_sync: Arc<crate::aof::load::TxSync>,
 }
 
 /// Start a shard thread; it loads its AOF, reports on `seed.ready`, then runs
@@ -100,6 +116,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 core_affinity::set_for_current(core);
             }
             crate::server::count_on_block(usize::from(seed.id.0));
+            CURRENT_SHARD.with(|c| c.set(Some(seed.id.0)));
             let mut db = ShardDb::new(seed.id, seed.shards, seed.databases);
             db.tunables = seed.shared.tunables.clone();
             db.slot_map = seed.shared.slot_map.clone();
@@ -175,7 +192,12 @@ fn load_aof(
     seed: &ShardSeed,
 ) -> Result<(crate::aof::writer::ShardAof, crate::aof::load::LoadStats), String> {
     use crate::aof::{load, manifest::Manifest, writer::ShardAof};
-    let manifest = Manifest::read(&seed.dir, seed.id.0)?;
+    let manifest = Manifest::read(&seed.dir, seed.id.0).inspect_err(|_| {
+        if seed.shared.tunables.aof.is_enabled() {
+            // Meet the other loaders anyway (see below), then fail.
+            seed.tx_sync.meet(usize::from(seed.shards), seed.id.0, 0);
+        }
+    })?;
     let mut aof = ShardAof::new(
         seed.id.0,
         seed.shards,
@@ -185,8 +207,26 @@ fn load_aof(
     );
     let mut stats = load::LoadStats::default();
     if seed.shared.tunables.aof.is_enabled() {
-        if let Some(m) = &manifest {
-            stats = load::load_shard(db, &seed.dir, m)?;
+        let loaded = match &manifest {
+            Some(m) => load::load_shard(db, &seed.dir, m).map(Some),
+            None => Ok(None),
+        };
+        // Every shard meets the others, even one that failed (it reports
+        // nothing committed), so no loader waits forever.
+        let max_commit = match &loaded {
+            Ok(Some((_, tx))) => tx.max_commit,
+            _ => 0,
+        };
+        let committed = seed
+            .tx_sync
+            .meet(usize::from(seed.shards), seed.id.0, max_commit);
+        if let Some((st, tx)) = loaded? {
+            stats = st;
+            if let Some(tail) = tx.pending {
+                let committed = |c: u16| committed.get(&c).copied().unwrap_or(0);
+                load::resolve_tail(db, tail, committed, &mut stats)?;
+            }
+            db.tx_seq = tx.max_commit;
             db.stats = Default::default();
         }
         aof.open(&mut db.aof).map_err(|e| {
@@ -295,6 +335,7 @@ impl ShardThread {
             || !self.out.batches[me].is_empty()
             || !self.read_again.is_empty()
             || self.db.blocking.has_ready()
+            || !self.db.coordinate.is_empty()
         {
             return Duration::ZERO;
         }
@@ -310,6 +351,9 @@ impl ShardThread {
     fn turn(&mut self) {
         let now = self.now_ms;
         self.drain_inbox(now);
+        // Left by a transaction's job that ran inline after the last turn's
+        // replies went out (a pipeline resumed in `flush_touched`).
+        self.coordinate_pending(now);
         let me = usize::from(self.me);
         let local = std::mem::take(&mut self.out.batches[me]);
         if !local.is_empty() {
@@ -339,7 +383,12 @@ impl ShardThread {
         self.release_replies();
         self.expire_blocked();
         self.flush_touched();
-        self.send_batches();
+        if self.out.batches[usize::from(self.me)].is_empty() {
+            self.send_batches();
+        }
+        // Otherwise a resumed pipeline queued work here: the next turn runs
+        // it first, then sends (a transaction coordinated here must hold its
+        // shards before this connection's later requests reach them).
         self.publish_stats();
         // This iteration's command latencies (INFO latencystats).
         self.shared.cmdstats.flush_latency();
@@ -384,6 +433,7 @@ impl ShardThread {
         let mut exec = Exec {
             db: &mut self.db,
             replies: &mut self.replies,
+            aof: &mut self.aof,
             shared: &self.shared,
             now_ms: self.now_ms,
             panic_after: self.panic_after,
@@ -393,6 +443,8 @@ impl ShardThread {
             self.blocked_ids.insert(id);
         }
         self.touched.push(id);
+        // A transaction's job that ran inline left its coordination here.
+        self.coordinate_pending(self.now_ms);
     }
 
     /// Take every message waiting in the inbox.
@@ -415,14 +467,70 @@ impl ShardThread {
     /// Run requests on this shard's data, in order, queueing each reply for
     /// the thread that owns its connection; then serve readers parked on keys
     /// the requests made ready.
+    ///
+    /// A job that asks to hold this shard for a cross-shard transaction
+    /// (see [`hold`]) stops the batch: the shard runs only that
+    /// transaction's operations until released, then goes on with the rest.
     fn run_jobs(&mut self, jobs: Vec<Job>, now: u64) {
-        let mut exec = self.exec(now);
-        for job in jobs {
-            if let Some((to, reply)) = exec.run(job) {
-                exec.queue_reply(to, reply);
+        let mut jobs = jobs.into_iter().peekable();
+        loop {
+            let mut exec = self.exec(now);
+            let mut held = None;
+            let mut stopped = false;
+            while let Some(job) = jobs.next() {
+                if let Some((to, reply)) = exec.run(job) {
+                    exec.queue_reply(to, reply);
+                }
+                held = exec.db.hold.take();
+                // Transactions this shard coordinates run before the next
+                // request — together when they come one after another.
+                let group_ends = !jobs.peek().is_some_and(|j| j.req.coordinates());
+                if held.is_some() || (!exec.db.coordinate.is_empty() && group_ends) {
+                    stopped = true;
+                    break;
+                }
+            }
+            exec.serve_waiters();
+            self.coordinate_pending(now);
+            if let Some(h) = held {
+                self.held(h, now);
+            }
+            if !stopped {
+                return;
             }
         }
-        exec.serve_waiters();
+    }
+
+    /// Run the cross-shard transactions this shard coordinates that jobs
+    /// left (see [`hold::Coordinate`]); each reply joins this iteration's.
+    fn coordinate_pending(&mut self, now: u64) {
+        if !self.db.coordinate.is_empty() {
+            self.exec(now).coordinate();
+        }
+    }
+
+    /// Held by a cross-shard transaction (see [`hold`]): ack, then run its
+    /// operations until it releases this shard (or its coordinator goes
+    /// away); commit their AOF effects before acking the release.
+    fn held(&mut self, h: hold::Hold, now: u64) {
+        let _ = h.ack.send(());
+        while let Ok(op) = h.ops.recv() {
+            match op {
+                hold::TxOp::Begin(coordinator, seq) => self.db.aof.begin_tx(coordinator, seq),
+                hold::TxOp::Apply(f) => f(&mut self.db),
+                hold::TxOp::Prepare(done) => {
+                    let wrote = self.db.aof.end_tx(false, false);
+                    if wrote {
+                        commit_round(&mut self.db, &mut self.aof);
+                    }
+                    let _ = done.send(wrote);
+                }
+                hold::TxOp::Release => break,
+            }
+        }
+        // A coordinator gone before its first operation leaves no block open.
+        self.db.aof.end_tx(false, false);
+        self.serve_waiters(now);
     }
 
     /// The shard's data, ready to run requests at time `now`.
@@ -430,6 +538,7 @@ impl ShardThread {
         Exec {
             db: &mut self.db,
             replies: &mut self.replies,
+            aof: &mut self.aof,
             shared: &self.shared,
             now_ms: now,
             panic_after: self.panic_after,
@@ -741,6 +850,7 @@ impl ShardThread {
                 let mut exec = Exec {
                     db: &mut self.db,
                     replies: &mut self.replies,
+                    aof: &mut self.aof,
                     shared: &self.shared,
                     now_ms: self.now_ms,
                     panic_after: self.panic_after,
@@ -869,6 +979,8 @@ struct Exec<'a> {
     /// Replies per shard thread owning the connection; they leave after
     /// this iteration's group commit.
     replies: &'a mut [Vec<(ReplyTo, Reply)>],
+    /// The shard's AOF writer (cross-shard transactions commit through it).
+    aof: &'a mut crate::aof::writer::ShardAof,
     /// Server-wide counters (commandstats, latencystats, slowlog).
     shared: &'a Shared,
     now_ms: u64,
@@ -903,6 +1015,27 @@ impl Exec<'_> {
             );
         }
         (!matches!(reply, Reply::NoReply)).then_some((job.reply_to, reply))
+    }
+
+    /// Run the cross-shard transactions jobs left on this shard (see
+    /// [`hold::run_group`]), together, and queue their replies; then serve
+    /// the readers they made ready here.
+    fn coordinate(&mut self) {
+        let group = std::mem::take(&mut self.db.coordinate);
+        if group.is_empty() {
+            return;
+        }
+        let stats = &self.shared.stats;
+        stats.cross_shard_holds.fetch_add(1, Ordering::Relaxed);
+        stats
+            .cross_shard_txs
+            .fetch_add(group.len() as u64, Ordering::Relaxed);
+        let aof = &mut *self.aof;
+        let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof));
+        for (to, reply) in replies {
+            self.queue_reply(to, reply);
+        }
+        self.serve_waiters();
     }
 
     /// Queue a reply for the thread that owns its connection.
@@ -946,6 +1079,8 @@ impl io::RunLocal for Exec<'_> {
                 self.queue_reply(to, reply);
             }
         }
+        // A transaction among them runs before this request.
+        self.coordinate();
         if let Some((to, reply)) = self.run(job) {
             // A single-shard request's slot: filling it never starts a next step.
             let _ = conn.fill(to.seq, to.part, reply);

@@ -68,6 +68,13 @@ impl ExecCtx {
 pub trait ShardCommand: Send {
     /// Execute on the owning shard and produce the reply.
     fn apply(self: Box<Self>, db: &mut ShardDb, cx: &ExecCtx) -> Reply;
+
+    /// Whether this request starts a cross-shard transaction that this
+    /// shard coordinates (see [`crate::shard::hold`]): the shard loop runs
+    /// consecutive ones together, under one set of holds.
+    fn coordinates(&self) -> bool {
+        false
+    }
 }
 
 /// A boxed shard command, as it travels to its shard.

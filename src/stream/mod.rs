@@ -137,6 +137,9 @@ pub const ERR_XSETID_ENTRIES_ADDED_SMALL: &str =
 /// See [`Stream::set_last_id`].
 pub const ERR_XSETID_SMALLER_THAN_MAX_DELETED: &str =
     "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
+/// See [`Stream::set_last_id`] (Redis 7.4+).
+pub const ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED: &str =
+    "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id";
 
 /// A Redis stream: entries ordered by ID plus the metadata Redis keeps.
 #[derive(Clone, Debug, Default)]
@@ -688,7 +691,12 @@ impl Stream {
     /// In Redis's order, each a `Msg` with the exact text:
     /// [`ERR_XSETID_SMALLER_THAN_MAX_DELETED`] (id < given max deleted),
     /// [`ERR_XSETID_SMALLER_THAN_TOP`] (stream not empty and id < last entry),
-    /// [`ERR_XSETID_ENTRIES_ADDED_SMALL`] (entries_added < length).
+    /// [`ERR_XSETID_ENTRIES_ADDED_SMALL`] (entries_added < length),
+    /// [`ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED`] (no MAXDELETEDID given
+    /// and id < the stream's max-deleted-entry-id: newer Redis releases refuse
+    /// to move the last ID behind a deleted entry, which would let XADD reuse
+    /// its ID; Redis 7.0 accepted it. Checked last, so where 7.0 already
+    /// refused, its error is the one given).
     /// # Source
     /// `xsetidCommand`.
     pub fn set_last_id(
@@ -707,6 +715,10 @@ impl Stream {
         }
         if entries_added.is_some_and(|n| n < self.length) {
             return Err(CmdError::msg(ERR_XSETID_ENTRIES_ADDED_SMALL));
+        }
+        let max_deleted_given = max_deleted.is_some_and(|m| m != StreamId::MIN);
+        if !max_deleted_given && id < self.max_deleted_entry_id {
+            return Err(CmdError::msg(ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED));
         }
         self.last_id = id;
         if let Some(n) = entries_added {
