@@ -470,21 +470,71 @@ fn scripts_run_on_the_shard_owning_their_keys() {
         "*2\r\n$1\r\na\r\n:1"
     );
     assert_eq!(c.raw(&["GET", "{user1}:name"]), "$1\r\na");
-    // Declared keys on different shards are refused before anything runs.
-    let (a, b) = keys_on_two_shards(&mut c);
+    // Declared keys on different shards: the script runs with both shards
+    // held (a cross-shard transaction), each call on its key's shard.
+    let (a, b, other) = keys_on_three_shards();
     assert_eq!(
-        c.raw(&["EVAL", "return redis.call('set', KEYS[1], 1)", "2", &a, &b]),
-        format!("-{}", shardstream::cmd::scripting::CROSS_SHARD_SCRIPT)
+        c.raw(&[
+            "EVAL",
+            "redis.call('set', KEYS[1], ARGV[1]) redis.call('set', KEYS[2], ARGV[1] .. '!') return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2])}",
+            "2",
+            &a,
+            &b,
+            "x"
+        ]),
+        "*2\r\n$1\r\nx\r\n$2\r\nx!"
     );
-    assert_eq!(c.raw(&["EXISTS", &a]), ":0");
-    // An undeclared key of another shard fails inside the script.
-    let reply = c.raw(&["EVAL", "return redis.call('set', ARGV[1], 1)", "1", &a, &b]);
+    assert_eq!(c.raw(&["GET", &a]), "$1\r\nx");
+    assert_eq!(c.raw(&["GET", &b]), "$2\r\nx!");
+    // One call's own keys must stay on one shard.
+    let reply = c.raw(&[
+        "EVAL",
+        "return redis.call('mset', KEYS[1], 1, KEYS[2], 2)",
+        "2",
+        &a,
+        &b,
+    ]);
     assert!(
         reply.starts_with(&format!(
             "-{} script: ",
-            shardstream::cmd::scripting::NOT_LOCAL_KEY
+            shardstream::cmd::scripting::CALL_SPANS_SHARDS
         )),
         "{reply}"
+    );
+    // An undeclared key of a shard the script does not hold fails inside it.
+    for declared in [vec![a.as_str()], vec![a.as_str(), b.as_str()]] {
+        let mut argv = vec!["EVAL", "return redis.call('set', ARGV[1], 1)"];
+        let n = declared.len().to_string();
+        argv.push(&n);
+        argv.extend(declared.iter().copied());
+        argv.push(&other);
+        let reply = c.raw(&argv);
+        assert!(
+            reply.starts_with(&format!(
+                "-{} script: ",
+                shardstream::cmd::scripting::NOT_LOCAL_KEY
+            )),
+            "{reply}"
+        );
+    }
+    assert_eq!(c.raw(&["EXISTS", &other]), ":0");
+    // An undeclared key of a held shard is reachable.
+    let shard = |k: &str| shardstream::route::slot::slot_of(k.as_bytes()).shard(4);
+    let near_b = (0..200)
+        .map(|i| format!("d{i}"))
+        .find(|k| shard(k) == shard(&b))
+        .unwrap();
+    assert_eq!(c.raw(&["SET", &near_b, "nb"]), "+OK");
+    assert_eq!(
+        c.raw(&[
+            "EVAL",
+            "return redis.call('get', ARGV[1])",
+            "2",
+            &a,
+            &b,
+            &near_b
+        ]),
+        "$2\r\nnb"
     );
     // An undeclared key of the same shard is allowed (standalone Redis allows it).
     assert_eq!(
@@ -506,10 +556,17 @@ fn scripts_run_on_the_shard_owning_their_keys() {
     ]);
     assert_eq!(c.raw(&["FCALL", "setk", "1", &b, "v"]), "+OK");
     assert_eq!(c.raw(&["GET", &b]), "$1\r\nv");
-    assert_eq!(
-        c.raw(&["FCALL", "setk", "2", &a, &b, "v"]),
-        format!("-{}", shardstream::cmd::scripting::CROSS_SHARD_SCRIPT)
-    );
+    let both = "#!lua name=l2\nredis.register_function('set2', function(keys, args) redis.call('set', keys[1], args[1]) return redis.call('incr', keys[2]) end)";
+    c.raw(&["FUNCTION", "LOAD", both]);
+    assert_eq!(c.raw(&["DEL", &b]), ":1");
+    assert_eq!(c.raw(&["FCALL", "set2", "2", &a, &b, "w"]), ":1");
+    assert_eq!(c.raw(&["GET", &a]), "$1\r\nw");
+    // Inside MULTI a cross-shard script joins the transaction.
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["SET", &a, "m"]), "+QUEUED");
+    assert_eq!(c.raw(&["FCALL", "set2", "2", &a, &b, "z"]), "+QUEUED");
+    assert_eq!(c.raw(&["GET", &a]), "+QUEUED");
+    assert_eq!(c.raw(&["EXEC"]), "*3\r\n+OK\r\n:2\r\n$1\r\nz");
     // Inside MULTI a script joins the transaction's shard.
     assert_eq!(c.raw(&["MULTI"]), "+OK");
     assert_eq!(c.raw(&["SET", "{user1}:x", "1"]), "+QUEUED");
@@ -525,16 +582,19 @@ fn scripts_run_on_the_shard_owning_their_keys() {
     assert_eq!(c.raw(&["EXEC"]), "*2\r\n+OK\r\n:2");
 }
 
-/// Two keys owned by different shards (CLUSTER KEYSLOT + the uniform map).
-fn keys_on_two_shards(c: &mut RespClient) -> (String, String) {
+/// Three keys owned by three different shards of a 4-shard server.
+fn keys_on_three_shards() -> (String, String, String) {
     let shard = |k: &str| shardstream::route::slot::slot_of(k.as_bytes()).shard(4);
     let a = "a".to_string();
     let b = (0..100)
         .map(|i| format!("b{i}"))
         .find(|k| shard(k) != shard(&a))
         .unwrap();
-    let _ = c;
-    (a, b)
+    let c = (0..100)
+        .map(|i| format!("c{i}"))
+        .find(|k| shard(k) != shard(&a) && shard(k) != shard(&b))
+        .unwrap();
+    (a, b, c)
 }
 
 #[test]
@@ -637,6 +697,12 @@ fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
         ..test_config()
     };
     let written;
+    let shard = |k: &str| shardstream::route::slot::slot_of(k.as_bytes()).shard(2);
+    let x = "x".to_string();
+    let y = (0..100)
+        .map(|i| format!("y{i}"))
+        .find(|k| shard(k) != shard(&x))
+        .unwrap();
     {
         let srv = TestServer::with_config(cfg.clone());
         let mut c = srv.client();
@@ -658,12 +724,24 @@ fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
         }
         written = c.raw(&["XRANGE", "{s}:events", "-", "+"]);
         assert!(written.starts_with("*3\r\n"), "{written}");
+        // A script over both shards (a cross-shard transaction) persists whole.
+        assert_eq!(
+            c.raw(&[
+                "EVAL",
+                "redis.call('set', KEYS[1], 'one') return redis.call('set', KEYS[2], 'two')",
+                "2",
+                &x,
+                &y
+            ]),
+            "+OK"
+        );
     }
     let list_before;
     {
         let srv = TestServer::with_config(cfg.clone());
         let mut c = srv.client();
         assert_eq!(c.raw(&["XRANGE", "{s}:events", "-", "+"]), written);
+        assert_eq!(c.raw(&["MGET", &x, &y]), "*2\r\n$3\r\none\r\n$3\r\ntwo");
         assert_eq!(c.raw(&["GET", "{s}:n"]), "$1\r\n3");
         assert_eq!(c.raw(&["FCALL", "g", "1", "counter"]), ":11");
         assert_eq!(c.raw(&["FCALL", "t", "0"]), "-ERR Function not found");

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use crate::cmd::args::{self, is};
 use crate::cmd::connection::{help_reply, run_subcommand};
 use crate::cmd::glob::glob_match;
-use crate::cmd::scripting::{run_on, script_shard, split_keys, ScriptCall, Target};
+use crate::cmd::scripting::{route_script, split_keys, ScriptCall, Target};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -629,7 +629,7 @@ fn fcall_ro(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// The function's return value, converted as EVAL's.
 /// # Errors
 /// `ERR Function not found`; numkeys errors; [`crate::cmd::scripting::RO_WITH_WRITE_FLAG`]
-/// (FCALL_RO of a function without `no-writes`); cross-shard keys; a runtime
+/// (FCALL_RO of a function without `no-writes`); a runtime
 /// error as `<error> script: <function>, on @user_function:<line>.`.
 /// # Source
 /// `fcallCommandGeneric`, redis/src/functions.c.
@@ -648,18 +648,15 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
     if crate::cmd::scripting::refused_on_oom(cx.shared, meta.flags) {
         return Err(CmdError::msg(crate::io::gates::OOM_ERROR));
     }
-    let shard = script_shard(cx.shared, &keys)?;
-    Ok(run_on(
-        shard,
-        ScriptCall {
-            target: Target::Function { lib, name },
-            keys,
-            args,
-            read_only: ro || meta.flags.no_writes,
-            allow_oom: meta.flags.allow_oom,
-            resp3_client: cx.conn.resp3,
-        },
-    ))
+    let call = ScriptCall {
+        target: Target::Function { lib, name },
+        keys,
+        args,
+        read_only: ro || meta.flags.no_writes,
+        allow_oom: meta.flags.allow_oom,
+        resp3_client: cx.conn.resp3,
+    };
+    Ok(route_script(cx.shared, cx.conn.db, call))
 }
 
 /// Replay a `FUNCTION ...` record of the append-only file (shard 0) into

@@ -25,15 +25,21 @@ use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::route::slot::{slot_of, ShardId};
 use crate::script::lua::{with_engine, Invocation, RunLimits};
-use crate::script::{Library, ScriptFlags};
+use std::sync::Arc;
+
+use crate::config::Tunables;
+use crate::route::slot::SlotMap;
+use crate::script::{Library, Registry, ScriptFlags};
 use crate::server::Shared;
 use crate::shard::db::ShardDb;
+use crate::shard::msg::ShardReq;
 
-/// A script whose declared keys live on several shards.
-pub const CROSS_SHARD_SCRIPT: &str = "ERR Script keys span more than one shard: shardstream runs a script atomically on the one shard owning its keys; put them in one slot with a {hash tag}";
+/// A `redis.call` on an undeclared key of a shard the script does not hold.
+pub const NOT_LOCAL_KEY: &str = "ERR Script attempted to access a key of a shard it does not hold: shardstream runs a script on the shards of its declared keys and cannot reach others from inside it; declare every key the script touches";
 
-/// A `redis.call` on a key owned by another shard than the script's.
-pub const NOT_LOCAL_KEY: &str = "ERR Script attempted to access a key owned by another shard: shardstream runs a script on the shard of its declared keys and cannot reach other shards from inside it; declare the key, and keep a script's keys in one slot with a {hash tag}";
+/// One `redis.call` whose own keys live on several shards (each call must
+/// stay on one shard, even when the script holds several).
+pub const CALL_SPANS_SHARDS: &str = "ERR A command called from a script has keys on more than one shard: shardstream applies each call on one shard; keep its keys in one slot with a {hash tag}";
 
 /// EVALSHA of an unknown script.
 pub const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
@@ -194,22 +200,47 @@ pub fn split_keys(argv: &[Bytes], fcall: bool) -> Result<(Vec<Bytes>, Vec<Bytes>
     Ok((argv[3..3 + n].to_vec(), argv[3 + n..].to_vec()))
 }
 
-/// The shard a script with these declared keys runs on: the keys' shard, or
-/// the connection's own shard thread for a script without keys.
-///
-/// # Errors
-/// [`CROSS_SHARD_SCRIPT`] when the keys span shards. This is where a
-/// cross-shard transaction scheme would take over such a script.
-pub fn script_shard(shared: &Shared, keys: &[Bytes]) -> Result<ShardId, CmdError> {
-    let Some(first) = keys.first() else {
-        let me = crate::server::current_shard_thread().unwrap_or(0);
-        return Ok(ShardId(me.min(usize::from(shared.shards.max(1)) - 1) as u16));
-    };
-    let shard = shared.shard_of(first);
-    if keys[1..].iter().any(|k| shared.shard_of(k) != shard) {
-        return Err(CmdError::msg(CROSS_SHARD_SCRIPT));
+/// Send a script or function call where it runs: as one request to the
+/// shard owning its declared keys (or the connection's own shard thread for
+/// a script without keys); when its keys span shards, as a cross-shard
+/// transaction ([`crate::shard::hold`]): the lowest involved shard runs the
+/// script with every involved shard held, each call applied on its key's
+/// shard, all or nothing.
+pub fn route_script(shared: &Shared, db: usize, call: ScriptCall) -> Action {
+    let mut shards: Vec<ShardId> = Vec::new();
+    for k in &call.keys {
+        let s = shared.shard_of(k);
+        if !shards.contains(&s) {
+            shards.push(s);
+        }
     }
-    Ok(shard)
+    if shards.len() <= 1 {
+        let shard = shards.first().copied().unwrap_or_else(|| {
+            let me = crate::server::current_shard_thread().unwrap_or(0);
+            ShardId(me.min(usize::from(shared.shards.max(1)) - 1) as u16)
+        });
+        return Action::Run(shard, on_shard(move |db, cx| apply_script(db, cx, call)));
+    }
+    let home = shards
+        .iter()
+        .copied()
+        .min_by_key(|s| s.0)
+        .unwrap_or(ShardId(0));
+    let env = ScriptEnv {
+        registry: shared.scripts.clone(),
+        slot_map: shared.slot_map.clone(),
+        tunables: shared.tunables.clone(),
+        shards: shared.shards,
+        databases: shared.databases,
+        home,
+        reachable: shards.clone(),
+        db,
+    };
+    Action::Atomic {
+        shards,
+        body: held_script(env, call),
+        merge: Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+    }
 }
 
 /// The flags of an EVAL body's `#!lua` shebang line, and the body with that
@@ -291,12 +322,6 @@ pub struct ScriptCall {
     pub resp3_client: bool,
 }
 
-/// Run `call` on `shard` as one request (like a keyed command: inline on the
-/// connection's own shard, and counted toward connection handover).
-pub fn run_on(shard: ShardId, call: ScriptCall) -> Action {
-    Action::Run(shard, on_shard(move |db, cx| apply_script(db, cx, call)))
-}
-
 fn eval(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     eval_generic(cx, argv, false, false)
 }
@@ -323,7 +348,7 @@ fn evalsha_ro(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 /// (see [`crate::script::lua::lua_to_reply`]).
 /// # Errors
 /// numkeys errors ([`split_keys`]); [`NOSCRIPT`]; shebang errors;
-/// [`RO_WITH_WRITE_FLAG`]; [`CROSS_SHARD_SCRIPT`]; `ERR Error compiling
+/// [`RO_WITH_WRITE_FLAG`]; `ERR Error compiling
 /// script (new function): ...`; a runtime error as
 /// `<error> script: <sha>, on @user_script:<line>.`.
 /// # Source
@@ -350,7 +375,6 @@ fn eval_generic(
     if flags.is_some_and(|f| refused_on_oom(cx.shared, f)) {
         return Err(CmdError::msg(crate::io::gates::OOM_ERROR));
     }
-    let shard = script_shard(cx.shared, &keys)?;
     let call = ScriptCall {
         target: Target::Script {
             sha,
@@ -364,43 +388,84 @@ fn eval_generic(
         allow_oom: flags.is_some_and(|f| f.allow_oom),
         resp3_client: cx.conn.resp3,
     };
-    Ok(run_on(shard, call))
+    Ok(route_script(cx.shared, cx.conn.db, call))
 }
 
-/// Shard side of EVAL and FCALL: run the script with `redis.call` bound to
-/// this shard's data, under the time limit.
+/// What a running script may reach: its home shard (where keyless calls
+/// run), the shards it may touch, and the server settings its calls check.
+pub struct ScriptEnv {
+    pub registry: Arc<Registry>,
+    pub slot_map: Arc<SlotMap>,
+    pub tunables: Arc<Tunables>,
+    /// Shards of this server.
+    pub shards: u16,
+    pub databases: usize,
+    /// The shard whose thread runs the script (the coordinator when held).
+    pub home: ShardId,
+    /// Shards the script's calls may touch: its home, or every held shard.
+    pub reachable: Vec<ShardId>,
+    /// The database the script starts in (the client's).
+    pub db: usize,
+}
+
+/// Runs one parsed call on a reachable shard, in a database.
+pub type Apply<'a> = dyn FnMut(ShardId, usize, ShardReq) -> Reply + 'a;
+
+/// Shard side of EVAL and FCALL whose keys one shard owns: run the script
+/// with `redis.call` applied inline to this shard's data.
 pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
-    let registry = db.scripts.clone();
-    let shard = usize::from(db.id.0);
+    let env = ScriptEnv {
+        registry: db.scripts.clone(),
+        slot_map: db.slot_map.clone(),
+        tunables: db.tunables.clone(),
+        shards: db.shards,
+        databases: db.databases(),
+        home: db.id,
+        reachable: vec![db.id],
+        db: cx.db,
+    };
+    let mut apply = |_shard: ShardId, dbi: usize, req: ShardReq| -> Reply {
+        req.apply(db, &ExecCtx { db: dbi, ..*cx })
+    };
+    run_script(&env, call, &mut apply)
+}
+
+/// The body of a script whose declared keys span shards: it runs on the
+/// coordinator with every involved shard held (the cross-shard transaction
+/// scheme of [`crate::shard::hold`]), each call applied on its key's shard.
+pub fn held_script(env: ScriptEnv, call: ScriptCall) -> crate::shard::hold::TxBody {
+    crate::shard::hold::TxBody::Run(Box::new(move |tx, db| {
+        let env = ScriptEnv { db, ..env };
+        let mut apply =
+            |shard: ShardId, dbi: usize, req: ShardReq| -> Reply { tx.run(shard.0, dbi, req) };
+        run_script(&env, call, &mut apply)
+    }))
+}
+
+/// Run a script or function with `redis.call` bound to `apply`.
+fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     let limits = RunLimits {
-        registry: registry.clone(),
-        shard,
-        busy_after_ms: db
+        registry: env.registry.clone(),
+        shard: usize::from(env.home.0),
+        busy_after_ms: env
             .tunables
             .busy_reply_threshold_ms
             .load(std::sync::atomic::Ordering::Relaxed),
-        now_ms: cx.now_ms,
+        now_ms: now.as_millis() as u64,
     };
-    let read_only = call.read_only;
-    let allow_oom = call.allow_oom;
-    let mut selected = cx.db;
-    // TIME inside a script answers the script's start time (Redis 7.0+).
-    let started_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros())
-        .unwrap_or(0);
-    let mut exec = |argv: Vec<Bytes>| -> Reply {
-        run_call(
-            db,
-            cx,
-            &mut selected,
-            read_only,
-            allow_oom,
-            started_us,
-            &argv,
-        )
+    let mut state = CallState {
+        selected: env.db,
+        read_only: call.read_only,
+        allow_oom: call.allow_oom,
+        // TIME inside a script answers the script's start time (Redis 7.0+).
+        started_us: now.as_micros(),
     };
-    let epoch = registry
+    let mut exec = |argv: Vec<Bytes>| -> Reply { run_call(env, &mut state, apply, &argv) };
+    let epoch = env
+        .registry
         .scripts_epoch
         .load(std::sync::atomic::Ordering::SeqCst);
     let ScriptCall {
@@ -434,7 +499,7 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
                 .error_text()
                 .is_some_and(|e| e.to_string().starts_with("ERR Error compiling script"));
             if register && !compile_failed {
-                registry.add_eval_script(&sha, original);
+                env.registry.add_eval_script(&sha, original);
             }
             reply
         }),
@@ -456,23 +521,30 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
     outcome.unwrap_or_else(Reply::Error)
 }
 
-/// Run one `redis.call` argv inline on this shard, as Redis checks and runs
-/// a script's call (`scriptCall`, redis/src/script.c): known command,
-/// arity, allowed in scripts, no writes from a read-only script, `-OOM` for
-/// `denyoom` commands over `maxmemory` (unless `allow-oom`), keys owned by
-/// this shard; then the command's own parser and `apply`.
+/// A running script's per-call state.
+struct CallState {
+    /// The database calls run in (SELECT inside the script changes it).
+    selected: usize,
+    read_only: bool,
+    allow_oom: bool,
+    /// The script's start time, µs since the Unix epoch (TIME).
+    started_us: u128,
+}
+
+/// Run one `redis.call` argv, as Redis checks and runs a script's call
+/// (`scriptCall`, redis/src/script.c): known command, arity, allowed in
+/// scripts, no writes from a read-only script, `-OOM` for `denyoom`
+/// commands over `maxmemory` (unless `allow-oom`), keys on one shard the
+/// script can reach; then the command's own parser, applied on that shard.
 ///
 /// Keyless commands that run on the connection's thread elsewhere are
 /// limited here to PING, ECHO, TIME (the script's start time, frozen as in
 /// Redis 7.0+) and SELECT (which changes the script's database); others
 /// answer an error saying so.
 fn run_call(
-    db: &mut ShardDb,
-    cx: &ExecCtx,
-    selected: &mut usize,
-    read_only: bool,
-    allow_oom: bool,
-    started_us: u128,
+    env: &ScriptEnv,
+    state: &mut CallState,
+    apply: &mut Apply<'_>,
     argv: &[Bytes],
 ) -> Reply {
     let err = |m: &'static str| Reply::Error(CmdError::msg(m));
@@ -492,28 +564,30 @@ fn run_call(
         return err("ERR This Redis command is not allowed from script");
     }
     let writes = spec.flags.has(Flags::WRITE);
-    if writes && read_only {
+    if writes && state.read_only {
         return err("ERR Write commands are not allowed from read-only scripts.");
     }
-    if spec.flags.has(Flags::DENYOOM) && !allow_oom && over_maxmemory(db) {
+    if spec.flags.has(Flags::DENYOOM) && !state.allow_oom && over_maxmemory(&env.tunables) {
         return err(crate::io::gates::OOM_ERROR);
     }
-    if db.shards > 1 {
+    let mut target = env.home;
+    if env.shards > 1 {
+        let mut first = true;
         for i in spec.key_indexes(argv) {
-            if db.slot_map.shard(slot_of(&argv[i])) != db.id {
+            let shard = env.slot_map.shard(slot_of(&argv[i]));
+            if !env.reachable.contains(&shard) {
                 return err(NOT_LOCAL_KEY);
+            }
+            if first {
+                target = shard;
+                first = false;
+            } else if shard != target {
+                return err(CALL_SPANS_SHARDS);
             }
         }
     }
-    let step_cx = ExecCtx {
-        db: *selected,
-        ..*cx
-    };
-    let reply = match spec.handler {
-        Handler::Keyed { parse, .. } => match parse(argv) {
-            Ok(req) => req.apply(db, &step_cx),
-            Err(e) => Reply::Error(e),
-        },
+    let parse = match spec.handler {
+        Handler::Keyed { parse, .. } => parse,
         Handler::Blocking {
             parse, block_ms, ..
         } => {
@@ -524,15 +598,16 @@ fn run_call(
                 )));
             }
             // Other blocking commands answer at once, as in MULTI.
-            match parse(argv) {
-                Ok(req) => req.apply(db, &step_cx),
-                Err(e) => Reply::Error(e),
-            }
+            parse
         }
-        Handler::Conn(_) => connection_command(spec.name, argv, selected, db, started_us),
+        Handler::Conn(_) => return connection_command(spec.name, argv, state, env.databases),
+    };
+    let reply = match parse(argv) {
+        Ok(req) => apply(target, state.selected, req),
+        Err(e) => Reply::Error(e),
     };
     if writes && !reply.is_error() {
-        if let Some(r) = db.scripts.running(usize::from(db.id.0)) {
+        if let Some(r) = env.registry.running(usize::from(env.home.0)) {
             r.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
@@ -548,11 +623,11 @@ pub fn refused_on_oom(shared: &Shared, flags: ScriptFlags) -> bool {
 /// Whether `denyoom` commands are refused now: `maxmemory` is set, the
 /// policy cannot evict, and used memory is over it (as the gate before a
 /// command decides, sampled here at the call).
-fn over_maxmemory(db: &ShardDb) -> bool {
+fn over_maxmemory(tunables: &Tunables) -> bool {
     use std::sync::atomic::Ordering;
-    let max = db.tunables.maxmemory_bytes.load(Ordering::Relaxed);
+    let max = tunables.maxmemory_bytes.load(Ordering::Relaxed);
     max > 0
-        && db.tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
+        && tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
         && crate::cmd::info::used_memory_bytes() > max
 }
 
@@ -560,10 +635,10 @@ fn over_maxmemory(db: &ShardDb) -> bool {
 fn connection_command(
     name: &str,
     argv: &[Bytes],
-    selected: &mut usize,
-    db: &ShardDb,
-    started_us: u128,
+    state: &mut CallState,
+    databases: usize,
 ) -> Reply {
+    let started_us = state.started_us;
     match name {
         "PING" => match argv.len() {
             1 => Reply::simple("PONG"),
@@ -576,8 +651,8 @@ fn connection_command(
             Reply::bulk((started_us % 1_000_000).to_string()),
         ]),
         "SELECT" => match args::text(&argv[1]).parse::<usize>() {
-            Ok(n) if n < db.databases() => {
-                *selected = n;
+            Ok(n) if n < databases => {
+                state.selected = n;
                 Reply::Ok
             }
             Ok(_) => Reply::Error(CmdError::msg("ERR DB index is out of range")),
