@@ -10,10 +10,11 @@
 //! logs them, and readers blocked on keys it wrote are served after the
 //! script, when the shard serves ready keys.
 //!
-//! Keys on another shard cannot be reached synchronously: declared keys
-//! spanning shards are refused ([`CROSS_SHARD_SCRIPT`], the hook for the
-//! cross-shard transaction design), and a `redis.call` on an undeclared key
-//! owned by another shard fails ([`NOT_LOCAL_KEY`]).
+//! A script whose declared keys span shards runs as a cross-shard
+//! transaction ([`route_script`], [`held_script`]): the lowest involved
+//! shard runs it with every involved shard held, each call applied on its
+//! key's shard. A `redis.call` on an undeclared key of a shard the script
+//! does not hold cannot be reached and fails ([`NOT_LOCAL_KEY`]).
 
 use bytes::Bytes;
 
