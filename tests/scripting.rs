@@ -192,6 +192,47 @@ fn eval_replies_conversions_and_errors_match_redis() {
 }
 
 #[test]
+fn hostile_scripts_get_errors_and_the_server_lives() {
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    same_argv(
+        &mut ours,
+        &mut theirs,
+        &[
+            &["EVAL", "local function f() return pcall(f) end return f()", "0"],
+            &["EVAL", "local function f() local ok, e = pcall(f) return e end return f()", "0"],
+            &["EVAL", "local t = setmetatable({}, {}) getmetatable(t).__index = function(t, k) return t[k] end return t.x", "0"],
+            &["EVAL", "local function f(n) return f(n+1) + 1 end return f(1)", "0"],
+            &["EVAL", "local t = {} t[1] = t return cjson.encode(t)", "0"],
+            &["PING"],
+        ],
+    );
+    let deep = ours.raw(&[
+        "EVAL",
+        "return cmsgpack.unpack(string.rep(string.char(0x91), 100000) .. string.char(1))",
+        "0",
+    ]);
+    assert!(deep.starts_with("-ERR user_script:1: "), "{deep}");
+    // cjson.decode's error names the place, not lua-cjson's token names.
+    let bad = ours.raw(&["EVAL", "return cjson.decode('[1,')", "0"]);
+    assert!(
+        bad.starts_with("-ERR user_script:1: Expected value but found "),
+        "{bad}"
+    );
+    // A cyclic table: Redis nests arrays until its Lua stack runs out
+    // (about 8000 levels) and ends with this error; ours answers the error.
+    assert_eq!(
+        ours.raw(&["EVAL", "local t = {} t[1] = t return t", "0"]),
+        "-ERR reached lua stack limit"
+    );
+    assert_eq!(ours.raw(&["PING"]), "+PONG");
+}
+
+#[test]
 fn scripts_over_maxmemory_match_redis() {
     let srv = TestServer::start(1);
     let mut ours = srv.client();

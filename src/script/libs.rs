@@ -10,6 +10,33 @@ use mlua::{LightUserData, Lua, MultiValue, Table, Value, Variadic};
 
 type LResult<T> = mlua::Result<T>;
 
+/// `msg` as a Lua error raised at the calling script line
+/// (`user_script:1: msg`), as `luaL_error` in the C libraries reports it.
+fn located(lua: &Lua, e: mlua::Error) -> mlua::Error {
+    let msg = match &e {
+        mlua::Error::RuntimeError(m) => m.clone(),
+        other => other.to_string(),
+    };
+    let place = lua
+        .inspect_stack(1, |d| {
+            let src = d.source().short_src.map(|s| s.into_owned());
+            (src, d.current_line())
+        })
+        .and_then(|(src, line)| Some(format!("{}:{}: ", src?, line?)));
+    mlua::Error::runtime(format!("{}{msg}", place.unwrap_or_default()))
+}
+
+/// Run a level of a recursive conversion, moving to a fresh heap-allocated
+/// stack segment when little is left (nested input must not overflow a
+/// shard thread's stack, whatever the build's frame sizes).
+pub fn grow<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, f)
+}
+
+/// Deepest MessagePack nesting `cmsgpack.unpack` reads (a bound on its
+/// recursion on a shard thread's stack).
+const MAX_DECODE_DEPTH: usize = 200;
+
 fn num(v: &Value) -> LResult<f64> {
     match v {
         Value::Integer(n) => Ok(*n as f64),
@@ -386,6 +413,10 @@ fn json_string(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> LResult<()> {
+    grow(|| json_encode_at(out, v, depth))
+}
+
+fn json_encode_at(out: &mut Vec<u8>, v: &Value, depth: usize) -> LResult<()> {
     if depth > 1000 {
         return Err(mlua::Error::runtime(
             "Cannot serialise, excessive nesting (1001)",
@@ -453,6 +484,10 @@ fn json_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> LResult<()> {
 }
 
 fn json_to_lua(lua: &Lua, v: serde_json::Value) -> LResult<Value> {
+    grow(|| json_to_lua_at(lua, v))
+}
+
+fn json_to_lua_at(lua: &Lua, v: serde_json::Value) -> LResult<Value> {
     Ok(match v {
         serde_json::Value::Null => json_null(),
         serde_json::Value::Bool(b) => Value::Boolean(b),
@@ -482,7 +517,7 @@ pub fn cjson(lua: &Lua) -> LResult<Table> {
         "encode",
         lua.create_function(|lua, v: Value| {
             let mut out = Vec::new();
-            json_encode(&mut out, &v, 0)?;
+            json_encode(&mut out, &v, 0).map_err(|e| located(lua, e))?;
             lua.create_string(&out)
         })?,
     )?;
@@ -490,10 +525,13 @@ pub fn cjson(lua: &Lua) -> LResult<Table> {
         "decode",
         lua.create_function(|lua, s: mlua::LuaString| {
             let v: serde_json::Value = serde_json::from_slice(&s.as_bytes()).map_err(|e| {
-                mlua::Error::runtime(format!(
-                    "Expected value but found invalid token at character {}",
-                    e.column().max(1)
-                ))
+                located(
+                    lua,
+                    mlua::Error::runtime(format!(
+                        "Expected value but found invalid token at character {}",
+                        e.column().max(1)
+                    )),
+                )
             })?;
             json_to_lua(lua, v)
         })?,
@@ -514,6 +552,10 @@ pub fn cjson(lua: &Lua) -> LResult<Table> {
 }
 
 fn mp_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> LResult<()> {
+    grow(|| mp_encode_at(out, v, depth))
+}
+
+fn mp_encode_at(out: &mut Vec<u8>, v: &Value, depth: usize) -> LResult<()> {
     let int = |out: &mut Vec<u8>, n: i64| {
         if (0..128).contains(&n) {
             out.push(n as u8);
@@ -611,6 +653,10 @@ fn mp_encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> LResult<()> {
 }
 
 fn mp_decode(lua: &Lua, data: &[u8], pos: &mut usize, depth: usize) -> LResult<Value> {
+    grow(|| mp_decode_at(lua, data, pos, depth))
+}
+
+fn mp_decode_at(lua: &Lua, data: &[u8], pos: &mut usize, depth: usize) -> LResult<Value> {
     let bad = || mlua::Error::runtime("Missing bytes in input.");
     let take = |pos: &mut usize, n: usize| -> LResult<&[u8]> {
         let s = data.get(*pos..*pos + n).ok_or_else(bad)?;
@@ -618,7 +664,7 @@ fn mp_decode(lua: &Lua, data: &[u8], pos: &mut usize, depth: usize) -> LResult<V
         Ok(s)
     };
     let be = |b: &[u8]| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
-    if depth > 1000 {
+    if depth > MAX_DECODE_DEPTH {
         return Err(mlua::Error::runtime("Bad data format in input."));
     }
     let c = *take(pos, 1)?.first().ok_or_else(bad)?;
@@ -708,7 +754,7 @@ pub fn cmsgpack(lua: &Lua) -> LResult<Table> {
             }
             let mut out = Vec::new();
             for v in args.iter() {
-                mp_encode(&mut out, v, 0)?;
+                mp_encode(&mut out, v, 0).map_err(|e| located(lua, e))?;
             }
             lua.create_string(&out)
         })?,
@@ -720,7 +766,7 @@ pub fn cmsgpack(lua: &Lua) -> LResult<Table> {
             let mut pos = 0;
             let mut out = Vec::new();
             while pos < data.len() {
-                out.push(mp_decode(lua, &data, &mut pos, 0)?);
+                out.push(mp_decode(lua, &data, &mut pos, 0).map_err(|e| located(lua, e))?);
             }
             Ok(MultiValue::from_iter(out))
         })?,

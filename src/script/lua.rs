@@ -36,7 +36,8 @@ const HOOK_EVERY_INSTRUCTIONS: u32 = 100_000;
 const FUNCTION_LOAD_TIMEOUT: Duration = Duration::from_millis(500);
 /// Compiled scripts a thread keeps before it drops them all.
 const MAX_COMPILED_SCRIPTS: usize = 2 * crate::script::MAX_EVAL_SCRIPTS;
-/// Deepest table nesting converted to a reply (deeper levels answer an error).
+/// Deepest table nesting converted to a reply (deeper: `ERR reached lua
+/// stack limit`); Redis stops where Lua's stack does, a few thousand levels.
 const MAX_REPLY_DEPTH: usize = 1000;
 
 thread_local! {
@@ -568,7 +569,7 @@ impl Engine {
                 };
                 // Convert inside the scope: the value may hold scoped data.
                 let reply = if ok {
-                    lua_to_reply(&value, resp3_client, 0)
+                    lua_to_reply_top(&value, resp3_client)
                 } else {
                     Reply::Ok
                 };
@@ -933,6 +934,37 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
     })
 }
 
+/// A script's return value as the client's reply; a table nested past
+/// [`MAX_REPLY_DEPTH`] (a cycle) makes the whole reply `ERR reached lua
+/// stack limit`, as Redis answers.
+pub fn lua_to_reply_top(v: &Value, resp3_client: bool) -> Reply {
+    let r = lua_to_reply(v, resp3_client, 0);
+    if contains_depth_error(&r, 0) {
+        return Reply::Error(CmdError::msg(STACK_LIMIT));
+    }
+    r
+}
+
+/// The error [`lua_to_reply`] puts where nesting passes [`MAX_REPLY_DEPTH`].
+const STACK_LIMIT: &str = "ERR reached lua stack limit";
+
+fn contains_depth_error(r: &Reply, depth: usize) -> bool {
+    crate::script::libs::grow(|| contains_depth_error_at(r, depth))
+}
+
+fn contains_depth_error_at(r: &Reply, depth: usize) -> bool {
+    match r {
+        Reply::Error(e) => depth > 0 && e.to_string() == STACK_LIMIT,
+        Reply::Array(items) | Reply::Set(items) => {
+            items.iter().any(|i| contains_depth_error(i, depth + 1))
+        }
+        Reply::Map(pairs) => pairs
+            .iter()
+            .any(|(k, v)| contains_depth_error(k, depth + 1) || contains_depth_error(v, depth + 1)),
+        _ => false,
+    }
+}
+
 /// A script's return value as the client's reply.
 ///
 /// # Source
@@ -941,10 +973,12 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
 /// status and error replies, an array stops at its first nil, `false` is a
 /// null (RESP2) or a boolean (RESP3 client), `{double=}`, `{map=}`, `{set=}`.
 pub fn lua_to_reply(v: &Value, resp3_client: bool, depth: usize) -> Reply {
+    crate::script::libs::grow(|| lua_to_reply_at(v, resp3_client, depth))
+}
+
+fn lua_to_reply_at(v: &Value, resp3_client: bool, depth: usize) -> Reply {
     if depth > MAX_REPLY_DEPTH {
-        return Reply::Error(CmdError::msg(
-            "ERR reached lua stack limit while converting the script's reply",
-        ));
+        return Reply::Error(CmdError::msg(STACK_LIMIT));
     }
     match v {
         Value::Nil => Reply::NullBulk,
@@ -1206,5 +1240,62 @@ mod tests {
             e.load_library(b"#!lua name=x\nredis.call('ping')").unwrap_err(),
             "ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'call'"
         );
+    }
+}
+
+#[cfg(test)]
+mod stack_tests {
+    use super::*;
+
+    /// Run `code` on a thread with a shard thread's stack (2 MiB).
+    fn on_shard_stack(f: impl FnOnce(&Lua) + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let lua = Lua::new();
+                lua.globals()
+                    .set("cjson", crate::script::libs::cjson(&lua).unwrap())
+                    .unwrap();
+                lua.globals()
+                    .set("cmsgpack", crate::script::libs::cmsgpack(&lua).unwrap())
+                    .unwrap();
+                f(&lua)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_cyclic_reply_is_an_error() {
+        on_shard_stack(|lua| {
+            let cyclic: Value = lua.load("local t = {} t[1] = t return t").eval().unwrap();
+            assert_eq!(
+                lua_to_reply_top(&cyclic, false),
+                Reply::Error(CmdError::msg("ERR reached lua stack limit"))
+            );
+        });
+    }
+
+    #[test]
+    fn a_cyclic_json_is_an_error() {
+        on_shard_stack(|lua| {
+            let e = lua
+                .load("local t = {} t[1] = t return cjson.encode(t)")
+                .exec()
+                .unwrap_err();
+            assert!(e.to_string().contains("excessive nesting"), "{e}");
+        });
+    }
+
+    #[test]
+    fn deep_msgpack_is_an_error() {
+        on_shard_stack(|lua| {
+            let e = lua
+                .load("return cmsgpack.unpack(string.rep(string.char(0x91), 100000) .. string.char(1))")
+                .exec()
+                .unwrap_err();
+            assert!(e.to_string().contains("Bad data format"), "{e}");
+        });
     }
 }
