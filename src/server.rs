@@ -475,6 +475,9 @@ impl Shared {
     /// Ask every thread to stop.
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        // A running script stops at its next check (it may hold the thread
+        // that would otherwise see the flag).
+        self.scripts.shutting_down.store(true, Ordering::SeqCst);
         for t in &self.threads {
             t.wake();
         }

@@ -716,6 +716,30 @@ fn busy_script_answers_busy_and_script_kill_stops_it() {
     assert_eq!(admin.raw(&["GET", &local_key]), "$1\r\n2");
 }
 
+#[test]
+fn shutdown_stops_a_runaway_script_on_the_only_shard() {
+    // With one shard the looping script holds the only thread: no client
+    // can send SCRIPT KILL, but shutting down (SIGTERM) still ends it.
+    let srv = TestServer::start(1);
+    let mut looper = srv.client();
+    looper.send(&["EVAL", "while true do end", "0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(srv);
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+        "shutdown waited for the script"
+    );
+    let reply = looper.read_reply();
+    assert!(
+        reply.starts_with("-ERR Script stopped: the server is shutting down script: "),
+        "{reply}"
+    );
+}
+
 fn scratch_dir(name: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(

@@ -294,6 +294,11 @@ impl Engine {
                     run.killed = true;
                     return Err(mlua::Error::runtime("Script killed by user"));
                 }
+                if registry.shutting_down.load(Ordering::Relaxed) {
+                    return Err(mlua::Error::runtime(
+                        "Script stopped: the server is shutting down",
+                    ));
+                }
                 Ok(VmState::Continue)
             },
         )?;

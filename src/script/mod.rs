@@ -210,6 +210,8 @@ pub struct Registry {
     pub running: Vec<Running>,
     /// How many shards run a script past `busy-reply-threshold` now.
     busy_count: AtomicUsize,
+    /// The server is shutting down: running scripts are stopped.
+    pub shutting_down: AtomicBool,
 }
 
 impl Registry {
@@ -221,6 +223,7 @@ impl Registry {
             libraries: Mutex::new(Libraries::default()),
             running: (0..shards.max(1)).map(|_| Running::default()).collect(),
             busy_count: AtomicUsize::new(0),
+            shutting_down: AtomicBool::new(false),
         }
     }
 
