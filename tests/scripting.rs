@@ -71,6 +71,17 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.call('exists', 'k', 's', 'nosuch')" 0
         EVAL "return redis.call('type', 's')['ok']" 0
         EVAL "redis.call('del', 'n'); return redis.call('incrbyfloat', 'n', '1.5')" 0
+        SET src v
+        EVAL "return redis.call('rename', 'src', 'dst')" 0
+        EVAL "return redis.call('renamenx', 'dst', 'str')" 0
+        EVAL "return redis.call('rename', 'nosuch', 'x')" 0
+        EVAL "return redis.call('copy', 'dst', 'dst2')" 0
+        EVAL "return redis.call('copy', 'dst', 'dst2')" 0
+        EVAL "return redis.call('copy', 'dst', 'dst2', 'REPLACE')" 0
+        EVAL "return redis.call('copy', 'dst', 'dst3', 'DB', 1)" 0
+        EVAL "return redis.call('copy', 'dst', 'dst3', 'BOGUS')" 0
+        EVAL "redis.call('select', 1) return redis.call('get', 'dst3')" 0
+        EVAL "return redis.call('get', 'dst3')" 0
         # Errors of redis.call / pcall
         EVAL "return redis.call('nosuch')" 0
         EVAL "return redis.call()" 0

@@ -538,10 +538,10 @@ struct CallState {
 /// commands over `maxmemory` (unless `allow-oom`), keys on one shard the
 /// script can reach; then the command's own parser, applied on that shard.
 ///
-/// Keyless commands that run on the connection's thread elsewhere are
-/// limited here to PING, ECHO, TIME (the script's start time, frozen as in
-/// Redis 7.0+) and SELECT (which changes the script's database); others
-/// answer an error saying so.
+/// Commands that run on the connection's thread elsewhere are limited here
+/// to RENAME, RENAMENX and COPY (keys on one shard), PING, ECHO, TIME (the
+/// script's start time, frozen as in Redis 7.0+) and SELECT (which changes
+/// the script's database); others answer an error saying so.
 fn run_call(
     env: &ScriptEnv,
     state: &mut CallState,
@@ -587,8 +587,8 @@ fn run_call(
             }
         }
     }
-    let parse = match spec.handler {
-        Handler::Keyed { parse, .. } => parse,
+    let req = match spec.handler {
+        Handler::Keyed { parse, .. } => parse(argv),
         Handler::Blocking {
             parse, block_ms, ..
         } => {
@@ -599,11 +599,14 @@ fn run_call(
                 )));
             }
             // Other blocking commands answer at once, as in MULTI.
-            parse
+            parse(argv)
         }
-        Handler::Conn(_) => return connection_command(spec.name, argv, state, env.databases),
+        Handler::Conn(_) => match same_shard_request(spec.name, argv, env.databases) {
+            Some(req) => req,
+            None => return connection_command(spec.name, argv, state, env.databases),
+        },
     };
-    let reply = match parse(argv) {
+    let reply = match req {
         Ok(req) => apply(target, state.selected, req),
         Err(e) => Reply::Error(e),
     };
@@ -630,6 +633,59 @@ fn over_maxmemory(tunables: &Tunables) -> bool {
     max > 0
         && tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
         && crate::cmd::info::used_memory_bytes() > max
+}
+
+/// Commands that run on the connection's thread because their keys may
+/// span shards, as one request when a script calls them (the call's keys
+/// are already known to share a shard): RENAME, RENAMENX, COPY.
+fn same_shard_request(
+    name: &str,
+    argv: &[Bytes],
+    databases: usize,
+) -> Option<Result<ShardReq, CmdError>> {
+    if !matches!(name, "RENAME" | "RENAMENX" | "COPY") {
+        return None;
+    }
+    // The table's arity (3 or more) was checked before.
+    let (src, dst) = (argv.get(1)?.clone(), argv.get(2)?.clone());
+    let req = match name {
+        "RENAME" | "RENAMENX" => {
+            let nx = name == "RENAMENX";
+            Ok(on_shard(move |db, cx| {
+                crate::cmd::rename::apply_rename(db, cx, &src, &dst, nx)
+            }))
+        }
+        "COPY" => copy_options(argv, databases).map(|(dst_db, replace)| {
+            on_shard(move |db, cx| {
+                let dst_db = dst_db.unwrap_or(cx.db);
+                crate::cmd::rename::apply_copy(db, cx, &src, &dst, dst_db, replace)
+            })
+        }),
+        _ => return None,
+    };
+    Some(req)
+}
+
+/// COPY's `[DB destination-db] [REPLACE]`.
+fn copy_options(argv: &[Bytes], databases: usize) -> Result<(Option<usize>, bool), CmdError> {
+    let (mut dst_db, mut replace) = (None, false);
+    let mut j = 3;
+    while j < argv.len() {
+        if is(&argv[j], "REPLACE") {
+            replace = true;
+        } else if is(&argv[j], "DB") && j + 1 < argv.len() {
+            let n = args::int_arg(&argv[j + 1])?;
+            if n < 0 || n as u64 >= databases as u64 {
+                return Err(CmdError::DbIndexOutOfRange);
+            }
+            dst_db = Some(n as usize);
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    Ok((dst_db, replace))
 }
 
 /// The connection-thread commands a script may call on its shard.

@@ -149,7 +149,9 @@ fn struct_format(fmt: &[u8]) -> LResult<Vec<(Item, bool)>> {
         let mut digits = 0usize;
         let mut has_digits = false;
         while i < fmt.len() && fmt[i].is_ascii_digit() {
-            digits = digits * 10 + usize::from(fmt[i] - b'0');
+            digits = digits
+                .saturating_mul(10)
+                .saturating_add(usize::from(fmt[i] - b'0'));
             has_digits = true;
             i += 1;
         }
@@ -294,7 +296,7 @@ pub fn structlib(lua: &Lua) -> LResult<Table> {
                 let too_short = || mlua::Error::runtime("data string too short");
                 for (item, little) in struct_format(&fmt.as_bytes())? {
                     match item.kind {
-                        b'x' => pos += 1,
+                        b'x' => pos = pos.saturating_add(1),
                         b's' => {
                             let rest = data.get(pos..).ok_or_else(too_short)?;
                             let end = rest.iter().position(|&b| b == 0).ok_or_else(too_short)?;
@@ -304,16 +306,17 @@ pub fn structlib(lua: &Lua) -> LResult<Table> {
                         b'c' => {
                             let size = if item.size == 0 {
                                 match out.pop() {
-                                    Some(Value::Number(n)) => n as usize,
-                                    Some(Value::Integer(n)) => n as usize,
+                                    Some(Value::Number(n)) if n >= 0.0 => n as usize,
+                                    Some(Value::Integer(n)) => usize::try_from(n).unwrap_or(0),
                                     _ => 0,
                                 }
                             } else {
                                 item.size
                             };
-                            let b = data.get(pos..pos + size).ok_or_else(too_short)?;
+                            let end = pos.checked_add(size).ok_or_else(too_short)?;
+                            let b = data.get(pos..end).ok_or_else(too_short)?;
                             out.push(Value::String(lua.create_string(b)?));
-                            pos += size;
+                            pos = end;
                         }
                         b'f' => {
                             let b: [u8; 4] = data
@@ -809,6 +812,15 @@ mod tests {
             .eval()
             .unwrap();
         assert_eq!((a, b.as_str(), next), (-5, "hi", 8));
+        // Hostile formats answer errors, never panic.
+        for code in [
+            "return struct.unpack('c99999999999999999999999', 'x')",
+            "return struct.unpack('xxxxc18446744073709551615', 'abc', 9223372036854775807)",
+            "return struct.pack('i9', 1)",
+            "return struct.size('s')",
+        ] {
+            assert!(lua.load(code).exec().is_err(), "{code}");
+        }
     }
 
     #[test]
