@@ -24,41 +24,12 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_up(port, secs=20):
-    deadline = time.time() + secs
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"server on port {port} did not start")
-
-
-def target_dir():
-    out = subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    )
-    return json.loads(out.stdout)["target_directory"]
+from benchlib import ROOT, free_port, target_dir, wait_up
 
 
 def redis_benchmark(port, n, args):

@@ -51,6 +51,11 @@ pub enum Reply {
     /// reply comes later from whoever claims the ticket (a shard or the
     /// connection's thread on timeout). Shards do not send it.
     NoReply,
+    /// Internal, never encoded: a shard woke a read blocked over streams of
+    /// several shards; the connection's thread runs the read again over all
+    /// of them, as Redis 7.2+ re-executes an unblocked command, so it gets
+    /// every stream that has data (see [`crate::shard::blocking::Ticket`]).
+    Rerun,
     /// Internal, never encoded: the reply would have taken the client past
     /// its hard output buffer limit (`ExecCtx::reply_budget_bytes`), so it was
     /// not built; the connection is closed as Redis closes a client whose

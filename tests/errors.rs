@@ -124,14 +124,16 @@ fn max_clients_error() {
     assert_eq!(first.raw(&["PING"]), "+PONG");
 }
 
+/// A standalone server never answers CROSSSLOT: MSETNX whose keys live on
+/// different shards runs all or nothing, as on a standalone Redis (CROSSSLOT
+/// is Redis Cluster's rule: see tests/cluster_nodes.rs).
 #[test]
-fn cross_slot_error() {
-    // CrossSlot: MSETNX whose keys live on different shards.
+fn no_cross_slot_error_when_standalone() {
     let srv = TestServer::start(4);
     let mut c = srv.client();
     let reply = c.raw(&["MSETNX", "a", "1", "b", "2", "c", "3", "d", "4"]);
-    assert_eq!(
-        reply,
-        "-CROSSSLOT Keys in request don't hash to the same slot"
-    );
+    assert_eq!(reply, ":1");
+    let reply = c.raw(&["MSETNX", "e", "5", "b", "6"]);
+    assert_eq!(reply, ":0");
+    assert_eq!(c.raw(&["EXISTS", "e"]), ":0");
 }

@@ -427,6 +427,115 @@ fn maxcount_and_maxsize_cap_the_whole_reply() {
     );
 }
 
+/// Three streams whose keys land on three different shards of a
+/// `SHARDS`-shard server, in key order.
+fn streams_on_three_shards() -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for i in 0.. {
+        let k = format!("cap{i}");
+        let shard = shardstream::route::slot::slot_of(k.as_bytes()).shard(SHARDS);
+        if !seen.contains(&shard) {
+            seen.push(shard);
+            out.push(k);
+        }
+        if out.len() == 3 {
+            return out;
+        }
+    }
+    out
+}
+
+/// MAXCOUNT / MAXSIZE hold over the whole reply even when the streams live
+/// on different shards (the read runs on every shard in key order with one
+/// budget), for XREAD and XREADGROUP, blocking or not.
+#[test]
+fn maxcount_and_maxsize_are_cumulative_across_shards() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    let keys = streams_on_three_shards();
+    for k in &keys {
+        for i in 1..=10 {
+            run(&mut c, &format!("XADD {k} {i}-1 f v"));
+        }
+        assert_eq!(run(&mut c, &format!("XGROUP CREATE {k} g 0")), "+OK");
+    }
+    let (k1, k2, k3) = (&keys[0], &keys[1], &keys[2]);
+    let r = run(
+        &mut c,
+        &format!("XREAD MAXCOUNT 13 STREAMS {k1} {k2} {k3} 0 0 0"),
+    );
+    assert_eq!(entry_count(&r), 13, "{r}");
+    assert!(
+        r.contains(k1.as_str()) && r.contains(k2.as_str()) && !r.contains(k3.as_str()),
+        "{r}"
+    );
+    let r = run(
+        &mut c,
+        &format!("XREAD COUNT 4 MAXCOUNT 9 STREAMS {k3} {k1} {k2} 0 0 0"),
+    );
+    assert_eq!(entry_count(&r), 9, "{r}");
+    // One entry `[1-1, [f, v]]` is 31 bytes of reply (`10-1`: 32), so a
+    // stream of ten is 311 bytes.
+    let r = run(&mut c, &format!("XREAD MAXSIZE 341 STREAMS {k1} {k2} 0 0"));
+    assert_eq!(entry_count(&r), 10, "{r}");
+    let r = run(&mut c, &format!("XREAD MAXSIZE 342 STREAMS {k1} {k2} 0 0"));
+    assert_eq!(entry_count(&r), 11, "{r}");
+    // XREADGROUP: what the cap turns away is not delivered (not in a PEL).
+    let r = run(
+        &mut c,
+        &format!("XREADGROUP GROUP g a MAXCOUNT 12 STREAMS {k1} {k2} {k3} > > >"),
+    );
+    assert_eq!(entry_count(&r), 12, "{r}");
+    assert_eq!(
+        run(&mut c, &format!("XPENDING {k1} g"))
+            .split("\r\n")
+            .nth(1),
+        Some(":10")
+    );
+    assert_eq!(
+        run(&mut c, &format!("XPENDING {k2} g"))
+            .split("\r\n")
+            .nth(1),
+        Some(":2")
+    );
+    assert_eq!(
+        run(&mut c, &format!("XPENDING {k3} g"))
+            .split("\r\n")
+            .nth(1),
+        Some(":0")
+    );
+    let r = run(
+        &mut c,
+        &format!("XREADGROUP GROUP g a MAXCOUNT 12 BLOCK 100 STREAMS {k1} {k2} {k3} > > >"),
+    );
+    assert_eq!(entry_count(&r), 12, "{r}");
+    // k2's last 8, then 4 of k3. The first failing key in key order
+    // answers, before anything is read.
+    assert_eq!(run(&mut c, &format!("XADD {k1} 11-1 f v")), "$4\r\n11-1");
+    assert_eq!(
+        run(
+            &mut c,
+            &format!("XREADGROUP GROUP g a MAXCOUNT 5 STREAMS {k1} nogroup {k3} > > >")
+        ),
+        format!(
+            "-NOGROUP No such key 'nogroup' or consumer group 'g' in XREADGROUP with GROUP option"
+        )
+    );
+    assert_eq!(
+        run(&mut c, &format!("XPENDING {k3} g"))
+            .split("\r\n")
+            .nth(1),
+        Some(":4")
+    );
+    assert_eq!(
+        run(&mut c, &format!("XPENDING {k1} g"))
+            .split("\r\n")
+            .nth(1),
+        Some(":10")
+    );
+}
+
 #[test]
 fn maxcount_and_maxsize_errors() {
     let srv = TestServer::start(SHARDS);

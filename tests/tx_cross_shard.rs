@@ -425,3 +425,63 @@ fn requests_pipelined_after_a_transaction_see_it() {
         }
     }
 }
+
+/// A reader blocked over streams of several shards that one transaction
+/// makes ready gets every one of them (Redis 7.2+ runs a woken read again
+/// as a whole), for XREAD with `$` and for XREADGROUP.
+#[test]
+fn a_blocked_read_over_shards_gets_every_stream_a_transaction_fed() {
+    let srv = TestServer::start(SHARDS);
+    let keys = keys_on_every_shard("woken");
+    let (a, b) = (&keys[1], &keys[3]);
+    let mut w = srv.client();
+    for k in [a, b] {
+        assert_eq!(w.raw(&["XADD", k, "1-1", "f", "old"]), "$3\r\n1-1");
+        assert_eq!(w.raw(&["XGROUP", "CREATE", k, "g", "$"]), "+OK");
+    }
+    let mut xread = srv.client();
+    xread.send(&["XREAD", "BLOCK", "5000", "STREAMS", a, b, "$", "$"]);
+    let mut group = srv.client();
+    group.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "5000",
+        "STREAMS",
+        a,
+        b,
+        ">",
+        ">",
+    ]);
+    assert!(
+        common::eventually(5, || {
+            w.raw(&["INFO", "clients"]).contains("blocked_clients:2")
+        }),
+        "both readers block"
+    );
+    assert_eq!(w.raw(&["MULTI"]), "+OK");
+    assert_eq!(w.raw(&["XADD", a, "2-1", "f", "new"]), "+QUEUED");
+    assert_eq!(w.raw(&["XADD", b, "2-1", "f", "new"]), "+QUEUED");
+    assert_eq!(w.raw(&["EXEC"]), "*2\r\n$3\r\n2-1\r\n$3\r\n2-1");
+    let entry = "*1\r\n*2\r\n$3\r\n2-1\r\n*2\r\n$1\r\nf\r\n$3\r\nnew";
+    let want = format!(
+        "*2\r\n*2\r\n${}\r\n{a}\r\n{entry}\r\n*2\r\n${}\r\n{b}\r\n{entry}",
+        a.len(),
+        b.len()
+    );
+    assert_eq!(xread.read_reply(), want);
+    assert_eq!(group.read_reply(), want);
+    // Woken by a write on one shard only, the read still answers at once.
+    xread.send(&["XREAD", "BLOCK", "5000", "STREAMS", a, b, "2-1", "2-1"]);
+    assert!(common::eventually(5, || {
+        w.raw(&["INFO", "clients"]).contains("blocked_clients:1")
+    }));
+    assert_eq!(w.raw(&["XADD", b, "3-1", "f", "x"]), "$3\r\n3-1");
+    let one = "*1\r\n*2\r\n$3\r\n3-1\r\n*2\r\n$1\r\nf\r\n$1\r\nx";
+    assert_eq!(
+        xread.read_reply(),
+        format!("*1\r\n*2\r\n${}\r\n{b}\r\n{one}", b.len())
+    );
+}

@@ -217,45 +217,96 @@ fn client(
                 }
             };
             let (_, pipe, count) = &mut by_node[idx];
-            let cmd = pipe.cmd("XADD").arg(key);
-            if let Some(m) = args.maxlen {
-                cmd.arg("MAXLEN").arg("~").arg(m);
-            }
-            cmd.arg("*");
-            for (f, v) in fields {
-                cmd.arg(f.as_str()).arg(v.as_slice());
-            }
+            push_xadd(pipe, key, args.maxlen, fields);
             *count += 1;
         }
         for (node, pipe, count) in by_node {
-            let t0 = Instant::now();
-            let res: RedisResult<Vec<RedisResult<Value>>> =
-                router.conn(node).and_then(|c| pipe.query(c));
-            let us = (t0.elapsed().as_micros() as u64).max(1);
-            match res {
-                Ok(replies) => {
-                    let mut ok = 0;
-                    for r in replies {
-                        match r {
-                            Ok(_) => ok += 1,
-                            Err(e) => {
-                                router.handle_error(node, &e);
-                                counters.errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
+            round_trip(
+                pipe,
+                node,
+                count,
+                &mut router,
+                &mut hist,
+                counters,
+                |_, r| {
+                    if r.is_ok() {
+                        Tally::Op
+                    } else {
+                        Tally::Error
                     }
-                    let _ = hist.record_n(us.min(60_000_000), ok);
-                    counters.ops.fetch_add(ok, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    router.handle_error(node, &e);
-                    counters.errors.fetch_add(count, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
+                },
+            );
         }
     }
     hist
+}
+
+/// Queue `XADD key [MAXLEN ~ m] * field value ...` on `pipe`.
+fn push_xadd(
+    pipe: &mut redis::Pipeline,
+    key: &str,
+    maxlen: Option<u64>,
+    fields: &[(String, Vec<u8>)],
+) {
+    let cmd = pipe.cmd("XADD").arg(key);
+    if let Some(m) = maxlen {
+        cmd.arg("MAXLEN").arg("~").arg(m);
+    }
+    cmd.arg("*");
+    for (f, v) in fields {
+        cmd.arg(f.as_str()).arg(v.as_slice());
+    }
+}
+
+/// How a reply of a pipeline counts.
+enum Tally {
+    /// One op done.
+    Op,
+    /// One op failed.
+    Error,
+    /// Part of an op (MULTI's `+OK`, `+QUEUED`).
+    Skip,
+}
+
+/// Send `pipe` (`sent` ops) to `node`; `tally` says how each reply (by
+/// position) counts. Every op done gets the pipeline's round trip as its
+/// latency; a failed round trip counts every op as an error and backs off.
+fn round_trip(
+    pipe: redis::Pipeline,
+    node: usize,
+    sent: u64,
+    router: &mut Router,
+    hist: &mut Histogram<u64>,
+    counters: &Counters,
+    tally: impl Fn(usize, &RedisResult<Value>) -> Tally,
+) {
+    let t0 = Instant::now();
+    let res: RedisResult<Vec<RedisResult<Value>>> = router.conn(node).and_then(|c| pipe.query(c));
+    let us = (t0.elapsed().as_micros() as u64).max(1);
+    match res {
+        Ok(replies) => {
+            let mut ok = 0;
+            for (i, r) in replies.iter().enumerate() {
+                match tally(i, r) {
+                    Tally::Op => ok += 1,
+                    Tally::Skip => {}
+                    Tally::Error => {
+                        if let Err(e) = r {
+                            router.handle_error(node, e);
+                        }
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            let _ = hist.record_n(us.min(60_000_000), ok);
+            counters.ops.fetch_add(ok, Ordering::Relaxed);
+        }
+        Err(e) => {
+            router.handle_error(node, &e);
+            counters.errors.fetch_add(sent, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// One pipeline of `n` transactions, each MULTI + one XADD per key + EXEC;
@@ -274,44 +325,18 @@ fn tx_round(
     for _ in 0..n {
         pipe.cmd("MULTI");
         for key in keys {
-            let cmd = pipe.cmd("XADD").arg(key);
-            if let Some(m) = args.maxlen {
-                cmd.arg("MAXLEN").arg("~").arg(m);
-            }
-            cmd.arg("*");
-            for (f, v) in fields {
-                cmd.arg(f.as_str()).arg(v.as_slice());
-            }
+            push_xadd(&mut pipe, key, args.maxlen, fields);
         }
         pipe.cmd("EXEC");
     }
     let node = router.topo.node_of_slot(slot_of(keys[0].as_bytes()));
-    let t0 = Instant::now();
-    let res: RedisResult<Vec<RedisResult<Value>>> = router.conn(node).and_then(|c| pipe.query(c));
-    let us = (t0.elapsed().as_micros() as u64).max(1);
-    match res {
-        Ok(replies) => {
-            let per_tx = keys.len() + 2;
-            let mut ok = 0;
-            for (i, r) in replies.into_iter().enumerate() {
-                let exec = i % per_tx == per_tx - 1;
-                match r {
-                    Ok(Value::Array(_)) if exec => ok += 1,
-                    Ok(_) if !exec => {}
-                    Ok(_) | Err(_) => {
-                        if exec {
-                            counters.errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-            }
-            let _ = hist.record_n(us.min(60_000_000), ok);
-            counters.ops.fetch_add(ok, Ordering::Relaxed);
+    let per_tx = keys.len() + 2;
+    round_trip(pipe, node, n, router, hist, counters, |i, r| {
+        let exec = i % per_tx == per_tx - 1;
+        match r {
+            Ok(Value::Array(_)) if exec => Tally::Op,
+            _ if exec => Tally::Error,
+            _ => Tally::Skip,
         }
-        Err(e) => {
-            router.handle_error(node, &e);
-            counters.errors.fetch_add(n, Ordering::Relaxed);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+    });
 }

@@ -446,6 +446,41 @@ fn xadd_throughput_against_redis_server() {
     assert!(v["latency_us"]["p99.9"].as_u64().is_some());
 }
 
+/// `--multi 2`: transactions of two XADDs over streams spread across the
+/// slot space, against redis-server and an embedded shardstream (where the
+/// two streams live on different shards): every EXEC answers, every entry
+/// lands.
+#[test]
+fn multi_transactions_against_both_servers() {
+    let redis = RedisServer::start();
+    let redis_port = redis.as_ref().map(|r| r.port.to_string());
+    let mut targets: Vec<Vec<&str>> = vec![vec!["--embedded-shards", "2"]];
+    if let Some(p) = &redis_port {
+        targets.push(vec!["--port", p]);
+    }
+    for target in targets {
+        let json = scratch("multi.json");
+        let mut args = vec!["xadd", "--multi", "2", "-c", "2", "-P", "4", "-n", "400"];
+        args.extend(target.iter().copied());
+        args.extend(["--json", json.to_str().unwrap(), "--quiet"]);
+        let out = loadgen(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{target:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.starts_with("MULTI + 2 XADD + EXEC: 400 ops in "),
+            "{target:?}: {stdout}"
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        assert_eq!(v["ops"], 400, "{target:?}");
+        assert_eq!(v["errors"], 0, "{target:?}");
+    }
+}
+
 /// A run that cannot measure anything is a setup error (exit 2), named,
 /// before any server starts: no producers, no consumers, no time.
 #[test]

@@ -12,7 +12,10 @@ use crate::cmd::ExecCtx;
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
 
-use super::log::{CLOCK_RECORD, TX_BEGIN_RECORD, TX_COMMIT_RECORD, TX_END_RECORD, TX_FLOOR_RECORD};
+use super::log::{
+    CLOCK_RECORD, TX_ABORT_RECORD, TX_BEGIN_RECORD, TX_COMMIT_RECORD, TX_END_RECORD,
+    TX_FLOOR_RECORD,
+};
 use super::manifest::Manifest;
 
 /// What loading one shard found.
@@ -485,6 +488,13 @@ impl Replay {
             });
             return Ok(());
         }
+        if name.eq_ignore_ascii_case(TX_ABORT_RECORD) {
+            let id = tx_id(&argv)?;
+            return match self.block.take() {
+                Some(b) if !b.closed && (b.coordinator, b.seq) == id => Ok(()),
+                _ => Err("SS.TXABORT without its SS.TXBEGIN".into()),
+            };
+        }
         if name.eq_ignore_ascii_case(TX_END_RECORD) {
             let id = tx_id(&argv)?;
             return match self.block.as_mut() {
@@ -747,6 +757,18 @@ mod tests {
         for (k, v) in [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")] {
             assert_eq!(get(&mut d, k).as_deref(), Some(v.as_bytes()), "{k}");
         }
+        // An aborted block (its coordinator went away) is dropped.
+        let aborted = [
+            rec(&["SS.TXBEGIN", "0", "8"]),
+            rec(&["SET", "e", "5"]),
+            rec(&["SS.TXABORT", "0", "8"]),
+            rec(&["SET", "f", "6"]),
+        ]
+        .concat();
+        let mut d2 = db();
+        load_bytes(&mut d2, &aborted).unwrap();
+        assert_eq!(get(&mut d2, "e"), None);
+        assert_eq!(get(&mut d2, "f").as_deref(), Some(&b"6"[..]));
         let bad = [rec(&["SS.TXEND", "0", "7"])].concat();
         assert!(load_bytes(&mut db(), &bad).is_err());
     }

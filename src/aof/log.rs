@@ -36,6 +36,10 @@ pub const CLOCK_RECORD: &[u8] = b"SS.CLOCK";
 pub const TX_BEGIN_RECORD: &[u8] = b"SS.TXBEGIN";
 /// `SS.TXEND <coordinator> <seq>`: a participant's part is complete (prepared).
 pub const TX_END_RECORD: &[u8] = b"SS.TXEND";
+/// `SS.TXABORT <coordinator> <seq>`: the transaction's coordinator went
+/// away before committing (the server was stopping): the block it closes
+/// is discarded at load.
+pub const TX_ABORT_RECORD: &[u8] = b"SS.TXABORT";
 /// `SS.TXCOMMIT <seq>`, in the coordinator's file only: transaction `seq` of
 /// this shard committed, written once every participant's part is written
 /// (the commit point; it also closes the coordinator's own part).
@@ -144,6 +148,26 @@ impl AofLog {
             );
         }
         wrote
+    }
+
+    /// The transaction holding this shard ended without committing (its
+    /// coordinator went away): close its block, if one was written, with
+    /// [`TX_ABORT_RECORD`] so start-up discards it.
+    pub fn abort_tx(&mut self) {
+        let Some((coord, seq, wrote)) = self.tx.take() else {
+            return;
+        };
+        if self.enabled && wrote {
+            let (mut c, mut n) = (itoa::Buffer::new(), itoa::Buffer::new());
+            encode(
+                &mut self.buf,
+                &[
+                    TX_ABORT_RECORD,
+                    c.format(coord).as_bytes(),
+                    n.format(seq).as_bytes(),
+                ],
+            );
+        }
     }
 
     /// Take the recorded bytes (the shard loop writes them).

@@ -360,7 +360,7 @@ fn exec_queue(
             match route_keyed(spec, parse, merge, validate, argv, shared) {
                 Routed::One(shard, req) => Planned::Keyed(Work::One(shard, req)),
                 Routed::Fan(parts, merge, then) => Planned::Keyed(Work::Chain(parts, merge, then)),
-                Routed::Atomic(shards, body, merge) => {
+                Routed::Atomic(shards, body, merge, _) => {
                     Planned::Keyed(Work::Atomic(shards, body, merge))
                 }
                 Routed::Block(_) => Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))),
@@ -397,7 +397,7 @@ fn exec_queue(
                     }
                     Routed::One(shard, req) => Work::One(shard, req),
                     Routed::Fan(parts, merge, then) => Work::Chain(parts, merge, then),
-                    Routed::Atomic(shards, body, merge) => Work::Atomic(shards, body, merge),
+                    Routed::Atomic(shards, body, merge, _) => Work::Atomic(shards, body, merge),
                 };
                 outs.push(Out::Step(steps.len()));
                 steps.push((cx.conn.db, work));

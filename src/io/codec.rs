@@ -412,7 +412,7 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 bulk(out, b);
             }
         }
-        Reply::NoReply | Reply::OverOutputLimit => {}
+        Reply::NoReply | Reply::OverOutputLimit | Reply::Rerun => {}
         Reply::Error(e) => {
             out.put_u8(b'-');
             // Error text must stay on one line.

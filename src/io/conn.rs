@@ -53,6 +53,17 @@ pub struct BlockPlan {
     pub park: fn(&[Bytes], Arc<Ticket>) -> Result<ShardReq, CmdError>,
     /// BLOCK timeout in ms, 0 = forever.
     pub timeout_ms: u64,
+    /// A read over streams of several shards (XREAD / XREADGROUP): woken, it
+    /// runs again as a whole from this command line (see [`Rerun`]).
+    pub rerun: Option<Rerun>,
+}
+
+/// What a blocked read over several shards needs to run again when a
+/// shard wakes it (Redis 7.2+ re-executes an unblocked command, so the
+/// client gets every stream with data, not only the waking shard's).
+pub struct Rerun {
+    pub spec: &'static crate::cmd::CommandSpec,
+    pub argv: Vec<Bytes>,
 }
 
 /// What a fan-out does once every part has answered, instead of answering.
@@ -70,6 +81,9 @@ pub enum Then {
         merge: Merge,
         then: Option<Box<Then>>,
     },
+    /// A shard woke the connection's blocked read over several shards: run
+    /// it again ([`Blocked::rerun`]) in the same reply slot.
+    Rerun,
 }
 
 impl Then {
@@ -87,6 +101,8 @@ pub struct Blocked {
     pub ticket: Arc<Ticket>,
     /// None = BLOCK 0 (forever).
     pub deadline: Option<Instant>,
+    /// How to run the read again when a shard wakes it (reads over several shards).
+    pub rerun: Option<Rerun>,
 }
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),
@@ -376,6 +392,7 @@ impl Conn {
         let idx = seq.checked_sub(self.base_seq)?;
         let slot = self.slots.get_mut(idx as usize)?;
         match slot {
+            Pending::Waiting if matches!(reply, Reply::Rerun) => return Some(Then::Rerun),
             Pending::Waiting => *slot = Pending::Ready(reply),
             Pending::Fan { parts, left, .. } => {
                 if let Some(p) = parts.get_mut(usize::from(part)) {

@@ -505,7 +505,7 @@ fn dispatch(
             let seq = conn.push_slot(Pending::Waiting);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
         }
-        Routed::Atomic(shards, body, merge) => {
+        Routed::Atomic(shards, body, merge, then) => {
             shared.count_call(name, false, false);
             let coordinator = shards.iter().copied().min_by_key(|s| s.0);
             let coordinator = coordinator.unwrap_or(ShardId(out.me));
@@ -519,7 +519,7 @@ fn dispatch(
             // coordinator's thread (handover), where they need not wait.
             out.count(conn, coordinator);
             let (parts, merge, then) =
-                crate::route::held::held_steps(shared, &shards, body, merge, flush);
+                crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
             if coordinator.0 != out.me {
                 // Later requests wait for it: sent now, one for a shard the

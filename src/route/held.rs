@@ -20,7 +20,8 @@ pub type Body = TxBody;
 
 /// Steps that run `body` atomically over `shards`: the first fan-out and
 /// what follows it, in the shape of `Routed::Fan` / `Action::FanOutThen`.
-/// `merge` shapes the body's reply (it gets a one-element vector).
+/// `merge` shapes the body's reply (it gets a one-element vector); `then`
+/// follows it (a blocking read parks when the merged reply is null).
 ///
 /// The body's job goes to the lowest shard. With `flush` (the connection
 /// has earlier requests still in flight), a no-op first goes to every other
@@ -32,6 +33,7 @@ pub fn held_steps(
     body: Body,
     merge: Merge,
     flush: bool,
+    then: Option<Then>,
 ) -> (Vec<(ShardId, ShardReq)>, Merge, Option<Then>) {
     let mut all: Vec<u16> = shards.iter().map(|s| s.0).collect();
     all.sort_unstable();
@@ -57,12 +59,12 @@ pub fn held_steps(
     }));
     let first = vec![(ShardId(coordinator), run)];
     if barrier.is_empty() {
-        return (first, merge, None);
+        return (first, merge, then);
     }
     let next = Then::Fan {
         parts: first,
         merge,
-        then: None,
+        then: then.map(Box::new),
     };
     (barrier, Box::new(merge_ok), Some(next))
 }

@@ -40,8 +40,9 @@ pub enum Routed {
     /// A blocking read whose keys live on one shard: park it there directly.
     Block(BlockPlan),
     /// Atomic work over several shards: `body` runs with every shard of
-    /// the list held ([`crate::route::held`]); `merge` shapes its reply.
-    Atomic(Vec<ShardId>, crate::route::held::Body, Merge),
+    /// the list held ([`crate::route::held`]); `merge` shapes its reply,
+    /// which may then park a blocking read ([`Then::Block`]).
+    Atomic(Vec<ShardId>, crate::route::held::Body, Merge, Option<Then>),
 }
 
 /// Parse `argv` with its table row and decide where it runs.
@@ -83,7 +84,7 @@ pub fn route(
                     shards,
                     body,
                     merge,
-                }) => Routed::Atomic(shards, body, merge),
+                }) => Routed::Atomic(shards, body, merge, None),
                 Err(e) => Routed::Reply(Reply::Error(e)),
             }
         }
@@ -176,7 +177,20 @@ pub fn route_keyed(
             shards,
             body,
             Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+            None,
         );
+    }
+    if merge == FanMerge::Streams && spec.keys == crate::cmd::Keys::AfterStreamsToken {
+        let runs = key_runs(argv, &keys, |k| shared.shard_of(k));
+        if let Some(body) = crate::cmd::stream::cumulative_read(spec.name, argv, runs) {
+            let shards = parts.iter().map(|(s, _)| *s).collect();
+            return Routed::Atomic(
+                shards,
+                body,
+                Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullArray)),
+                None,
+            );
+        }
     }
     let check_positions = positions.clone();
     let merge: Merge = match merge {
@@ -259,6 +273,38 @@ fn msetnx_parts(
     first_error(&replies).unwrap_or(Reply::Int(1))
 }
 
+/// The keys of an XREAD / XREADGROUP command line (`keys`: their argv
+/// indexes, after `STREAMS`) cut into runs of consecutive keys on one
+/// shard, each with its own command line: the options, `STREAMS`, the
+/// run's keys and their IDs. In key order.
+fn key_runs(
+    argv: &[Bytes],
+    keys: &[usize],
+    shard_of: impl Fn(&[u8]) -> ShardId,
+) -> Vec<(ShardId, Vec<Bytes>)> {
+    let n = keys.len();
+    let Some(&first) = keys.first() else {
+        return Vec::new();
+    };
+    let head = &argv[..first];
+    let mut runs: Vec<(ShardId, Vec<usize>)> = Vec::new();
+    for &k in keys {
+        let shard = shard_of(&argv[k]);
+        match runs.last_mut() {
+            Some((s, ks)) if *s == shard => ks.push(k),
+            _ => runs.push((shard, vec![k])),
+        }
+    }
+    runs.into_iter()
+        .map(|(shard, ks)| {
+            let mut part = head.to_vec();
+            part.extend(ks.iter().map(|&k| argv[k].clone()));
+            part.extend(ks.iter().filter_map(|&k| argv.get(k + n).cloned()));
+            (shard, part)
+        })
+        .collect()
+}
+
 /// Merge a validation step: each part answers `+OK` or `[local key index,
 /// error]`; the answer is the error of the first failing key in the caller's
 /// key order, else `+OK`.
@@ -305,10 +351,15 @@ fn route_blocking(
     let split = split_by_shard(spec, argv, &keys, |k| shared.shard_of(k));
     let plan_parts: Vec<(ShardId, Vec<Bytes>)> =
         split.iter().map(|(s, a, _)| (*s, a.clone())).collect();
+    let rerun = (merge == FanMerge::Streams && split.len() > 1).then(|| crate::io::conn::Rerun {
+        spec,
+        argv: argv.to_vec(),
+    });
     let plan = BlockPlan {
         parts: plan_parts,
         park,
         timeout_ms,
+        rerun,
     };
     // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
     // the reply comes from one key) skips the non-blocking first pass: its
@@ -319,6 +370,9 @@ fn route_blocking(
     }
     match route_keyed(spec, parse, merge, validate, argv, shared) {
         Routed::Fan(parts, merge, None) => Routed::Fan(parts, merge, Some(Then::Block(plan))),
+        Routed::Atomic(shards, body, merge, None) => {
+            Routed::Atomic(shards, body, merge, Some(Then::Block(plan)))
+        }
         Routed::Fan(
             checks,
             check_merge,
@@ -381,10 +435,15 @@ pub fn start_block(
     seq: u64,
     plan: BlockPlan,
 ) {
-    let ticket = Ticket::watched(BlockedWatch {
+    let watch = BlockedWatch {
         flag: conn.session.shared.blocked.clone(),
         count: shared.blocked_clients.clone(),
-    });
+    };
+    let ticket = if plan.rerun.is_some() {
+        Ticket::watched_rerun(watch)
+    } else {
+        Ticket::watched(watch)
+    };
     for (shard, part_argv) in &plan.parts {
         match (plan.park)(part_argv, ticket.clone()) {
             Ok(req) => {
@@ -405,8 +464,93 @@ pub fn start_block(
         seq,
         ticket,
         deadline,
+        rerun: plan.rerun,
     });
     conn.hold_until = Some(seq);
+}
+
+/// The command line of a woken read over several shards, to run it again
+/// ([`crate::io::conn::Rerun`]): its BLOCK timeout becomes what is left of
+/// it (at least 1 ms; 0 stays "forever"), and each `$` a shard resolved
+/// when it parked becomes that ID, so the read continues from where it
+/// blocked.
+pub fn rerun_argv(
+    rerun: &crate::io::conn::Rerun,
+    deadline: Option<std::time::Instant>,
+    ticket: &Ticket,
+) -> Vec<Bytes> {
+    let mut argv = rerun.argv.clone();
+    // Options start after `XREADGROUP GROUP group consumer` / `XREAD`.
+    let mut i = if rerun.spec.name == "XREADGROUP" {
+        4
+    } else {
+        1
+    };
+    let mut streams = None;
+    while i < argv.len() {
+        let tok = argv[i].to_ascii_uppercase();
+        match &tok[..] {
+            b"STREAMS" => {
+                streams = Some(i);
+                break;
+            }
+            b"BLOCK" => {
+                if let (Some(d), Some(v)) = (deadline, argv.get_mut(i + 1)) {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+                    *v = Bytes::from(ms.to_string());
+                }
+                i += 2;
+            }
+            b"NOACK" => i += 1,
+            _ => i += 2,
+        }
+    }
+    if let Some(s) = streams {
+        let n = (argv.len() - s - 1) / 2;
+        let resolved = ticket.resolved();
+        for k in 0..n {
+            let (key, id) = (s + 1 + k, s + 1 + n + k);
+            if argv[id][..] == b"$"[..] {
+                if let Some((_, v)) = resolved.iter().find(|(rk, _)| *rk == argv[key]) {
+                    argv[id] = v.clone();
+                }
+            }
+        }
+    }
+    argv
+}
+
+/// Start a command routed for slot `seq` of `conn` (already reserved and
+/// waiting): answer it, send its parts, or park it.
+pub fn start_routed(
+    io: u16,
+    shared: &Shared,
+    batches: &mut [Vec<Job>],
+    conn: &mut Conn,
+    seq: u64,
+    routed: Routed,
+) {
+    match routed {
+        Routed::Reply(r) | Routed::Close(r) => {
+            conn.fill(seq, 0, r);
+        }
+        Routed::One(shard, req) => {
+            conn.note_sent(shard);
+            batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req));
+        }
+        Routed::Fan(parts, merge, then) => start_fan(io, batches, conn, seq, parts, merge, then),
+        Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
+        Routed::Atomic(shards, body, merge, then) => {
+            let flush = conn.must_flush(shards.iter().fold(0u64, |m, s| m | 1 << (s.0 % 64)));
+            let (parts, merge, then) =
+                crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
+            start_fan(io, batches, conn, seq, parts, merge, then);
+        }
+        Routed::Drop => {
+            conn.fill(seq, 0, Reply::NullArray);
+        }
+    }
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the

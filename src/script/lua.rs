@@ -875,7 +875,11 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Simple(s) => single("ok", Value::String(lua.create_string(&*s)?))?,
         Reply::Int(n) => Value::Number(n as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(&b[..])?),
-        Reply::NullBulk | Reply::NullArray | Reply::NoReply | Reply::OverOutputLimit => {
+        Reply::NullBulk
+        | Reply::NullArray
+        | Reply::NoReply
+        | Reply::Rerun
+        | Reply::OverOutputLimit => {
             if resp3 {
                 Value::Nil
             } else {

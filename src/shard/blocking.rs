@@ -39,6 +39,13 @@ pub struct Ticket {
     /// 0: not parked yet; 1: parked and counted; 2: finished.
     state: AtomicU8,
     watch: Option<BlockedWatch>,
+    /// The read spans shards: a shard that finds data (or an error) claims
+    /// the ticket and answers [`Reply::Rerun`] instead of serving its own
+    /// streams, so the read runs again over all of them.
+    rerun: bool,
+    /// `(key, ID)` for each `$` a shard resolved when it parked (XREAD), so
+    /// the read runs again from the same place.
+    resolved: std::sync::Mutex<Vec<(Bytes, Bytes)>>,
 }
 
 /// Where a ticket reports its client's blocked state.
@@ -62,6 +69,33 @@ impl Ticket {
             watch: Some(watch),
             ..Ticket::default()
         })
+    }
+
+    /// Like [`watched`](Self::watched), for a read over several shards that
+    /// runs again as a whole when woken (see [`Ticket::reruns`]).
+    pub fn watched_rerun(watch: BlockedWatch) -> Arc<Ticket> {
+        Arc::new(Ticket {
+            watch: Some(watch),
+            rerun: true,
+            ..Ticket::default()
+        })
+    }
+
+    /// Whether a woken shard answers [`Reply::Rerun`] instead of serving.
+    pub fn reruns(&self) -> bool {
+        self.rerun
+    }
+
+    /// Remember the ID a shard resolved `$` to for `key` when it parked.
+    pub fn note_resolved(&self, key: Bytes, id: Bytes) {
+        if let Ok(mut r) = self.resolved.lock() {
+            r.push((key, id));
+        }
+    }
+
+    /// The IDs shards resolved `$` to (see [`note_resolved`](Self::note_resolved)).
+    pub fn resolved(&self) -> Vec<(Bytes, Bytes)> {
+        self.resolved.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     /// Claim the right to answer. True for exactly one caller.

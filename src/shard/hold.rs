@@ -145,6 +145,7 @@ pub fn run_group(
     group: Vec<Coordinate>,
     db: &mut ShardDb,
     commit: &mut dyn FnMut(&mut ShardDb),
+    stopping: Stopping<'_>,
 ) -> Vec<(ReplyTo, Reply)> {
     let mut others: Vec<u16> = group
         .iter()
@@ -156,7 +157,7 @@ pub fn run_group(
         return Vec::new();
     };
     let (outboxes, reply_to) = (first.outboxes.clone(), first.cx.reply_to);
-    let Some(held) = hold_all(&others, &outboxes, reply_to) else {
+    let Some(held) = hold_all(&others, &outboxes, reply_to, stopping) else {
         return group
             .into_iter()
             .map(|c| {
@@ -173,7 +174,12 @@ pub fn run_group(
         let _ = ops.send(TxOp::Begin(me, seq));
     }
     db.aof.begin_tx(me, seq);
-    let mut tx = TxRun::new(db, first.cx, held);
+    let mut tx = TxRun {
+        db,
+        cx: first.cx,
+        held,
+        stopping,
+    };
     let mut out = Vec::with_capacity(group.len());
     // Consecutive `Groups` bodies run as one batch: each shard gets all
     // their requests, in transaction order, as one operation.
@@ -282,6 +288,7 @@ fn hold_all(
     others: &[u16],
     outboxes: &[Outbox],
     reply_to: ReplyTo,
+    stopping: Stopping<'_>,
 ) -> Option<Vec<(u16, Sender<TxOp>)>> {
     let mut held = Vec::with_capacity(others.len());
     for &s in others {
@@ -298,10 +305,26 @@ fn hold_all(
         outboxes
             .get(usize::from(s))?
             .send(ShardMsg::Batch(vec![job]));
-        ack_rx.recv().ok()?;
+        wait(&ack_rx, stopping)?;
         held.push((s, ops_tx));
     }
     Some(held)
+}
+
+/// Whether the server is stopping (checked while the coordinator waits on a
+/// shard, so a shard that left its loop cannot hang it).
+pub type Stopping<'a> = &'a (dyn Fn() -> bool + 'a);
+
+/// Wait for `rx`, giving up when the channel closes or the server stops.
+fn wait<T>(rx: &Receiver<T>, stopping: Stopping<'_>) -> Option<T> {
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(v) => return Some(v),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return None,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) if stopping() => return None,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+        }
+    }
 }
 
 /// The coordinator's view of a running transaction: its own shard's data,
@@ -310,6 +333,7 @@ pub struct TxRun<'a> {
     db: &'a mut ShardDb,
     cx: ExecCtx,
     held: Vec<(u16, Sender<TxOp>)>,
+    stopping: Stopping<'a>,
 }
 
 /// What an operation answers when its held shard's channel broke (cannot
@@ -324,7 +348,12 @@ impl<'a> TxRun<'a> {
     /// The body's runner on shard `db`; `held` are the operation channels
     /// of the other shards, already held (none for a one-shard transaction).
     pub fn new(db: &'a mut ShardDb, cx: ExecCtx, held: Vec<(u16, Sender<TxOp>)>) -> Self {
-        TxRun { db, cx, held }
+        TxRun {
+            db,
+            cx,
+            held,
+            stopping: &|| false,
+        }
     }
 
     /// Run `req` on shard `shard` in database `db` and wait for its reply.
@@ -379,7 +408,7 @@ impl<'a> TxRun<'a> {
             );
         }
         for (i, rx) in waiting {
-            out[i] = Some(rx.recv().unwrap_or_else(|_| vec![hold_lost()]));
+            out[i] = Some(wait(&rx, self.stopping).unwrap_or_else(|| vec![hold_lost()]));
         }
         out.into_iter().map(Option::unwrap_or_default).collect()
     }
@@ -388,14 +417,6 @@ impl<'a> TxRun<'a> {
     /// shard and wait for each, write this shard's block and the commit
     /// record with `commit`, release them.
     fn finish(self, commit: &mut dyn FnMut(&mut ShardDb)) {
-        if !self.db.aof.is_enabled() {
-            // Nothing to make durable (every shard shares the setting).
-            self.db.aof.end_tx(true, false);
-            for (_, ops) in &self.held {
-                let _ = ops.send(TxOp::Release);
-            }
-            return;
-        }
         let mut prepared = Vec::with_capacity(self.held.len());
         for (_, ops) in &self.held {
             let (tx, rx) = crossbeam_channel::bounded(1);
@@ -405,7 +426,7 @@ impl<'a> TxRun<'a> {
         }
         let mut others_wrote = false;
         for rx in prepared {
-            others_wrote |= rx.recv().unwrap_or(false);
+            others_wrote |= wait(&rx, self.stopping).unwrap_or(false);
         }
         let wrote = self.db.aof.end_tx(true, others_wrote);
         if wrote || others_wrote {

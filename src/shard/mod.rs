@@ -430,14 +430,14 @@ impl ShardThread {
             .shared
             .last_interaction_ms
             .store(self.shared.uptime_ms(), Ordering::Relaxed);
-        let mut exec = Exec {
-            db: &mut self.db,
-            replies: &mut self.replies,
-            aof: &mut self.aof,
-            shared: &self.shared,
-            now_ms: self.now_ms,
-            panic_after: self.panic_after,
-        };
+        let mut exec = Exec::new(
+            &mut self.db,
+            &mut self.replies,
+            &mut self.aof,
+            &self.shared,
+            self.now_ms,
+            self.panic_after,
+        );
         io::process_input(&self.shared, &mut self.out, conn, &self.limits, &mut exec);
         if conn.blocked.is_some() {
             self.blocked_ids.insert(id);
@@ -528,21 +528,22 @@ impl ShardThread {
                 hold::TxOp::Release => break,
             }
         }
-        // A coordinator gone before its first operation leaves no block open.
-        self.db.aof.end_tx(false, false);
+        // Released after prepare, nothing is left open; a coordinator gone
+        // without committing (the server stopping) leaves its block aborted.
+        self.db.aof.abort_tx();
         self.serve_waiters(now);
     }
 
     /// The shard's data, ready to run requests at time `now`.
     fn exec(&mut self, now: u64) -> Exec<'_> {
-        Exec {
-            db: &mut self.db,
-            replies: &mut self.replies,
-            aof: &mut self.aof,
-            shared: &self.shared,
-            now_ms: now,
-            panic_after: self.panic_after,
-        }
+        Exec::new(
+            &mut self.db,
+            &mut self.replies,
+            &mut self.aof,
+            &self.shared,
+            now,
+            self.panic_after,
+        )
     }
 
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
@@ -606,6 +607,43 @@ impl ShardThread {
                 merge,
                 then.map(|t| *t),
             ),
+            Some(Then::Rerun) => {
+                if let Some(b) = conn.blocked.take() {
+                    b.ticket.finish();
+                    let argv = b.rerun.as_ref().map(|r| {
+                        (
+                            r.spec,
+                            crate::route::router::rerun_argv(r, b.deadline, &b.ticket),
+                        )
+                    });
+                    match argv {
+                        Some((spec, argv)) => {
+                            let routed = crate::route::router::route(
+                                spec,
+                                &argv,
+                                &mut conn.session,
+                                &self.shared,
+                            );
+                            crate::route::router::start_routed(
+                                self.me,
+                                &self.shared,
+                                &mut self.out.batches,
+                                conn,
+                                to.seq,
+                                routed,
+                            );
+                        }
+                        None => {
+                            conn.fill(to.seq, 0, Reply::NullArray);
+                        }
+                    }
+                }
+                if conn.blocked.is_some() {
+                    self.blocked_ids.insert(to.conn);
+                } else {
+                    self.blocked_ids.remove(&to.conn);
+                }
+            }
             None => {}
         }
         self.touched.push(to.conn);
@@ -847,14 +885,14 @@ impl ShardThread {
                 // A blocking command finished, or queued replies drained:
                 // go on with the pipeline.
                 conn.paused = false;
-                let mut exec = Exec {
-                    db: &mut self.db,
-                    replies: &mut self.replies,
-                    aof: &mut self.aof,
-                    shared: &self.shared,
-                    now_ms: self.now_ms,
-                    panic_after: self.panic_after,
-                };
+                let mut exec = Exec::new(
+                    &mut self.db,
+                    &mut self.replies,
+                    &mut self.aof,
+                    &self.shared,
+                    self.now_ms,
+                    self.panic_after,
+                );
                 io::process_input(&self.shared, &mut self.out, conn, &limits, &mut exec);
                 conn.encode_ready(Some(&limits.output));
             }
@@ -987,7 +1025,27 @@ struct Exec<'a> {
     panic_after: Option<u64>,
 }
 
-impl Exec<'_> {
+impl<'a> Exec<'a> {
+    /// The shard's data and queues, borrowed from its thread (fields one by
+    /// one, so the thread's connection map stays free to borrow).
+    fn new(
+        db: &'a mut ShardDb,
+        replies: &'a mut [Vec<(ReplyTo, Reply)>],
+        aof: &'a mut crate::aof::writer::ShardAof,
+        shared: &'a Shared,
+        now_ms: u64,
+        panic_after: Option<u64>,
+    ) -> Self {
+        Exec {
+            db,
+            replies,
+            aof,
+            shared,
+            now_ms,
+            panic_after,
+        }
+    }
+
     /// Run one request; its reply, unless it parked (a blocking read).
     fn run(&mut self, job: Job) -> Option<(ReplyTo, Reply)> {
         let cx = msg::ExecCtx {
@@ -1031,7 +1089,9 @@ impl Exec<'_> {
             .cross_shard_txs
             .fetch_add(group.len() as u64, Ordering::Relaxed);
         let aof = &mut *self.aof;
-        let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof));
+        let shared = self.shared;
+        let stopping = || shared.shutdown.load(Ordering::SeqCst);
+        let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof), &stopping);
         for (to, reply) in replies {
             self.queue_reply(to, reply);
         }

@@ -57,6 +57,9 @@ pub struct XreadgroupReq {
     pub caps: ReadCaps,
     pub keys: Vec<Bytes>,
     pub from: Vec<GroupFrom>,
+    /// The running budget shared with the other parts of the same read
+    /// when its streams span shards (see [`super::read::cumulative_read`]).
+    pub budget: Option<super::read::BudgetCell>,
 }
 
 /// `XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT maxcount]
@@ -103,6 +106,7 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
         caps,
         keys,
         from,
+        budget: None,
     })
 }
 
@@ -223,7 +227,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
     };
     let mut pairs = Vec::new();
     // MAXCOUNT / MAXSIZE: one budget over all streams, in key order.
-    let mut budget = ReadBudget::new(req.caps);
+    let mut budget = super::read::budget_from(req.budget.as_ref(), req.caps);
     // Per key: what changed, logged once the stream borrow ends.
     let mut changes: Vec<(&Bytes, GroupChange)> = Vec::new();
     for (key, from) in req.keys.iter().zip(&req.from) {
@@ -322,6 +326,7 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
             }
         }
     }
+    super::read::budget_back(req.budget.as_ref(), budget);
     for (key, change) in &changes {
         log_group_change(db, cx, key, &req.group, change);
     }
@@ -495,13 +500,23 @@ pub(super) fn park_xreadgroup_apply(
     if ticket.is_fired() {
         return Reply::NoReply;
     }
-    let answer = |r: Reply| if ticket.claim() { r } else { Reply::NoReply };
+    // Over several shards a shard never answers alone: it has the read run
+    // again over all of them (see `Ticket::reruns`).
+    let rerun = ticket.reruns();
+    let answer = |r: Reply| match ticket.claim() {
+        true if rerun => Reply::Rerun,
+        true => r,
+        false => Reply::NoReply,
+    };
     if let Err(e) = validate_xreadgroup(db, cx, &req) {
         return answer(Reply::Error(e));
     }
     if xreadgroup_has_data(db, cx, &req) {
         if !ticket.claim() {
             return Reply::NoReply;
+        }
+        if rerun {
+            return Reply::Rerun;
         }
         return perform_xreadgroup(db, cx, &req);
     }
@@ -552,12 +567,15 @@ pub(super) fn attempt_xreadgroup(
             if !ticket.claim() {
                 return Attempt::Lost;
             }
+            if ticket.reruns() {
+                return Attempt::Served(Reply::Rerun);
+            }
             return Attempt::Served(perform_xreadgroup(db, cx, req));
         }
     };
-    if ticket.claim() {
-        Attempt::Served(reply)
-    } else {
-        Attempt::Lost
+    match ticket.claim() {
+        true if ticket.reruns() => Attempt::Served(Reply::Rerun),
+        true => Attempt::Served(reply),
+        false => Attempt::Lost,
     }
 }

@@ -285,7 +285,43 @@ pub struct XreadReq {
     pub caps: ReadCaps,
     pub keys: Vec<Bytes>,
     pub from: Vec<ReadFrom>,
+    /// The running budget shared with the other parts of the same read
+    /// when its streams span shards (see [`cumulative_read`]).
+    pub budget: Option<BudgetCell>,
 }
+
+/// A [`ReadBudget`] one read's parts on several shards take turns with
+/// (equal only to itself).
+#[derive(Clone, Debug, Default)]
+pub struct BudgetCell(std::sync::Arc<std::sync::Mutex<ReadBudget>>);
+
+impl BudgetCell {
+    /// A fresh shared budget for one reply under `caps`.
+    pub fn new(caps: ReadCaps) -> Self {
+        BudgetCell(std::sync::Arc::new(std::sync::Mutex::new(ReadBudget::new(
+            caps,
+        ))))
+    }
+
+    /// The budget as the last part left it.
+    pub fn get(&self) -> ReadBudget {
+        self.0.lock().map(|b| *b).unwrap_or_default()
+    }
+
+    fn set(&self, budget: ReadBudget) {
+        if let Ok(mut b) = self.0.lock() {
+            *b = budget;
+        }
+    }
+}
+
+impl PartialEq for BudgetCell {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for BudgetCell {}
 
 /// `XREAD [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK
 /// milliseconds] STREAMS key [key ...] id [id ...]` (MAXCOUNT, MAXSIZE:
@@ -321,6 +357,7 @@ pub fn parse_xread_req(argv: &[Bytes]) -> Result<XreadReq, CmdError> {
         caps,
         keys,
         from,
+        budget: None,
     })
 }
 
@@ -359,7 +396,15 @@ pub fn apply_xread(
     req: &XreadReq,
 ) -> Result<(Reply, Vec<StreamId>), CmdError> {
     let after = resolve_read_ids(db, cx, req)?;
-    let reply = read_after(db, cx, &req.keys, &after, req.count, req.caps);
+    let reply = read_after(
+        db,
+        cx,
+        &req.keys,
+        &after,
+        req.count,
+        req.caps,
+        req.budget.as_ref(),
+    );
     Ok((reply, after))
 }
 
@@ -405,13 +450,14 @@ pub(super) fn read_after(
     after: &[StreamId],
     count: u64,
     caps: ReadCaps,
+    cell: Option<&BudgetCell>,
 ) -> Reply {
     let take = if count == 0 {
         usize::MAX
     } else {
         usize::try_from(count).unwrap_or(usize::MAX)
     };
-    let mut budget = ReadBudget::new(caps);
+    let mut budget = budget_from(cell, caps);
     let mut pairs = Vec::new();
     for (key, gt) in keys.iter().zip(after) {
         if budget.is_done() {
@@ -432,10 +478,23 @@ pub(super) fn read_after(
             pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
         }
     }
+    budget_back(cell, budget);
     if pairs.is_empty() {
         Reply::NullArray
     } else {
         Reply::PairMap(pairs)
+    }
+}
+
+/// The budget a read part starts from: the shared one, or a fresh one.
+pub(super) fn budget_from(cell: Option<&BudgetCell>, caps: ReadCaps) -> ReadBudget {
+    cell.map_or_else(|| ReadBudget::new(caps), BudgetCell::get)
+}
+
+/// Hand what a read part used back to the shared budget, if any.
+pub(super) fn budget_back(cell: Option<&BudgetCell>, budget: ReadBudget) {
+    if let Some(c) = cell {
+        c.set(budget);
     }
 }
 
@@ -449,13 +508,27 @@ pub(super) fn park_xread_apply(
     if ticket.is_fired() {
         return Reply::NoReply;
     }
-    let answer = |r: Reply| if ticket.claim() { r } else { Reply::NoReply };
+    // Over several shards a shard never answers alone: it has the read run
+    // again over all of them (see `Ticket::reruns`).
+    let rerun = ticket.reruns();
+    let answer = |r: Reply| match ticket.claim() {
+        true if rerun => Reply::Rerun,
+        true => r,
+        false => Reply::NoReply,
+    };
     let (reply, after) = match apply_xread(db, cx, &req) {
         Ok(x) => x,
         Err(e) => return answer(Reply::Error(e)),
     };
     if !matches!(reply, Reply::NullArray) {
         return answer(reply);
+    }
+    if rerun {
+        for ((key, from), id) in req.keys.iter().zip(&req.from).zip(&after) {
+            if matches!(from, ReadFrom::Last) {
+                ticket.note_resolved(key.clone(), id.to_bytes());
+            }
+        }
     }
     let dbi = cx.db;
     let keys = req.keys;
@@ -480,22 +553,100 @@ pub(super) fn park_xread_apply(
             }
             // Run again, the type checks come first: another of its keys
             // now holding another type fails the whole read.
+            let serve = |reply: Reply| match ticket.claim() {
+                true if ticket.reruns() => Attempt::Served(Reply::Rerun),
+                true => Attempt::Served(reply),
+                false => Attempt::Lost,
+            };
             if let Some(e) = keys
                 .iter()
                 .find_map(|k| db.get_stream(cx.db, k, cx.now_ms).err())
             {
-                return if ticket.claim() {
-                    Attempt::Served(Reply::Error(e))
-                } else {
-                    Attempt::Lost
-                };
+                return serve(Reply::Error(e));
             }
-            match read_after(db, cx, &keys, &after, count, caps) {
+            match read_after(db, cx, &keys, &after, count, caps, None) {
                 Reply::NullArray => Attempt::NotReady,
-                reply if ticket.claim() => Attempt::Served(reply),
-                _ => Attempt::Lost,
+                reply => serve(reply),
             }
         }),
     });
     Reply::NoReply
+}
+
+/// XREAD / XREADGROUP over streams of several shards with MAXCOUNT or
+/// MAXSIZE: the body of an atomic read (every shard held, see
+/// [`crate::shard::hold`]) that goes through `runs` — consecutive keys of
+/// one shard, each with its part of the command line, in key order — with
+/// one budget, so the caps hold over the whole reply as on one server.
+/// Every key is checked first, in key order, so the first failing key's
+/// error is the answer and nothing is delivered before it. `None` when the
+/// command has neither cap (a plain fan-out then does).
+///
+/// # Source
+/// redis.io XREAD / XREADGROUP, "The MAXCOUNT and MAXSIZE options" (8.10).
+pub fn cumulative_read(
+    name: &str,
+    argv: &[Bytes],
+    runs: Vec<(crate::route::slot::ShardId, Vec<Bytes>)>,
+) -> Option<crate::shard::hold::TxBody> {
+    let group = name == "XREADGROUP";
+    let caps = if group {
+        super::group_read::parse_xreadgroup_req(argv).ok()?.caps
+    } else {
+        parse_xread_req(argv).ok()?.caps
+    };
+    if caps.max_count.is_none() && caps.max_size_bytes.is_none() {
+        return None;
+    }
+    Some(crate::shard::hold::TxBody::Run(Box::new(move |tx, db| {
+        let cell = BudgetCell::new(caps);
+        // Pass 1: every key's checks, in key order.
+        for (shard, part) in &runs {
+            let part = part.clone();
+            let check = on_shard(move |d, cx| {
+                let checked = if group {
+                    super::group_read::parse_xreadgroup_req(&part)
+                        .and_then(|req| super::group_read::validate_xreadgroup(d, cx, &req))
+                } else {
+                    parse_xread_req(&part).and_then(|req| resolve_read_ids(d, cx, &req).map(|_| ()))
+                };
+                checked.map_or_else(Reply::Error, |()| Reply::Ok)
+            });
+            if let e @ Reply::Error(_) = tx.run(shard.0, db, check) {
+                return e;
+            }
+        }
+        // Pass 2: the reads, one budget over all of them.
+        let mut pairs = Vec::new();
+        for (shard, part) in runs {
+            if cell.get().is_done() {
+                break;
+            }
+            let cell = cell.clone();
+            let read = on_shard(move |d, cx| {
+                let reply = if group {
+                    super::group_read::parse_xreadgroup_req(&part).map(|mut req| {
+                        req.budget = Some(cell);
+                        super::group_read::perform_xreadgroup(d, cx, &req)
+                    })
+                } else {
+                    parse_xread_req(&part).and_then(|mut req| {
+                        req.budget = Some(cell);
+                        apply_xread(d, cx, &req).map(|(reply, _)| reply)
+                    })
+                };
+                reply.unwrap_or_else(Reply::Error)
+            });
+            match tx.run(shard.0, db, read) {
+                e @ Reply::Error(_) => return e,
+                Reply::PairMap(p) => pairs.extend(p),
+                _ => {}
+            }
+        }
+        if pairs.is_empty() {
+            Reply::NullArray
+        } else {
+            Reply::PairMap(pairs)
+        }
+    })))
 }
