@@ -93,6 +93,11 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.pcall('incr', 'str')" 0
         EVAL "return redis.pcall('nosuch')['err']" 0
         EVAL "local t = redis.pcall('get', 'a', 'b'); return t['err']" 0
+        EVAL "return redis.pcall('xgroup', 'create')['err']" 0
+        EVAL "return redis.pcall('xgroup', 'nosuch')['err']" 0
+        EVAL "return redis.pcall('object', 'encoding')['err']" 0
+        EVAL "return redis.pcall('xgroup')['err']" 0
+        EVAL "return redis.call('object', 'encoding', 'str')" 0
         EVAL "return redis.call('xread', 'block', '0', 'streams', 's', '0')" 0
         EVAL "redis.call('incr', 'str')" 0
         EVAL "\n\nreturn redis.call('nosuch')" 0

@@ -556,10 +556,17 @@ fn run_call(
         return err("ERR Wrong number of args calling Redis command from script");
     }
     if !spec.subcommands.is_empty() {
-        match crate::cmd::connection::resolve_subcommand(spec, argv) {
-            Ok(s) => spec = s,
-            Err(e) => return Reply::Error(e),
+        let Some(sub) = argv.get(1).and_then(|name| table::lookup_sub(spec, name)) else {
+            return err(if argv.len() < 2 {
+                "ERR Wrong number of args calling Redis command from script"
+            } else {
+                "ERR Unknown Redis command called from script"
+            });
+        };
+        if !sub.arity_ok(argv.len()) {
+            return err("ERR Wrong number of args calling Redis command from script");
         }
+        spec = sub;
     }
     if spec.flags.has(Flags::NOSCRIPT) {
         return err("ERR This Redis command is not allowed from script");
