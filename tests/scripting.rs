@@ -457,12 +457,51 @@ fn function_dump_restores_here_and_on_redis() {
 }
 
 #[test]
+fn resp3_conversions_match_redis() {
+    let srv = TestServer::start(1);
+    let mut ours = srv.client();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        r##"
+        ~HELLO 3
+        EVAL "return true" 0
+        EVAL "return false" 0
+        EVAL "return nil" 0
+        EVAL "return {1, true, false, 'x'}" 0
+        EVAL "return {double=1.5}" 0
+        EVAL "return {double=3}" 0
+        EVAL "return {map={a=1}}" 0
+        EVAL "return {set={a=true}}" 0
+        EVAL "return {ok='fine'}" 0
+        EVAL "return {err='E x'}" 0
+        EVAL "return redis.call('get', 'nosuch')" 0
+        EVAL "redis.setresp(3); return redis.call('get', 'nosuch')" 0
+        EVAL "redis.setresp(3); return redis.call('get', 'nosuch') == nil" 0
+        EVAL "return redis.call('get', 'nosuch') == false" 0
+        SET s 1
+        EVAL "redis.setresp(3); return redis.call('incrbyfloat', 's', '0.5')" 0
+        EVAL "redis.setresp(3); return redis.call('config', 'get', 'maxmemory')" 0
+        EVAL "redis.setresp(3); return true" 0
+        EVAL "redis.setresp(3); return {1, true, false}" 0
+        ~HELLO 2
+        EVAL "redis.setresp(3); return {true, false}" 0
+        EVAL "return {true, false}" 0
+        "##,
+    );
+}
+
+#[test]
 fn resp3_conversions() {
     let srv = TestServer::start(1);
     let mut c = srv.client();
     c.raw(&["HELLO", "3"]);
-    assert_eq!(c.raw(&["EVAL", "return true", "0"]), "#t");
-    assert_eq!(c.raw(&["EVAL", "return false", "0"]), "#f");
+    assert_eq!(c.raw(&["EVAL", "return true", "0"]), ":1");
+    assert_eq!(c.raw(&["EVAL", "redis.setresp(3) return false", "0"]), "#f");
     assert_eq!(c.raw(&["EVAL", "return {double=1.5}", "0"]), ",1.5");
     assert_eq!(
         c.raw(&["EVAL", "return {map={a=1}}", "0"]),
@@ -478,7 +517,7 @@ fn resp3_conversions() {
     );
     assert_eq!(
         c.raw(&["EVAL", "return redis.call('get', 'nosuch') == false", "0"]),
-        "#t"
+        ":1"
     );
     // 8.x sandbox details that redis-server 7.0 does not have: os.clock only.
     assert_eq!(
@@ -498,7 +537,7 @@ fn resp3_conversions() {
             "local a = redis.call('time') for i = 1, 3000000 do end local b = redis.call('time') return a[1] == b[1] and a[2] == b[2]",
             "0"
         ]),
-        "#t"
+        ":1"
     );
     c.raw(&["XADD", "s", "1-1", "f", "v"]);
     assert_eq!(

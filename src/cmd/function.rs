@@ -654,7 +654,6 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
         args,
         read_only: ro || meta.flags.no_writes,
         allow_oom: meta.flags.allow_oom,
-        resp3_client: cx.conn.resp3,
     };
     Ok(route_script(cx.shared, cx.conn.db, call))
 }

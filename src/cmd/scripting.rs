@@ -319,8 +319,6 @@ pub struct ScriptCall {
     pub read_only: bool,
     /// `allow-oom`: `denyoom` commands run even over `maxmemory`.
     pub allow_oom: bool,
-    /// The client speaks RESP3 (see [`crate::script::lua::lua_to_reply`]).
-    pub resp3_client: bool,
 }
 
 fn eval(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
@@ -387,7 +385,6 @@ fn eval_generic(
         args,
         read_only: ro || flags.is_some_and(|f| f.no_writes),
         allow_oom: flags.is_some_and(|f| f.allow_oom),
-        resp3_client: cx.conn.resp3,
     };
     Ok(route_script(cx.shared, cx.conn.db, call))
 }
@@ -470,11 +467,7 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
         .scripts_epoch
         .load(std::sync::atomic::Ordering::SeqCst);
     let ScriptCall {
-        target,
-        keys,
-        args,
-        resp3_client,
-        ..
+        target, keys, args, ..
     } = call;
     let outcome = match target {
         Target::Script {
@@ -491,7 +484,6 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
                     name: &sha,
                     keys: &keys,
                     args: &args,
-                    resp3_client,
                     limits,
                 },
                 &mut exec,
@@ -512,7 +504,6 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
                     name: &name,
                     keys: &keys,
                     args: &args,
-                    resp3_client,
                     limits,
                 },
                 &mut exec,
@@ -932,7 +923,6 @@ mod tests {
             args: Vec::new(),
             read_only: flags.is_some_and(|f| f.no_writes),
             allow_oom: false,
-            resp3_client: false,
         };
         apply_script(db, &ExecCtx::at(0, 1000), call)
     }

@@ -96,8 +96,6 @@ pub struct Invocation<'a> {
     pub keys: &'a [Bytes],
     /// `ARGV` (EVAL) or the function's second argument.
     pub args: &'a [Bytes],
-    /// The client speaks RESP3 (Lua booleans become RESP3 booleans).
-    pub resp3_client: bool,
     pub limits: RunLimits,
 }
 
@@ -552,7 +550,6 @@ impl Engine {
             timed_out: false,
         });
         let _ = self.holder.raw_set("resp", 2);
-        let resp3_client = inv.resp3_client;
         let exec = RefCell::new(exec);
         let holder = self.holder.clone();
         let outcome: mlua::Result<(bool, Value, Reply)> = {
@@ -574,7 +571,10 @@ impl Engine {
                 };
                 // Convert inside the scope: the value may hold scoped data.
                 let reply = if ok {
-                    lua_to_reply_top(&value, resp3_client)
+                    // Lua booleans are RESP3 booleans once the script chose
+                    // RESP3 (redis.setresp(3)), whatever the client speaks.
+                    let script_resp3 = self.holder.raw_get::<i64>("resp").unwrap_or(2) == 3;
+                    lua_to_reply_top(&value, script_resp3)
                 } else {
                     Reply::Ok
                 };
@@ -946,8 +946,8 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
 /// A script's return value as the client's reply; a table nested past
 /// [`MAX_REPLY_DEPTH`] (a cycle) makes the whole reply `ERR reached lua
 /// stack limit`, as Redis answers.
-pub fn lua_to_reply_top(v: &Value, resp3_client: bool) -> Reply {
-    let r = lua_to_reply(v, resp3_client, 0);
+pub fn lua_to_reply_top(v: &Value, resp3: bool) -> Reply {
+    let r = lua_to_reply(v, resp3, 0);
     if contains_depth_error(&r, 0) {
         return Reply::Error(CmdError::msg(STACK_LIMIT));
     }
@@ -979,31 +979,32 @@ fn contains_depth_error_at(r: &Reply, depth: usize) -> bool {
 /// # Source
 /// "Lua to RESP2 type conversion" / "Lua to RESP3 type conversion", Redis's
 /// Lua API reference: numbers truncate to integers, `{ok=}` / `{err=}` are
-/// status and error replies, an array stops at its first nil, `false` is a
-/// null (RESP2) or a boolean (RESP3 client), `{double=}`, `{map=}`, `{set=}`.
-pub fn lua_to_reply(v: &Value, resp3_client: bool, depth: usize) -> Reply {
-    crate::script::libs::grow(|| lua_to_reply_at(v, resp3_client, depth))
+/// status and error replies, an array stops at its first nil, `true` is 1
+/// and `false` a null unless the script called `redis.setresp(3)` (then
+/// booleans; checked against redis-server), `{double=}`, `{map=}`, `{set=}`.
+pub fn lua_to_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
+    crate::script::libs::grow(|| lua_to_reply_at(v, resp3, depth))
 }
 
-fn lua_to_reply_at(v: &Value, resp3_client: bool, depth: usize) -> Reply {
+fn lua_to_reply_at(v: &Value, resp3: bool, depth: usize) -> Reply {
     if depth > MAX_REPLY_DEPTH {
         return Reply::Error(CmdError::msg(STACK_LIMIT));
     }
     match v {
         Value::Nil => Reply::NullBulk,
-        Value::Boolean(true) if resp3_client => Reply::Bool(true),
+        Value::Boolean(true) if resp3 => Reply::Bool(true),
         Value::Boolean(true) => Reply::Int(1),
-        Value::Boolean(false) if resp3_client => Reply::Bool(false),
+        Value::Boolean(false) if resp3 => Reply::Bool(false),
         Value::Boolean(false) => Reply::NullBulk,
         Value::Integer(n) => Reply::Int(*n),
         Value::Number(n) => Reply::Int(if n.is_nan() { 0 } else { *n as i64 }),
         Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Table(t) => table_to_reply(t, resp3_client, depth),
+        Value::Table(t) => table_to_reply(t, resp3, depth),
         _ => Reply::NullBulk,
     }
 }
 
-fn table_to_reply(t: &Table, resp3_client: bool, depth: usize) -> Reply {
+fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
         let text = e.to_string_lossy().replace(['\r', '\n'], " ");
         return Reply::Error(CmdError::msg(text));
@@ -1023,8 +1024,8 @@ fn table_to_reply(t: &Table, resp3_client: bool, depth: usize) -> Reply {
         let mut pairs = Vec::new();
         for (k, v) in m.pairs::<Value, Value>().flatten() {
             pairs.push((
-                lua_to_reply(&k, resp3_client, depth + 1),
-                lua_to_reply(&v, resp3_client, depth + 1),
+                lua_to_reply(&k, resp3, depth + 1),
+                lua_to_reply(&v, resp3, depth + 1),
             ));
         }
         return Reply::Map(pairs);
@@ -1033,7 +1034,7 @@ fn table_to_reply(t: &Table, resp3_client: bool, depth: usize) -> Reply {
         let items = s
             .pairs::<Value, Value>()
             .flatten()
-            .map(|(k, _)| lua_to_reply(&k, resp3_client, depth + 1))
+            .map(|(k, _)| lua_to_reply(&k, resp3, depth + 1))
             .collect();
         return Reply::Set(items);
     }
@@ -1045,7 +1046,7 @@ fn table_to_reply(t: &Table, resp3_client: bool, depth: usize) -> Reply {
     loop {
         match t.raw_get::<Value>(i) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(lua_to_reply(&v, resp3_client, depth + 1)),
+            Ok(v) => items.push(lua_to_reply(&v, resp3, depth + 1)),
         }
         i += 1;
     }
@@ -1127,7 +1128,6 @@ mod tests {
                 name: &sha,
                 keys: &[Bytes::from_static(b"k")],
                 args: &[Bytes::from_static(b"a")],
-                resp3_client: false,
                 limits: limits(),
             },
             exec,
@@ -1191,7 +1191,6 @@ mod tests {
                 name: "sha",
                 keys: &[],
                 args: &[],
-                resp3_client: false,
                 limits: RunLimits {
                     registry: registry.clone(),
                     shard: 0,
