@@ -71,6 +71,21 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.call('exists', 'k', 's', 'nosuch')" 0
         EVAL "return redis.call('type', 's')['ok']" 0
         EVAL "redis.call('del', 'n'); return redis.call('incrbyfloat', 'n', '1.5')" 0
+        # Stream commands from scripts
+        EVAL "return redis.call('xgroup', 'create', 's', 'g', '0')" 0
+        EVAL "return redis.call('xgroup', 'create', 's', 'g', '0')" 0
+        EVAL "return redis.call('xreadgroup', 'group', 'g', 'c', 'count', '10', 'streams', 's', '>')" 0
+        EVAL "return redis.call('xreadgroup', 'group', 'g', 'c', 'streams', 's', '>')" 0
+        EVAL "return redis.call('xpending', 's', 'g')" 0
+        EVAL "return redis.call('xack', 's', 'g', '1-1')" 0
+        EVAL "return redis.pcall('xreadgroup', 'group', 'nog', 'c', 'streams', 's', '>')" 0
+        EVAL "return redis.call('xadd', 's', '1-1', 'f', 'v')" 0
+        EVAL "return redis.pcall('xadd', 's', 'bad', 'f', 'v')" 0
+        EVAL "return redis.call('xread', 'count', '1', 'streams', 's', '0')" 0
+        EVAL "return redis.call('xrevrange', 's', '+', '-', 'count', '1')" 0
+        EVAL "return redis.call('xtrim', 's', 'maxlen', '0')" 0
+        EVAL "return redis.call('expire', 's', '100')" 0
+        EVAL "return redis.call('ttl', 's')" 0
         SET src v
         EVAL "return redis.call('rename', 'src', 'dst')" 0
         EVAL "return redis.call('renamenx', 'dst', 'str')" 0
