@@ -43,6 +43,8 @@ pub struct Tunables {
     pub list_max_listpack_size: std::sync::atomic::AtomicI64,
     /// `set-max-intset-entries`, `set-max-listpack-entries`, `set-max-listpack-value`.
     pub set_limits: [AtomicUsize; 3],
+    /// `busy-reply-threshold`, ms (scripts past it make the server answer `-BUSY`).
+    pub busy_reply_threshold_ms: AtomicU64,
 }
 
 impl Default for Tunables {
@@ -71,6 +73,7 @@ impl Tunables {
                 AtomicUsize::new(cfg.set_limits.max_listpack_entries),
                 AtomicUsize::new(cfg.set_limits.max_listpack_value_bytes),
             ],
+            busy_reply_threshold_ms: AtomicU64::new(cfg.busy_reply_threshold_ms),
         }
     }
 
@@ -105,6 +108,8 @@ impl Tunables {
         ]) {
             a.store(v, Ordering::Relaxed);
         }
+        self.busy_reply_threshold_ms
+            .store(cfg.busy_reply_threshold_ms, Ordering::Relaxed);
     }
 
     /// `list-max-listpack-size` in force.
@@ -223,6 +228,9 @@ pub struct Config {
     pub slowlog_log_slower_than_us: i64,
     /// `slowlog-max-len` (default 128).
     pub slowlog_max_len: usize,
+    /// `busy-reply-threshold` (alias `lua-time-limit`), ms: a script running
+    /// longer makes other clients' commands answer `-BUSY` (0 = never).
+    pub busy_reply_threshold_ms: u64,
     /// `latency-tracking-info-percentiles` (default `50 99 99.9`): the
     /// percentiles INFO latencystats reports.
     pub latency_tracking_info_percentiles: Vec<f64>,
@@ -417,6 +425,7 @@ impl Default for Config {
             latency_tracking: true,
             slowlog_log_slower_than_us: 10_000,
             slowlog_max_len: 128,
+            busy_reply_threshold_ms: 5000,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             unixsocket: None,
             unixsocketperm: 0,
@@ -743,6 +752,13 @@ impl Config {
             "slowlog-log-slower-than" => {
                 self.slowlog_log_slower_than_us = value.parse().map_err(|_| bad())?
             }
+            "busy-reply-threshold" | "lua-time-limit" => {
+                let v: i64 = value.parse().map_err(|_| bad())?;
+                self.busy_reply_threshold_ms = u64::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= i64::MAX as u64)
+                    .ok_or("argument must be between 0 and 9223372036854775807 inclusive")?
+            }
             "slowlog-max-len" => {
                 let v: i64 = value.parse().map_err(|_| bad())?;
                 self.slowlog_max_len = usize::try_from(v)
@@ -894,6 +910,7 @@ impl Config {
             "latency-tracking" => if self.latency_tracking { "yes" } else { "no" }.to_string(),
             "slowlog-log-slower-than" => self.slowlog_log_slower_than_us.to_string(),
             "slowlog-max-len" => self.slowlog_max_len.to_string(),
+            "busy-reply-threshold" | "lua-time-limit" => self.busy_reply_threshold_ms.to_string(),
             "latency-tracking-info-percentiles" => self
                 .latency_tracking_info_percentiles
                 .iter()
@@ -967,6 +984,8 @@ impl Config {
         "latency-tracking-info-percentiles",
         "slowlog-log-slower-than",
         "slowlog-max-len",
+        "busy-reply-threshold",
+        "lua-time-limit",
         "unixsocket",
         "unixsocketperm",
         "pidfile",
@@ -1156,8 +1175,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "hash-max-ziplist-value",
     "list-compress-depth",
     "hll-sparse-max-bytes",
-    "lua-time-limit",
-    "busy-reply-threshold",
     "tracking-table-max-keys",
     "maxmemory-eviction-tenacity",
     "lfu-log-factor",

@@ -15,6 +15,8 @@
 //!   the list and set values; [`delayed`]: entries waiting for their due
 //!   time (XSCHEDULE), delivered on the shard's timer ([`shard::delayed`]).
 //! * [`aof`]: per-shard append-only files (effects, group commit, rewrite, load).
+//! * [`script`]: Lua scripting: the server-wide registry of scripts and
+//!   function libraries, and each shard thread's sandboxed Lua 5.1 state.
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
 //! * [`cluster`]: the static multi-node topology (which node serves which slots).
 //!
@@ -50,6 +52,7 @@ pub mod monitor;
 pub mod rdb;
 pub mod reply;
 pub mod route;
+pub mod script;
 pub mod server;
 pub mod set;
 pub mod shard;

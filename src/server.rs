@@ -179,6 +179,11 @@ thread_local! {
     static COUNTER_BLOCK: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
+/// The shard thread the caller runs on (`None` off shard threads).
+pub fn current_shard_thread() -> Option<usize> {
+    COUNTER_BLOCK.with(|b| Some(b.get()).filter(|&i| i != usize::MAX))
+}
+
 /// Make the calling thread count commands into block `i` (shard thread `i`).
 pub fn count_on_block(i: usize) {
     COUNTER_BLOCK.with(|b| b.set(i));
@@ -453,6 +458,8 @@ pub struct Shared {
     /// Allocator bytes in use when the server had started (MEMORY STATS
     /// `startup.allocated`).
     pub startup_allocated_bytes: u64,
+    /// Scripts and function libraries known to every shard (EVAL, FUNCTION).
+    pub scripts: Arc<crate::script::Registry>,
 }
 
 impl Shared {
@@ -473,6 +480,9 @@ impl Shared {
     /// Ask every thread to stop.
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        // A running script stops at its next check (it may hold the thread
+        // that would otherwise see the flag).
+        self.scripts.shutting_down.store(true, Ordering::SeqCst);
         for t in &self.threads {
             t.wake();
         }
@@ -828,6 +838,7 @@ fn start_with(
             config.slowlog_max_len,
         ),
         cluster,
+        scripts: Arc::new(crate::script::Registry::new(shards)),
     });
 
     let mut shard_threads = Vec::new();

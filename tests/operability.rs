@@ -44,7 +44,7 @@ fn function_commands_match_redis_with_no_libraries() {
 }
 
 #[test]
-fn function_load_says_there_is_no_engine() {
+fn function_load_loads_a_library() {
     let srv = TestServer::start(1);
     let mut c = srv.client();
     assert_eq!(
@@ -53,8 +53,9 @@ fn function_load_says_there_is_no_engine() {
             "LOAD",
             "#!lua name=x\nredis.register_function('f', function() return 1 end)"
         ]),
-        format!("-{}", shardstream::cmd::function::NO_ENGINE)
+        "$1\r\nx"
     );
+    assert_eq!(c.raw(&["FCALL", "f", "0"]), ":1");
     assert_eq!(
         c.raw(&["FUNCTION", "LOAD"]),
         "-ERR wrong number of arguments for 'function|load' command"

@@ -648,6 +648,10 @@ impl Replay {
             }
             return Ok(());
         }
+        if name.eq_ignore_ascii_case(b"FUNCTION") {
+            return crate::cmd::function::replay_record(db, &argv)
+                .map_err(|e| format!("FUNCTION record: {e}"));
+        }
         if let Some(r) = crate::shard::delayed::replay(db, self.db, self.clock_ms, &argv)
             .or_else(|| super::effects::replay(db, self.db, self.clock_ms, &argv))
         {

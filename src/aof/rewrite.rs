@@ -37,6 +37,9 @@ pub struct Snapshot {
     pub dbs: Vec<(usize, Vec<KeyCopy>)>,
     /// Pending delayed stream entries as `(database, SS.XSCHEDULE record)`.
     pub delayed: Vec<(usize, Vec<Bytes>)>,
+    /// Function library codes (shard 0 keeps them), written as
+    /// `FUNCTION LOAD REPLACE code` records.
+    pub functions: Vec<Bytes>,
     /// The last cross-shard transaction the shard coordinated (all of them
     /// committed): written as `SS.TXFLOOR`, so blocks other shards still
     /// hold for them stay judged committed once this shard's old files,
@@ -61,6 +64,7 @@ pub fn snapshot(db: &ShardDb, now_ms: u64) -> Snapshot {
         taken_ms: now_ms,
         dbs,
         delayed: crate::shard::delayed::rewrite_records(db),
+        functions: crate::cmd::function::rewrite_records(db),
         tx_floor: db.tx_seq,
     }
 }
@@ -73,6 +77,9 @@ pub fn serialize(snap: &Snapshot, out: &mut impl Write) -> std::io::Result<()> {
         &mut rec,
         &[CLOCK_RECORD, n.format(snap.taken_ms).as_bytes()],
     );
+    for code in &snap.functions {
+        encode(&mut rec, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
+    }
     if snap.tx_floor > 0 {
         encode(
             &mut rec,

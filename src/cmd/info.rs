@@ -261,6 +261,8 @@ struct Snapshot {
     qbuf_disconnections: u64,
     obuf_disconnections: u64,
     maxmemory: u64,
+    /// `(cached scripts, functions, libraries)` (INFO memory).
+    scripting: (usize, usize, usize),
     /// `(name, calls, failed, rejected)`, sorted by name.
     cmdstats: Vec<(String, u64, u64, u64, u64)>,
     errorstats: Vec<(String, u64)>,
@@ -328,6 +330,14 @@ impl Snapshot {
         let cmdstats = shared.cmdstats.snapshot();
         let st = &shared.stats;
         Snapshot {
+            scripting: {
+                let libs = shared.scripts.libraries();
+                (
+                    shared.scripts.scripts_len(),
+                    libs.functions.len(),
+                    libs.by_name.len(),
+                )
+            },
             cluster: crate::cmd::cluster::is_cluster_mode(shared),
             run_id: shared.run_id.clone(),
             port,
@@ -563,6 +573,9 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("maxmemory_human:{}", bytes_to_human(s.maxmemory));
             line!("maxmemory_policy:noeviction");
             line!("mem_allocator:{}", s.mem.allocator);
+            line!("number_of_cached_scripts:{}", s.scripting.0);
+            line!("number_of_functions:{}", s.scripting.1);
+            line!("number_of_libraries:{}", s.scripting.2);
         }
         "persistence" => {
             line!("# Persistence");

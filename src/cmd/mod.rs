@@ -31,6 +31,7 @@ pub mod monitor;
 pub mod object;
 pub mod persistence;
 pub mod rename;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod slowlog;
@@ -67,6 +68,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     tx::SPECS,
     persistence::SPECS,
     function::SPECS,
+    scripting::SPECS,
     rename::SPECS,
     latency::SPECS,
     slowlog::SPECS,
@@ -95,6 +97,9 @@ pub enum Action {
         merge: Merge,
         then: crate::io::conn::Then,
     },
+    /// Run one request on one shard, as a keyed command does (inline when
+    /// the shard is the connection's own; counts toward handover). EVAL/FCALL.
+    Run(ShardId, ShardReq),
     /// Run `body` atomically with every shard of the list held (a
     /// transaction over several shards, see [`crate::route::held`]); `merge`
     /// shapes its reply.

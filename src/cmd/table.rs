@@ -84,8 +84,9 @@ pub enum Keys {
     /// the `STREAMS` token (XREAD, XREADGROUP).
     AfterStreamsToken,
     /// `argv[at]` is a key count n, the n keys follow it (ZMPOP, LMPOP,
-    /// SINTERCARD at 1; BZMPOP, BLMPOP at 2). A count that is not a positive integer or runs past
-    /// the arguments gives no keys (the parser reports the error).
+    /// SINTERCARD at 1; BZMPOP, BLMPOP, EVAL and FCALL at 2). A count that is
+    /// not a positive integer or runs past the arguments gives no keys (the
+    /// parser reports the error).
     NumKeys { at: u8 },
 }
 

@@ -1,6 +1,6 @@
 //! The checks a command passes before it runs, in the order Redis's
 //! `processCommand` makes them: known command → arity → subcommand → protected (DEBUG) → NOAUTH →
-//! cluster redirection → AOF write errors (MISCONF) → OOM → MULTI queueing.
+//! cluster redirection → AOF write errors (MISCONF) → OOM → busy script (`-BUSY`) → MULTI queueing.
 //! Each `gate_*` answers `Err` with the reply that refuses the command;
 //! [`admit`] runs them in order, counts the refusal as Redis does
 //! (`rejected_calls`) and answers it, so the caller only routes admitted
@@ -82,6 +82,11 @@ pub fn admit(
         reject_cmd(shared, conn, spec, e);
         return None;
     }
+    if let Err(e) = gate_busy(shared, spec) {
+        shared.count_call(spec.name, false, true);
+        reject(shared, conn, e);
+        return None;
+    }
     if conn.session.multi.is_some() && !runs_inside_multi(spec.name) {
         if spec.flags.has(Flags::NO_MULTI) {
             let err = CmdError::msg("ERR Command not allowed inside a transaction");
@@ -132,6 +137,19 @@ fn gate_auth(spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
         return Err(CmdError::NoAuth);
     }
     Ok(())
+}
+
+/// A script runs past `busy-reply-threshold` on some shard: only
+/// `allow-busy` commands (SCRIPT KILL, FUNCTION KILL/STATS, ...) run, as in
+/// Redis; the others answer `-BUSY`.
+fn gate_busy(shared: &Shared, spec: &CommandSpec) -> Result<(), CmdError> {
+    if !shared.scripts.any_busy() || spec.flags.has(Flags::ALLOW_BUSY) {
+        return Ok(());
+    }
+    match cmd::scripting::busy_error(shared) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// A shard that cannot write its AOF refuses writes (and PING), as Redis

@@ -75,6 +75,7 @@ pub fn route(
                 Ok(Action::Reply(r)) => Routed::Reply(r),
                 Ok(Action::Close(r)) => Routed::Close(r),
                 Ok(Action::Drop) => Routed::Drop,
+                Ok(Action::Run(shard, req)) => Routed::One(shard, req),
                 Ok(Action::FanOut { parts, merge }) => Routed::Fan(parts, merge, None),
                 Ok(Action::FanOutThen { parts, merge, then }) => {
                     Routed::Fan(parts, merge, Some(then))

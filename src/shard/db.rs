@@ -222,6 +222,8 @@ pub struct ShardDb {
     pub tunables: std::sync::Arc<crate::config::Tunables>,
     /// Effect records for the append-only file (see [`crate::aof`]).
     pub aof: crate::aof::AofLog,
+    /// Scripts and function libraries shared by every shard (see [`crate::script`]).
+    pub scripts: std::sync::Arc<crate::script::Registry>,
     /// Watched keys and their versions (WATCH; see [`crate::shard::watch`]).
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
@@ -267,6 +269,7 @@ impl ShardDb {
             tunables: Default::default(),
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
+            scripts: Default::default(),
             active_expire_enabled: true,
             forward: Vec::new(),
             delayed: Default::default(),
