@@ -83,7 +83,7 @@ Examples:
                    --save \"\" --appendonly no --dir /tmp
        shardstream /etc/shardstream.conf --loglevel verbose -
 
-Some directives (see README \"Configuration\"):
+Some directives (see the README, \"Command line and configuration\"):
        --bind ADDR --port N (0 = no TCP) --unixsocket PATH --unixsocketperm OCTAL
        --shards N --no-pin --cluster-config FILE
        --dir DIR --appendonly yes|no --appendfsync always|everysec|no

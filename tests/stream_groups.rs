@@ -266,6 +266,10 @@ fn differential_xinfo() {
         SET str x
         XINFO GROUPS str
         XINFO STREAM str
+        XINFO STREAM str x
+        XINFO STREAM nokey x
+        XINFO STREAM nokey FULL COUNT x
+        XINFO STREAM str FULL COUNT
         "#,
     );
 }

@@ -120,6 +120,16 @@ fn transactions_across_shards_match_redis() {
         GET {1}
         EXISTS {0}
         EXEC
+        # blocking pops inside MULTI try their keys in order, across shards
+        ZADD {1} 1 m 2 n
+        RPUSH {3} x
+        MULTI
+        BZPOPMIN {0} {1} 0
+        BZPOPMAX {0} {2} 0
+        BLPOP {2} {3} 0
+        BLPOP {0} {2} 0
+        EXEC
+        DEL {1} {3}
         # MSETNX across shards: all or nothing
         DEL {0} {1} {2} {3}
         MSETNX {0} a {1} b
@@ -484,4 +494,52 @@ fn a_blocked_read_over_shards_gets_every_stream_a_transaction_fed() {
         xread.read_reply(),
         format!("*1\r\n*2\r\n${}\r\n{b}\r\n{one}", b.len())
     );
+}
+
+/// Plain multi-key commands over several shards (MGET, EXISTS, DEL) are one
+/// moment's view, as on one Redis: a reader's MGET never mixes values from
+/// before and after another client's MSET or MULTI/EXEC, and EXISTS never
+/// counts part of an MSET that a DEL then removes.
+#[test]
+fn multi_key_reads_never_see_half_a_write() {
+    let srv = TestServer::start(SHARDS);
+    let keys = keys_on_every_shard("snap");
+    let rounds = 300;
+    let writer = {
+        let mut c = srv.redis();
+        let keys = keys.clone();
+        std::thread::spawn(move || {
+            for i in 0..rounds {
+                let mut mset = redis::cmd("MSET");
+                for k in &keys {
+                    mset.arg(k).arg(i);
+                }
+                let _: () = mset.query(&mut c).expect("MSET");
+                let mut p = redis::pipe();
+                p.atomic();
+                for k in &keys {
+                    p.set(k, i + 1000);
+                }
+                let _: () = p.query(&mut c).expect("EXEC");
+                let _: i64 = redis::cmd("DEL").arg(&keys).query(&mut c).expect("DEL");
+            }
+        })
+    };
+    let mut c = srv.redis();
+    let mut torn = Vec::new();
+    for _ in 0..rounds {
+        let got: Vec<Option<i64>> = redis::cmd("MGET").arg(&keys).query(&mut c).expect("MGET");
+        if got.iter().any(|v| *v != got[0]) {
+            torn.push(format!("MGET {got:?}"));
+        }
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(&keys)
+            .query(&mut c)
+            .expect("EXISTS");
+        if n != 0 && n != keys.len() as i64 {
+            torn.push(format!("EXISTS {n}"));
+        }
+    }
+    writer.join().expect("writer");
+    assert!(torn.is_empty(), "torn reads: {torn:?}");
 }

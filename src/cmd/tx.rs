@@ -350,7 +350,14 @@ fn exec_queue(
                 merge,
                 validate,
                 ..
-            } => (parse, merge, validate),
+            } => {
+                // A pop over keys of several shards: its keys in order.
+                if let Some(work) = pop_in_key_order(spec, parse, merge, argv, shared) {
+                    planned.push(work);
+                    continue;
+                }
+                (parse, merge, validate)
+            }
             Handler::Conn(_) => {
                 planned.push(Planned::Conn);
                 continue;
@@ -573,6 +580,32 @@ fn run_steps(tx: &mut TxRun<'_>, steps: Vec<(usize, Work)>) -> Vec<Reply> {
     }
     flush(tx, &mut batch, &mut order, &mut out);
     out
+}
+
+/// A blocking pop (BZPOPMIN, BLPOP, ...) queued in MULTI whose keys span
+/// shards: it runs in its non-blocking form, trying its keys in order
+/// ([`crate::route::router::in_key_order`]). `None` for anything else.
+fn pop_in_key_order(
+    spec: &CommandSpec,
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+    merge: crate::cmd::FanMerge,
+    argv: &[Bytes],
+    shared: &crate::server::Shared,
+) -> Option<Planned> {
+    if merge != crate::cmd::FanMerge::Refuse {
+        return None;
+    }
+    let keys = spec.key_indexes(argv);
+    let first = shared.shard_of(argv.get(*keys.first()?)?);
+    if keys.iter().all(|&k| shared.shard_of(&argv[k]) == first) {
+        return None;
+    }
+    if let Err(e) = parse(argv) {
+        return Some(Planned::Ready(Reply::Error(e)));
+    }
+    let (shards, body) = crate::route::router::in_key_order(spec, parse, argv, &keys, shared)?;
+    let single: Merge = Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullArray));
+    Some(Planned::Keyed(Work::Atomic(shards, body, single)))
 }
 
 /// The element for a queued argv that names no command (cannot happen: the

@@ -221,20 +221,41 @@ pub fn route_keyed(
             Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk))
         }
     };
+    // Over several shards the parts run under holds (see `route::held`), so
+    // the reply is one moment's view of every key, as on one Redis: no
+    // client sees part of a transaction or of an MSET, and a read is never
+    // half before and half after one.
+    let shards: Vec<ShardId> = parts.iter().map(|(s, _)| *s).collect();
+    let single = |mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk);
     if validate.is_none() {
-        return Routed::Fan(parts, merge, None);
+        let groups = parts
+            .into_iter()
+            .map(|(shard, req)| (shard.0, vec![(None, req)]))
+            .collect();
+        let body = TxBody::Groups(
+            groups,
+            Box::new(move |replies: Vec<Vec<Reply>>| {
+                merge(replies.into_iter().flatten().collect())
+            }),
+        );
+        return Routed::Atomic(shards, body, Box::new(single), None);
     }
-    let check_merge: Merge =
-        Box::new(move |replies: Vec<Reply>| merge_checks(replies, &check_positions));
-    Routed::Fan(
-        checks,
-        check_merge,
-        Some(Then::Fan {
-            parts,
-            merge,
-            then: None,
-        }),
-    )
+    // Checks first, in key order, then the reads: nothing is delivered
+    // when a key fails, and nothing can change in between.
+    let body = TxBody::Run(Box::new(move |tx, db| {
+        let in_db = |v: Vec<(ShardId, ShardReq)>| -> Vec<(u16, Vec<(usize, ShardReq)>)> {
+            v.into_iter().map(|(s, r)| (s.0, vec![(db, r)])).collect()
+        };
+        let checked = merge_checks(
+            tx.run_each(in_db(checks)).into_iter().flatten().collect(),
+            &check_positions,
+        );
+        if checked.is_error() {
+            return checked;
+        }
+        merge(tx.run_each(in_db(parts)).into_iter().flatten().collect())
+    }));
+    Routed::Atomic(shards, body, Box::new(single), None)
 }
 
 /// Body of MSETNX over several shards ([`FanMerge::AtomicIfNoneExist`]),
@@ -367,16 +388,16 @@ fn route_blocking(
         timeout_ms,
         rerun,
     };
-    if split.len() > 1 && whole {
-        // BLPOP / BRPOP / BLMPOP first try their keys in order.
-        if let Some(runs) = split_runs(spec, argv, &keys, |k| shared.shard_of(k)) {
-            return pass_then_park(parse, runs, plan);
+    // A blocking pop over keys of several shards (BLPOP, BZPOPMIN, BLMPOP,
+    // BZMPOP: the reply comes from one key) first tries its keys in order
+    // with every shard held, as Redis does on one server, and parks only
+    // when none had anything.
+    if split.len() > 1 && merge == FanMerge::Refuse {
+        if let Some((shards, body)) = in_key_order(spec, parse, argv, &keys, shared) {
+            let single = |mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullArray);
+            return Routed::Atomic(shards, body, Box::new(single), Some(Then::Block(plan)));
         }
     }
-    // A blocking command whose parts cannot be merged (BZPOPMIN, BZMPOP:
-    // the reply comes from one key) skips the non-blocking first pass: its
-    // park requests serve at once when a key has data, claiming the shared
-    // ticket first, so exactly one shard answers.
     if split.len() <= 1 || merge == FanMerge::Refuse {
         return Routed::Block(plan);
     }
@@ -406,71 +427,36 @@ fn route_blocking(
     }
 }
 
-/// A blocking pop over keys of several shards (BLPOP, BRPOP, BLMPOP): first
-/// its non-blocking form over each run of consecutive keys owned by one
-/// shard, one run after the other in key order, stopping at the first run
-/// that answers (an element, or an error), as Redis tries the keys in
-/// order; then, if no key had data, park on every shard (`plan`). Between
-/// the steps other clients may push to a key already tried; the parked
-/// waiters then serve it.
-fn pass_then_park(
+/// The non-blocking form of a pop over keys of several shards (BZPOPMIN,
+/// BLPOP, BZMPOP, BLMPOP; also what they run inside MULTI), as the body of
+/// an atomic command: each run of consecutive keys of one shard in key
+/// order, stopping at the first that answers (an element or an error), as
+/// Redis tries the keys in order. `None` when the keys do not split into
+/// such runs (see [`split_runs`]).
+pub fn in_key_order(
+    spec: &CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
-    runs: Vec<(ShardId, Vec<Bytes>)>,
-    plan: BlockPlan,
-) -> Routed {
-    let found: Arc<std::sync::Mutex<Option<Reply>>> = Arc::default();
-    let n = runs.len();
-    let mut steps: Vec<(ShardId, ShardReq, Merge)> = Vec::with_capacity(n);
-    for (i, (shard, part)) in runs.into_iter().enumerate() {
-        let req = match parse(&part) {
-            Ok(r) => r,
-            Err(e) => return Routed::Reply(Reply::Error(e)),
-        };
-        let seen = found.clone();
-        // After a run answered, later runs pop nothing.
-        let gated = crate::shard::msg::on_shard(move |db, cx| {
-            if seen.lock().map_or(true, |g| g.is_some()) {
-                Reply::NullArray
-            } else {
-                req.apply(db, cx)
-            }
-        });
-        let keep = found.clone();
-        let last = i + 1 == n;
-        let merge: Merge = Box::new(move |mut r: Vec<Reply>| {
-            let reply = r.pop().unwrap_or(Reply::NullArray);
-            if reply.is_error() {
-                return reply;
-            }
-            let Ok(mut got) = keep.lock() else {
-                return Reply::NullArray;
-            };
-            if got.is_none() && !matches!(reply, Reply::NullArray) {
-                *got = Some(reply);
-            }
-            if last {
-                got.take().unwrap_or(Reply::NullArray)
-            } else {
-                Reply::Ok
-            }
-        });
-        steps.push((shard, gated, merge));
+    argv: &[Bytes],
+    keys: &[usize],
+    shared: &Shared,
+) -> Option<(Vec<ShardId>, TxBody)> {
+    let runs = split_runs(spec, argv, keys, |k| shared.shard_of(k))?;
+    let mut reqs = Vec::with_capacity(runs.len());
+    for (shard, part) in runs {
+        reqs.push((shard, parse(&part).ok()?));
     }
-    let mut then = Then::Block(plan);
-    while steps.len() > 1 {
-        let Some((shard, req, merge)) = steps.pop() else {
-            break;
-        };
-        then = Then::Fan {
-            parts: vec![(shard, req)],
-            merge,
-            then: Some(Box::new(then)),
-        };
-    }
-    match steps.pop() {
-        Some((shard, req, merge)) => Routed::Fan(vec![(shard, req)], merge, Some(then)),
-        None => Routed::Reply(Reply::NullArray),
-    }
+    let shards = reqs.iter().map(|(s, _)| *s).collect();
+    let body = TxBody::Run(Box::new(move |tx, db| {
+        let mut last = Reply::NullArray;
+        for (shard, req) in reqs {
+            last = tx.run(shard.0, db, req);
+            if !matches!(last, Reply::NullArray | Reply::NullBulk) {
+                break;
+            }
+        }
+        last
+    }));
+    Some((shards, body))
 }
 
 /// Split `argv` into one argv per run of consecutive keys owned by one

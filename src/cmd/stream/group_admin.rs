@@ -242,9 +242,25 @@ pub fn parse_xinfo_req(argv: &[Bytes]) -> Result<XinfoReq, CmdError> {
     })
 }
 
+/// XINFO on the owning shard. Bad `XINFO STREAM` options are answered
+/// after the key is looked up, as Redis does: a missing key is `ERR no such
+/// key` and another type `WRONGTYPE` whatever the options.
 pub(super) fn parse_xinfo(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
-    let req = parse_xinfo_req(argv)?;
-    Ok(on_shard(move |db, cx| apply_xinfo(db, cx, &req).into()))
+    match parse_xinfo_req(argv) {
+        Ok(req) => Ok(on_shard(move |db, cx| apply_xinfo(db, cx, &req).into())),
+        Err(e) if is(&argv[1], "STREAM") && argv.len() > 3 => {
+            let key = argv[2].clone();
+            Ok(on_shard(move |db, cx| {
+                let found = db.get_stream(cx.db, &key, cx.now_ms).map(|s| s.is_some());
+                Reply::Error(match found {
+                    Err(wrong_type) => wrong_type,
+                    Ok(false) => CmdError::NoSuchKey,
+                    Ok(true) => e,
+                })
+            }))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `XGROUP` on the owning shard.
