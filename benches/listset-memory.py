@@ -14,34 +14,12 @@ does not depend on the machine's load. Needs redis-server and redis-py.
 """
 import argparse
 import os
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 
 import redis
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_up(port, secs=20):
-    deadline = time.time() + secs
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"server on port {port} did not start")
+from benchlib import ROOT, free_port, wait_up
 
 
 def used(r):

@@ -127,26 +127,15 @@ const SUBS: &[CommandSpec] = &[
     ),
 ];
 
-/// An FCALL row: `FCALL function numkeys [key ...] [arg ...]`.
+/// An FCALL row: `FCALL function numkeys [key ...] [arg ...]` (the same
+/// shape as EVAL's).
 const fn fcall_row(
     name: &'static str,
     flags: Flags,
     summary: &'static str,
     f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
 ) -> CommandSpec {
-    CommandSpec {
-        keys: Keys::NumKeys { at: 2 },
-        ..CommandSpec::conn(
-            name,
-            -3,
-            flags,
-            "scripting",
-            &["slow", "scripting"],
-            summary,
-            "7.0.0",
-            f,
-        )
-    }
+    super::scripting::eval_row(name, flags, summary, "7.0.0", f)
 }
 
 /// Table rows of this family.

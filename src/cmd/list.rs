@@ -41,7 +41,6 @@ use crate::cmd::{
     on_shard, Action, CommandSpec, ConnCtx, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq,
 };
 use crate::error::CmdError;
-use crate::io::conn::Then;
 use crate::list::End;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
@@ -921,7 +920,7 @@ pub fn cross_move(
         }
         reply_rx.try_recv().unwrap_or(Reply::NullBulk)
     });
-    steps(vec![
+    crate::cmd::steps(vec![
         (dst_shard, step1),
         (src_shard, step2),
         (dst_shard, step3),
@@ -934,35 +933,6 @@ pub fn one_part(shard: ShardId, req: ShardReq) -> Action {
     Action::FanOut {
         parts: vec![(shard, req)],
         merge: Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
-    }
-}
-
-/// Single-part steps run one after the other; an error reply ends them,
-/// the last step's reply is the answer.
-pub fn steps(mut list: Vec<(ShardId, ShardReq)>) -> Action {
-    let last_merge = || -> crate::cmd::Merge {
-        Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk))
-    };
-    let mut then: Option<Box<Then>> = None;
-    while list.len() > 1 {
-        let Some(part) = list.pop() else { break };
-        then = Some(Box::new(Then::Fan {
-            parts: vec![part],
-            merge: last_merge(),
-            then,
-        }));
-    }
-    let first = list.pop().map(|p| vec![p]).unwrap_or_default();
-    match then {
-        Some(then) => Action::FanOutThen {
-            parts: first,
-            merge: last_merge(),
-            then: *then,
-        },
-        None => Action::FanOut {
-            parts: first,
-            merge: last_merge(),
-        },
     }
 }
 
@@ -1054,7 +1024,7 @@ fn lmpop_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
             (s, req)
         })
         .collect();
-    Ok(steps(list))
+    Ok(crate::cmd::steps(list))
 }
 
 // ---------------------------------------------------------------- blocking

@@ -126,3 +126,32 @@ pub struct ConnCtx<'a> {
     pub conn: &'a mut crate::io::conn::Session,
     pub shared: &'a crate::server::Shared,
 }
+
+/// Single-part steps run one after the other (a command that works across
+/// shards in steps: cross-shard RENAME/COPY, LMOVE, SMOVE); an error reply
+/// ends them, the last step's reply is the answer.
+pub fn steps(mut list: Vec<(ShardId, ShardReq)>) -> Action {
+    let last_merge =
+        || -> Merge { Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)) };
+    let mut then: Option<Box<crate::io::conn::Then>> = None;
+    while list.len() > 1 {
+        let Some(part) = list.pop() else { break };
+        then = Some(Box::new(crate::io::conn::Then::Fan {
+            parts: vec![part],
+            merge: last_merge(),
+            then,
+        }));
+    }
+    let first = list.pop().map(|p| vec![p]).unwrap_or_default();
+    match then {
+        Some(then) => Action::FanOutThen {
+            parts: first,
+            merge: last_merge(),
+            then: *then,
+        },
+        None => Action::FanOut {
+            parts: first,
+            merge: last_merge(),
+        },
+    }
+}

@@ -32,9 +32,8 @@ use bytes::Bytes;
 use crossbeam_channel::{bounded, Receiver};
 
 use crate::cmd::args::{self, is};
-use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Keys, Merge};
+use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, ExecCtx, Flags, Keys};
 use crate::error::CmdError;
-use crate::io::conn::Then;
 use crate::reply::Reply;
 use crate::shard::db::{ShardDb, Value};
 
@@ -153,7 +152,7 @@ fn plan_rename(cx: &ConnCtx<'_>, argv: &[Bytes], nx: bool) -> Action {
             (true, s) => Reply::Int(i64::from(s)),
         }
     });
-    steps(vec![
+    crate::cmd::steps(vec![
         (src_shard, step1),
         (dst_shard, step2),
         (src_shard, step3),
@@ -224,7 +223,10 @@ fn copy_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
         let cx = ExecCtx { db: dst_db, ..*cx };
         Reply::Int(i64::from(store(db, &cx, &dst, &value_rx, replace)))
     });
-    Ok(steps(vec![(src_shard, step1), (dst_shard, step2)]))
+    Ok(crate::cmd::steps(vec![
+        (src_shard, step1),
+        (dst_shard, step2),
+    ]))
 }
 
 /// Store the value handed over on `rx` under `key` (database `cx.db`);
@@ -309,33 +311,5 @@ fn one_part(shard: crate::route::slot::ShardId, req: crate::cmd::ShardReq) -> Ac
     Action::FanOut {
         parts: vec![(shard, req)],
         merge: Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
-    }
-}
-
-/// Single-part steps run one after the other; an error reply ends them,
-/// the last step's reply is the answer.
-fn steps(mut list: Vec<(crate::route::slot::ShardId, crate::cmd::ShardReq)>) -> Action {
-    let last_merge =
-        || -> Merge { Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)) };
-    let mut then: Option<Box<Then>> = None;
-    while list.len() > 1 {
-        let Some(part) = list.pop() else { break };
-        then = Some(Box::new(Then::Fan {
-            parts: vec![part],
-            merge: last_merge(),
-            then,
-        }));
-    }
-    let first = list.pop().map(|p| vec![p]).unwrap_or_default();
-    match then {
-        Some(then) => Action::FanOutThen {
-            parts: first,
-            merge: last_merge(),
-            then: *then,
-        },
-        None => Action::FanOut {
-            parts: first,
-            merge: last_merge(),
-        },
     }
 }

@@ -52,7 +52,7 @@ pub const RO_WITH_WRITE_FLAG: &str =
 const EVAL_FLAGS: Flags = Flags::NOSCRIPT.with(Flags::SKIP_MONITOR).with(Flags::STALE);
 
 /// An EVAL-family row: `EVAL script numkeys [key ...] [arg ...]`.
-const fn eval_row(
+pub(super) const fn eval_row(
     name: &'static str,
     flags: Flags,
     summary: &'static str,
