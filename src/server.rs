@@ -406,6 +406,12 @@ impl CmdStats {
 pub struct ThreadStats {
     pub local_commands: AtomicU64,
     pub remote_commands: AtomicU64,
+    /// Keys of this shard with clients blocked on them (INFO clients
+    /// `total_blocking_keys`, summed over shards).
+    pub blocking_keys: AtomicU64,
+    /// Of those, keys with a client that a deletion unblocks (XREADGROUP;
+    /// INFO clients `total_blocking_keys_on_nokey`).
+    pub blocking_keys_nokey: AtomicU64,
 }
 
 /// State shared by every thread (never shards' data).

@@ -233,3 +233,50 @@ fn blocked_readers_show_in_info_and_client_list() {
     let line = list.lines().find(|l| l.contains("name=waiter")).unwrap();
     assert!(line.contains(" flags=N "), "{line}");
 }
+
+/// INFO clients counts the keys clients are blocked on, and those where a
+/// deletion unblocks one (XREADGROUP): Redis 7.2's `total_blocking_keys` and
+/// `total_blocking_keys_on_nokey` (the stream-cgroups Tcl suite's "Blocking
+/// XREADGROUP for stream key that has clients blocked on list").
+#[test]
+fn info_counts_blocking_keys_and_nokey_ones() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let counts = |c: &mut RespClient| -> (String, String) {
+        let info = c.raw(&["INFO", "clients"]);
+        let get = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .unwrap_or("missing")
+                .to_string()
+        };
+        (
+            get("total_blocking_keys"),
+            get("total_blocking_keys_on_nokey"),
+        )
+    };
+    assert_eq!(counts(&mut c), ("0".into(), "0".into()));
+    let mut list = srv.client();
+    list.send(&["BLPOP", "mystream", "0"]);
+    assert!(common::eventually(5, || counts(&mut c) == ("1".into(), "0".into())));
+    c.raw(&["XADD", "mystream", "666", "key", "value"]);
+    c.raw(&["XGROUP", "CREATE", "mystream", "g", "$"]);
+    let mut group = srv.client();
+    group.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "mystream",
+        ">",
+    ]);
+    assert!(common::eventually(5, || counts(&mut c) == ("1".into(), "1".into())));
+    assert_eq!(c.raw(&["DEL", "mystream"]), ":1");
+    assert!(group.read_reply().starts_with("-NOGROUP"));
+    assert!(common::eventually(5, || counts(&mut c) == ("1".into(), "0".into())));
+    drop(list);
+    assert!(common::eventually(5, || counts(&mut c) == ("0".into(), "0".into())));
+}

@@ -256,6 +256,8 @@ struct Snapshot {
     net_out: u64,
     errors: u64,
     blocked_clients: u64,
+    /// INFO clients `total_blocking_keys` / `total_blocking_keys_on_nokey`.
+    blocking_keys: (u64, u64),
     recent_max_input: u64,
     recent_max_output: u64,
     qbuf_disconnections: u64,
@@ -380,6 +382,12 @@ impl Snapshot {
                 .map(|c| c.latency_tracking_info_percentiles.clone())
                 .unwrap_or_default(),
             blocked_clients: shared.blocked_clients.load(Ordering::Relaxed),
+            blocking_keys: shared.thread_stats.iter().fold((0, 0), |(k, n), st| {
+                (
+                    k + st.blocking_keys.load(Ordering::Relaxed),
+                    n + st.blocking_keys_nokey.load(Ordering::Relaxed),
+                )
+            }),
             recent_max_input: st.recent_max_input_bytes.get(),
             recent_max_output: st.recent_max_output_bytes.get(),
             qbuf_disconnections: st
@@ -562,6 +570,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("client_recent_max_output_buffer:{}", s.recent_max_output);
             line!("blocked_clients:{}", s.blocked_clients);
             line!("tracking_clients:0");
+            line!("total_blocking_keys:{}", s.blocking_keys.0);
+            line!("total_blocking_keys_on_nokey:{}", s.blocking_keys.1);
         }
         "memory" => {
             line!("# Memory");

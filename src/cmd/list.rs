@@ -1169,6 +1169,7 @@ fn park_bpop(db: &mut ShardDb, cx: &ExecCtx, mut req: Bpop, ticket: Arc<Ticket>)
         reply_to: cx.reply_to,
         keys: watched,
         poll: false,
+        nokey: false,
         attempt: Box::new(move |db, cx, ready, ticket| {
             // Woken only by a key that now is a list with elements.
             if !has_items(db, cx, ready) {
@@ -1275,6 +1276,7 @@ fn park_bmove(req: Bmove, ticket: Arc<Ticket>) -> ShardReq {
             reply_to: cx.reply_to,
             keys: vec![(cx.db, key)],
             poll: false,
+            nokey: false,
             attempt: Box::new(move |db, cx, ready, ticket| {
                 if !has_items(db, cx, ready) {
                     return Attempt::NotReady;

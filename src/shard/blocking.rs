@@ -162,6 +162,10 @@ pub struct Waiter {
     /// Re-attempt on every periodic shard tick (100 ms), not only when a key
     /// is signalled: XREADGROUP CLAIM waits for pending entries to age.
     pub poll: bool,
+    /// Deleting the key unblocks the client (XREADGROUP answers an error;
+    /// Redis 7.2's "blocked on nokey" condition, INFO
+    /// `total_blocking_keys_on_nokey`).
+    pub nokey: bool,
 }
 
 /// The shard's registry of parked readers.
@@ -231,6 +235,27 @@ impl Waiters {
                 self.ready.push(k);
             }
         }
+    }
+
+    /// `(keys with a live blocked client, those of them with a client a
+    /// deletion unblocks)`: INFO clients `total_blocking_keys` and
+    /// `total_blocking_keys_on_nokey` (Redis 7.2+) for this shard.
+    pub fn key_counts(&self) -> (u64, u64) {
+        let (mut keys, mut nokey) = (0, 0);
+        for ids in self.by_key.values() {
+            let live = ids
+                .iter()
+                .filter_map(|id| self.waiters.get(id))
+                .filter(|w| !w.ticket.is_fired());
+            let (mut any, mut any_nokey) = (false, false);
+            for w in live {
+                any = true;
+                any_nokey |= w.nokey;
+            }
+            keys += u64::from(any);
+            nokey += u64::from(any_nokey);
+        }
+        (keys, nokey)
     }
 
     /// Whether any key is ready to be served.

@@ -816,6 +816,13 @@ impl ShardThread {
     /// Publish this iteration's local/remote command counts for INFO.
     fn publish_stats(&mut self) {
         let st = &self.shared.thread_stats[usize::from(self.me)];
+        let (keys, nokey) = if self.db.blocking.is_empty() {
+            (0, 0)
+        } else {
+            self.db.blocking.key_counts()
+        };
+        st.blocking_keys.store(keys, Ordering::Relaxed);
+        st.blocking_keys_nokey.store(nokey, Ordering::Relaxed);
         let local = std::mem::take(&mut self.out.local_commands);
         let remote = std::mem::take(&mut self.out.remote_commands);
         if local > 0 {

@@ -538,6 +538,7 @@ pub(super) fn park_xreadgroup_apply(
         reply_to: cx.reply_to,
         keys: watched,
         poll: req.claim_min_idle_ms.is_some(),
+        nokey: true,
         attempt: Box::new(move |db, cx, ready, ticket| {
             attempt_xreadgroup(db, cx, &req, ready, ticket)
         }),

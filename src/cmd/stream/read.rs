@@ -540,6 +540,7 @@ pub(super) fn park_xread_apply(
         reply_to: cx.reply_to,
         keys: watched,
         poll: false,
+        nokey: false,
         attempt: Box::new(move |db, cx, ready, ticket| {
             // The read runs again over all its streams (Redis 7.2+
             // re-executes an unblocked command), so every stream with data

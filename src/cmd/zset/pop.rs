@@ -372,6 +372,7 @@ pub(super) fn park_pop(db: &mut ShardDb, cx: &ExecCtx, req: PopReq, ticket: Arc<
         reply_to: cx.reply_to,
         keys: watched,
         poll: false,
+        nokey: false,
         attempt: Box::new(move |db, cx, ready, ticket| {
             if !matches!(db.get_zset(cx.db, ready, cx.now_ms), Ok(Some(_))) {
                 return Attempt::NotReady;
