@@ -835,3 +835,22 @@ fn time_replies_seconds_and_microseconds() {
         );
     }
 }
+
+/// INFO memory reports the `maxmemory-policy` in force (it said
+/// `noeviction` whatever the setting).
+#[test]
+fn info_memory_reports_the_eviction_policy() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let policy = |c: &mut RespClient| {
+        c.raw(&["INFO", "memory"])
+            .lines()
+            .find_map(|l| l.strip_prefix("maxmemory_policy:").map(str::to_string))
+    };
+    assert_eq!(policy(&mut c).as_deref(), Some("noeviction"));
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]),
+        "+OK"
+    );
+    assert_eq!(policy(&mut c).as_deref(), Some("allkeys-lru"));
+}

@@ -263,6 +263,8 @@ struct Snapshot {
     qbuf_disconnections: u64,
     obuf_disconnections: u64,
     maxmemory: u64,
+    /// `maxmemory-policy` as CONFIG GET prints it.
+    maxmemory_policy: String,
     /// `(cached scripts, functions, libraries)` (INFO memory).
     scripting: (usize, usize, usize),
     /// `(name, calls, failed, rejected)`, sorted by name.
@@ -397,6 +399,12 @@ impl Snapshot {
                 .client_output_buffer_limit_disconnections
                 .load(Ordering::Relaxed),
             maxmemory: shared.tunables.maxmemory_bytes.load(Ordering::Relaxed),
+            maxmemory_policy: shared
+                .config
+                .read()
+                .ok()
+                .and_then(|c| c.get("maxmemory-policy"))
+                .unwrap_or_else(|| "noeviction".to_string()),
             cmdstats,
             mem: MemInfo::read(),
             cpu: cpu_times(),
@@ -581,7 +589,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("used_memory_rss_human:{}", bytes_to_human(s.mem.rss));
             line!("maxmemory:{}", s.maxmemory);
             line!("maxmemory_human:{}", bytes_to_human(s.maxmemory));
-            line!("maxmemory_policy:noeviction");
+            line!("maxmemory_policy:{}", s.maxmemory_policy);
             line!("mem_allocator:{}", s.mem.allocator);
             line!("number_of_cached_scripts:{}", s.scripting.0);
             line!("number_of_functions:{}", s.scripting.1);

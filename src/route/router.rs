@@ -91,15 +91,17 @@ pub fn route(
     }
 }
 
-/// Route a keyed command: to the one shard owning its keys, or split by shard and merged.
+/// Route a keyed command: to the one shard owning its keys, or — keys on
+/// several shards — split by shard and run atomically with those shards
+/// held ([`Routed::Atomic`], see [`crate::route::held`]), the parts' replies
+/// merged as `merge` says (`Refuse`: CROSSSLOT).
 ///
-/// With `validate` (XREADGROUP) a split command runs in two steps: every
-/// shard first checks its keys without side effects, and only when all pass
-/// do the reads run, so one shard's `NOGROUP`/`WRONGTYPE`/ID error is never
-/// answered after another shard already delivered (and added to its PEL).
-/// The error is the one of the first failing key in the caller's order, as
-/// Redis checks keys in order. Another client may still change a key between
-/// the steps; the second step re-checks and answers that error.
+/// With `validate` (XREADGROUP) the split command checks every shard's keys
+/// without side effects first, and reads only when all pass, so one
+/// shard's `NOGROUP`/`WRONGTYPE`/ID error is never answered after another
+/// shard already delivered (and added to its PEL); the error is the one of
+/// the first failing key in the caller's order, as Redis checks keys in
+/// order. Nothing changes between the two steps: the shards are held.
 pub fn route_keyed(
     spec: &'static CommandSpec,
     parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
