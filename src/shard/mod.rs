@@ -1098,7 +1098,9 @@ impl<'a> Exec<'a> {
             reply_to: job.reply_to,
             reply_budget_bytes: job.reply_budget_bytes,
         };
-        let started = std::time::Instant::now();
+        // A TSC read (quanta) costs ~19 ns a pair here, `std::time::Instant`
+        // ~46 ns: per command, for commandstats, SLOWLOG and latencystats.
+        let started = quanta::Instant::now();
         let reply = job.req.apply(self.db, &cx);
         let ns = started.elapsed().as_nanos() as u64;
         self.shared
