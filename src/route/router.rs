@@ -110,6 +110,18 @@ pub fn route_keyed(
     argv: &[Bytes],
     shared: &Shared,
 ) -> Routed {
+    // One key at a fixed place (most commands): no index list to build.
+    if let Keys::Range { first, last, .. } = spec.keys {
+        if i16::from(first) == i16::from(last) {
+            let shard = argv
+                .get(usize::from(first))
+                .map_or(ShardId(0), |k| shared.shard_of(k));
+            return match parse(argv) {
+                Ok(req) => Routed::One(shard, req),
+                Err(e) => Routed::Reply(Reply::Error(e)),
+            };
+        }
+    }
     let keys = spec.key_indexes(argv);
     let first_shard = keys
         .first()
