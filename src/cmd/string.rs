@@ -308,7 +308,8 @@ pub enum TtlChange {
 pub struct Set {
     /// The key to write.
     pub key: Bytes,
-    /// The new string.
+    /// The new string: an allocation of its own when short (made with
+    /// [`own_small`](crate::shard::db::own_small)), stored as it is.
     pub value: Bytes,
     /// `NX`: write only when the key is missing.
     pub nx: bool,
@@ -414,7 +415,9 @@ fn parse_get(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 pub fn parse_set_req(argv: &[Bytes]) -> Result<Set, CmdError> {
     let mut a = Args::new(argv);
     let key = a.next_arg()?.clone();
-    let value = a.next_arg()?.clone();
+    // Taken as the copy the store keeps (see `ShardDb::set`): no reference
+    // to the connection's read buffer to count up and down.
+    let value = crate::shard::db::own_small(a.next_arg()?);
     let (o, ttl) = parse_str_opts(&mut a, true, "set")?;
     let ttl = ttl?;
     Ok(Set {
@@ -453,7 +456,7 @@ fn parse_getex(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 fn parse_setnx(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let req = Set {
         key: key_at(argv, 1)?,
-        value: key_at(argv, 2)?,
+        value: crate::shard::db::own_small(&key_at(argv, 2)?),
         nx: true,
         xx: false,
         get: false,
@@ -475,7 +478,7 @@ fn parse_setex_generic(
     let deadline = Deadline::parse(&key_at(argv, 2)?, seconds, true, cmd)?;
     let req = Set {
         key: key_at(argv, 1)?,
-        value: key_at(argv, 3)?,
+        value: crate::shard::db::own_small(&key_at(argv, 3)?),
         nx: false,
         xx: false,
         get: false,
@@ -651,7 +654,8 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         _ => deadline,
     };
     let key = req.key.clone();
-    db.set(cx.db, req.key, Value::Str(req.value), expire_at_ms);
+    // The value is its own copy already (`parse_set_req`).
+    db.set_owned(cx.db, req.key, Value::Str(req.value), expire_at_ms);
     // The effect states the result: relative TTLs become absolute deadlines.
     db.log_string_state(cx, &key);
     Ok(if req.get { old_reply() } else { Reply::Ok })

@@ -22,6 +22,17 @@ use crate::stream::Stream;
 /// Strings shorter than this are copied when stored (see [`ShardDb::set`]), bytes.
 pub const OWN_COPY_MAX_BYTES: usize = 64 * 1024;
 
+/// `b` as a string value to store: a copy of its own when shorter than
+/// [`OWN_COPY_MAX_BYTES`] (so the store does not keep the read buffer it
+/// came from alive, and need not copy it again), else `b` itself.
+pub fn own_small(b: &Bytes) -> Bytes {
+    if b.len() < OWN_COPY_MAX_BYTES {
+        Bytes::copy_from_slice(b)
+    } else {
+        b.clone()
+    }
+}
+
 /// A value stored under a key. `Clone` + `Send` so an AOF rewrite can copy a
 /// shard's data and serialize it on another thread.
 #[derive(Clone)]
@@ -762,12 +773,24 @@ impl ShardDb {
         value: Value,
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
-        self.touch_key(db, &key);
-        let created_ms = self.clock_ms;
         let value = match value {
             Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
             v => v,
         };
+        self.set_owned(db, key, value, expire_at_ms)
+    }
+
+    /// [`set`](Self::set) for a value that is already an allocation of its
+    /// own (a string made by [`own_small`]): stored as it is.
+    pub fn set_owned(
+        &mut self,
+        db: usize,
+        key: Bytes,
+        value: Value,
+        expire_at_ms: Option<u64>,
+    ) -> Option<Entry> {
+        self.touch_key(db, &key);
+        let created_ms = self.clock_ms;
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
