@@ -17,7 +17,7 @@
 //! building a frame tree per reply. (Nothing uses `redis-protocol` any more;
 //! the dependency can go.)
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::ProtoError;
 use crate::reply::Reply;
@@ -75,12 +75,17 @@ pub fn decode(buf: &mut BytesMut, limits: DecodeLimits) -> Result<Decoded, Proto
             Ok(Decoded::Command(Vec::new()))
         }
         Scan::Complete { end, args } => {
-            let frame = buf.split_to(end).freeze();
-            Ok(Decoded::Command(
-                args.into_iter()
-                    .map(|(start, len)| frame.slice(start..start + len))
-                    .collect(),
-            ))
+            let mut frame = buf.split_to(end).freeze();
+            let mut argv = Vec::with_capacity(args.len());
+            if let Some((&(start, len), rest)) = args.split_last() {
+                argv.extend(rest.iter().map(|&(s, l)| frame.slice(s..s + l)));
+                // The last argument takes the frame itself: one reference
+                // count fewer to raise and drop per command.
+                frame.advance(start);
+                frame.truncate(len);
+                argv.push(frame);
+            }
+            Ok(Decoded::Command(argv))
         }
     }
 }
