@@ -626,13 +626,20 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         TtlChange::At(d) => Some(d.resolve(cx.now_ms, req.cmd)?),
         _ => None,
     };
+    if !(req.nx || req.xx || req.get || matches!(req.ttl, TtlChange::Keep)) {
+        // A plain SET needs nothing of the old value: lazy expiry (for
+        // its bookkeeping), then one write.
+        db.set_clock(cx.now_ms);
+        db.expire_if_needed(cx.db, &req.key, cx.now_ms);
+        return Ok(store_set(db, cx, req.key, req.value, deadline));
+    }
     let (exists, old_ttl, old_value) = match db.get(cx.db, &req.key, cx.now_ms) {
         None => (false, None, None),
         Some(Entry {
             value: Value::Str(s),
             expire_at_ms,
             ..
-        }) => (true, *expire_at_ms, Some(s.clone())),
+        }) => (true, *expire_at_ms, req.get.then(|| s.clone())),
         #[allow(unreachable_patterns)]
         Some(e) => {
             if req.get {
@@ -653,12 +660,27 @@ pub fn apply_set(db: &mut ShardDb, cx: &ExecCtx, req: Set) -> Result<Reply, CmdE
         TtlChange::Keep => old_ttl,
         _ => deadline,
     };
-    let key = req.key.clone();
-    // The value is its own copy already (`parse_set_req`).
-    db.set_owned(cx.db, req.key, Value::Str(req.value), expire_at_ms);
-    // The effect states the result: relative TTLs become absolute deadlines.
-    db.log_string_state(cx, &key);
+    store_set(db, cx, req.key, req.value, expire_at_ms);
     Ok(if req.get { old_reply() } else { Reply::Ok })
+}
+
+/// SET's write: `value` (its own copy already, see `parse_set_req`) under
+/// `key`, and its AOF effect, which states the result (relative TTLs
+/// become absolute deadlines). `+OK`.
+fn store_set(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    key: Bytes,
+    value: Bytes,
+    expire_at_ms: Option<u64>,
+) -> Reply {
+    if !db.aof.is_enabled() {
+        db.set_owned(cx.db, key, Value::Str(value), expire_at_ms);
+        return Reply::Ok;
+    }
+    db.set_owned(cx.db, key.clone(), Value::Str(value), expire_at_ms);
+    db.log_string_state(cx, &key);
+    Reply::Ok
 }
 
 /// `GETDEL key`

@@ -404,6 +404,13 @@ impl ShardDb {
         &mut self.dbs[db.min(n)]
     }
 
+    /// A command runs at `now_ms`: the time new keys are created at and
+    /// writes count as accesses at (commands that look a key up set it
+    /// through the lookup).
+    pub fn set_clock(&mut self, now_ms: u64) {
+        self.clock_ms = now_ms;
+    }
+
     /// Drop `key` if its TTL has passed (lazy expiry). Returns whether it was removed.
     pub fn expire_if_needed(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
         let ks = self.ks(db);
@@ -791,12 +798,22 @@ impl ShardDb {
     ) -> Option<Entry> {
         self.touch_key(db, &key);
         let created_ms = self.clock_ms;
+        // A write is an access (Redis's lookupKeyWrite), as in `get_mut`.
+        let rand01 = if self.tunables.eviction_policy().is_lfu() {
+            Some(self.rand01())
+        } else {
+            None
+        };
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
             let old_at = std::mem::replace(&mut e.expire_at_ms, expire_at_ms);
             let old_value = std::mem::replace(&mut e.value, value);
             let access = e.access;
+            match rand01 {
+                Some(r) => e.access.touch(created_ms, r),
+                None => e.access.last_access_ms = created_ms,
+            }
             if old_at != expire_at_ms {
                 if let Some(at) = old_at {
                     ks.expires.remove(&(at, key.clone()));
