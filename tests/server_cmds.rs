@@ -744,6 +744,15 @@ fn differential_connection_and_server_commands() {
         COMMAND FOO
         COMMAND COUNT x
         COMMAND GETKEYS
+        COMMAND GETKEYS get
+        COMMAND GETKEYS ping
+        COMMAND GETKEYS x
+        COMMAND GETKEYS time a
+        COMMAND GETKEYS eval s 0
+        COMMAND GETKEYS eval s 1 k
+        COMMAND GETKEYS fcall f 0
+        COMMAND GETKEYS config get x
+        COMMAND GETKEYS config x y
         COMMAND GETKEYS NOPE a
         COMMAND GETKEYS GET a b
         COMMAND GETKEYS GET k

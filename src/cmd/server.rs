@@ -147,7 +147,7 @@ const COMMAND_SUBS: &[CommandSpec] = &[
     ),
     row(
         "COMMAND|GETKEYS",
-        -3,
+        -4,
         LS,
         &["slow", "connection"],
         "Extracts the key names from an arbitrary command.",
@@ -782,19 +782,34 @@ fn command_list(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdErro
     Ok(Reply::Array(out).into())
 }
 
-/// `COMMAND GETKEYS command [arg ...]` — the keys of a full command line, from
-/// the command table's key positions.
+/// Commands whose key list may be empty (Redis's `no_mandatory_keys` flag):
+/// `COMMAND GETKEYS` answers an empty array for them instead of an error.
+const NO_MANDATORY_KEYS: &[&str] = &[
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "FCALL",
+    "FCALL_RO",
+];
+
+/// `COMMAND GETKEYS command arg [arg ...]` — the keys of a full command line,
+/// from the command table's key positions. Arity -4, as in Redis: at least one
+/// argument after the command name (`COMMAND GETKEYS get` is an arity error
+/// of `command|getkeys` itself).
 ///
 /// # Reply
-/// Array of key names.
+/// Array of key names (empty for a command without mandatory keys, e.g.
+/// `EVAL s 0`).
 /// # Errors
+/// In Redis's order:
 /// * `ERR Invalid command specified` — unknown command or subcommand
+/// * `ERR The command has no key arguments` — checked before the arity
 /// * `ERR Invalid number of arguments specified for command` — arity
-/// * `ERR The command has no key arguments`
 /// * `ERR Invalid arguments specified for command` — keys cannot be found
 ///   (e.g. XREAD without a well-formed STREAMS section)
 /// # Source
-/// `commandGetKeysCommand`, redis/src/server.c.
+/// `getKeysSubcommandImpl`, redis/src/server.c (7.0; same texts in 8.x).
 fn command_getkeys(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let inner = &argv[2..];
     let invalid = || CmdError::msg("ERR Invalid command specified");
@@ -802,16 +817,16 @@ fn command_getkeys(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdE
     if !spec.subcommands.is_empty() && inner.len() >= 2 {
         spec = lookup_sub(spec, &inner[1]).ok_or_else(invalid)?;
     }
+    if spec.keys == Keys::None {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
     if !spec.arity_ok(inner.len()) {
         return Err(CmdError::msg(
             "ERR Invalid number of arguments specified for command",
         ));
     }
-    if spec.keys == Keys::None {
-        return Err(CmdError::msg("ERR The command has no key arguments"));
-    }
     let keys = spec.key_indexes(inner);
-    if keys.is_empty() {
+    if keys.is_empty() && !NO_MANDATORY_KEYS.contains(&spec.name) {
         return Err(CmdError::msg("ERR Invalid arguments specified for command"));
     }
     Ok(Reply::Array(
