@@ -387,7 +387,8 @@ impl ShardThread {
             // Expired streams and CLAIM readers waiting for entries to idle
             // are served on the timer too.
             self.db.blocking.mark_polling_ready();
-            self.next_expire_ms = now + EXPIRE_PERIOD_MS;
+            // `hz` (CONFIG SET hz) sets the period; EXPIRE_PERIOD_MS at hz 10.
+            self.next_expire_ms = now + self.shared.tunables.timer_period_ms();
         }
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
