@@ -73,7 +73,8 @@ pub fn now_ms() -> u64 {
 /// Token of a shard thread's waker.
 pub const WAKER: Token = Token(usize::MAX);
 /// How often the shard runs active expiry, serves polling waiters and ticks
-/// the AOF, ms (Redis: `hz` 10).
+/// the AOF, ms, before the first tick; afterwards `1000 / hz`
+/// ([`crate::config::Tunables::timer_period_ms`], Redis's default `hz` 10).
 const EXPIRE_PERIOD_MS: u64 = 100;
 /// Most keys one active-expiry pass removes before returning to the loop.
 const EXPIRE_BUDGET: usize = 1000;
