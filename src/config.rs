@@ -578,6 +578,23 @@ impl EvictionPolicy {
     }
 }
 
+/// A double as Redis's `string2d` reads it: `strtod` syntax (decimal, hex,
+/// `inf`), the whole word, no leading space, not NaN, and not a value that
+/// overflows or underflows to zero (`ERANGE`).
+///
+/// # Source
+/// `string2d`, redis/src/util.c (7.x).
+fn parse_string2d(word: &str) -> Option<f64> {
+    let ld = crate::ldouble::LongDouble::parse(word.as_bytes())?;
+    let v = ld.to_f64();
+    let was_inf = matches!(ld, crate::ldouble::LongDouble::Inf { .. });
+    let was_zero = matches!(ld, crate::ldouble::LongDouble::Finite { mant: 0, .. });
+    if (v.is_infinite() && !was_inf) || (v == 0.0 && !was_zero) {
+        return None;
+    }
+    Some(v)
+}
+
 /// Lowest `hz` Redis runs at (`CONFIG_MIN_HZ`); lower values are raised to it.
 pub const MIN_HZ: u32 = 1;
 /// Highest `hz` Redis runs at (`CONFIG_MAX_HZ`); higher values are lowered to it.
@@ -783,8 +800,12 @@ impl Config {
             }
             "latency-tracking-info-percentiles" => {
                 let mut v = Vec::new();
-                for w in value.split_whitespace() {
-                    let p: f64 = w.parse().map_err(|_| {
+                // Split on single spaces as Redis's sdssplitlen does (two
+                // spaces make an empty, invalid word); each word is read as
+                // `string2d` reads it (strtod syntax, hex included).
+                let words = value.split(' ').filter(|_| !value.is_empty());
+                for w in words {
+                    let p = parse_string2d(w).ok_or_else(|| {
                         "Invalid latency-tracking-info-percentiles parameters".to_string()
                     })?;
                     if !(0.0..=100.0).contains(&p) {
@@ -1119,7 +1140,12 @@ impl Config {
 
 /// Directives that take several words (`save 900 1 300 10`, `bind a b`,
 /// `client-output-buffer-limit normal 0 0 0 ...`); every other one takes one.
-const MULTI_ARG: &[&str] = &["save", "bind", "client-output-buffer-limit"];
+const MULTI_ARG: &[&str] = &[
+    "save",
+    "bind",
+    "client-output-buffer-limit",
+    "latency-tracking-info-percentiles",
+];
 
 /// Redis directives refused at start-up, with the reason: ignoring them
 /// would expose data, lose it, or silently change how the server behaves.
@@ -1323,6 +1349,23 @@ mod tests {
         assert_eq!(cfg.set("proto-max-bulk-len", ""), range("1048576", i64max));
         assert_eq!(cfg.set("hz", "-1"), range("0", "2147483647"));
         assert_eq!(cfg.set("hz", "+5"), not_int);
+        let pct = |cfg: &mut Config, v: &str| {
+            cfg.set("latency-tracking-info-percentiles", v)
+                .map(|()| cfg.latency_tracking_info_percentiles.clone())
+        };
+        assert_eq!(pct(&mut cfg, "0x10 0X1.8p1"), Ok(vec![16.0, 3.0]));
+        assert_eq!(pct(&mut cfg, ""), Ok(vec![]));
+        for bad in ["1  2", " 5", "5 ", "nan", "1e400", "1e-400", "0x"] {
+            assert_eq!(
+                pct(&mut cfg, bad),
+                Err("Invalid latency-tracking-info-percentiles parameters".to_string()),
+                "{bad:?}"
+            );
+        }
+        // A config-file line takes several words.
+        cfg.apply_file_text("latency-tracking-info-percentiles 50 99.9\n")
+            .unwrap();
+        assert_eq!(cfg.latency_tracking_info_percentiles, vec![50.0, 99.9]);
         cfg.set("maxmemory-samples", "65").unwrap();
         assert_eq!(cfg.maxmemory_samples, 65);
         for (v, want) in [("0", 1), ("501", 500), ("100", 100)] {

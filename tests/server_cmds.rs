@@ -430,9 +430,6 @@ fn differential_config_set_errors() {
     let mut compared = 0;
     for name in Config::NAMES.iter().filter(|n| !SKIP.contains(n)) {
         for v in values {
-            if *name == "latency-tracking-info-percentiles" && v == "0x10" {
-                continue; // strtod reads hex floats; we do not (documented)
-            }
             let args = ["CONFIG", "SET", name, v];
             let want = theirs.raw(&args);
             if want.starts_with("-ERR Unknown option") {
@@ -468,6 +465,12 @@ fn differential_config_set_errors() {
         CONFIG GET auto-aof-rewrite-min-size
         CONFIG SET zset-max-ziplist-value ""
         CONFIG GET zset-max-ziplist-value
+        CONFIG SET latency-tracking-info-percentiles "0x10 0X1.8p1 -0"
+        CONFIG GET latency-tracking-info-percentiles
+        CONFIG SET latency-tracking-info-percentiles "1  2"
+        CONFIG SET latency-tracking-info-percentiles "1e-400"
+        CONFIG SET latency-tracking-info-percentiles "1e400"
+        CONFIG SET latency-tracking-info-percentiles nan
         "#,
     );
     // INFO follows hz (both servers report the configured value).

@@ -161,6 +161,34 @@ impl LongDouble {
         }
     }
 
+    /// The nearest `f64` (rounded once from the 64-bit significand, then
+    /// scaled exactly): infinite past `f64::MAX`, zero below its subnormals.
+    pub fn to_f64(&self) -> f64 {
+        match *self {
+            LongDouble::Inf { neg } => {
+                if neg {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            LongDouble::Finite { neg, mant, exp } => {
+                let mut v = mant as f64;
+                let mut e = exp;
+                while e != 0 && v != 0.0 && v.is_finite() {
+                    let step = e.clamp(-1000, 1000);
+                    v *= 2f64.powi(step as i32);
+                    e -= step;
+                }
+                if neg {
+                    -v
+                } else {
+                    v
+                }
+            }
+        }
+    }
+
     /// The text Redis stores and replies for INCRBYFLOAT: `%.17Lf` (exact
     /// decimal value rounded to 17 decimals, ties to even as glibc does),
     /// then trailing zeros and a trailing `.` removed; `-0` becomes `0`.
@@ -354,6 +382,17 @@ mod tests {
         assert_eq!(twice, "199999999999999999993371759311691291321120199694831134415594095989843469737676123744200253843777078640893494450108026446304269499187921167194841628860392837535918200039206381557326219209014213335878306791577877829121087126122536729803237260434173178506889763247582601711514636284849020905456510092687857156096");
         assert_eq!(incr("0", "inf"), None);
         assert_eq!(incr("1e4932", "1e4932"), None);
+    }
+
+    #[test]
+    fn to_f64_rounds_once() {
+        let f = |t: &str| LongDouble::parse(t.as_bytes()).unwrap().to_f64();
+        assert_eq!(f("0x10"), 16.0);
+        assert_eq!(f("99.9"), 99.9);
+        assert_eq!(f("-2.5"), -2.5);
+        assert_eq!(f("1e400"), f64::INFINITY);
+        assert_eq!(f("1e-400"), 0.0);
+        assert_eq!(f("4.9406564584124654e-324"), 5e-324);
     }
 
     #[test]
