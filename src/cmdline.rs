@@ -461,7 +461,9 @@ mod tests {
             "--io-threads",
             "4",
             "--hz",
-            "10",
+            "50",
+            "--activerehashing",
+            "yes",
             "--save",
             "--loglevel",
             "warning",
@@ -472,8 +474,9 @@ mod tests {
         assert!(!st.config.protected_mode);
         assert_eq!(st.config.supervised, "systemd");
         assert_eq!(st.config.loglevel, crate::config::LogLevel::Warning);
+        assert_eq!(st.config.hz, 50);
         assert_eq!(st.warnings.len(), 2, "{:?}", st.warnings);
-        assert!(st.warnings.iter().any(|w| w.contains("'hz'")));
+        assert!(st.warnings.iter().any(|w| w.contains("'activerehashing'")));
         assert!(st.warnings.iter().any(|w| w.contains("io-threads 4")));
     }
 

@@ -45,6 +45,9 @@ pub struct Tunables {
     pub set_limits: [AtomicUsize; 3],
     /// `busy-reply-threshold`, ms (scripts past it make the server answer `-BUSY`).
     pub busy_reply_threshold_ms: AtomicU64,
+    /// `hz` (1..=500): how many times a second each shard runs its timer
+    /// (active expiry, waiter sweep, AOF tick); see [`Tunables::timer_period_ms`].
+    pub hz: std::sync::atomic::AtomicU32,
 }
 
 impl Default for Tunables {
@@ -74,6 +77,7 @@ impl Tunables {
                 AtomicUsize::new(cfg.set_limits.max_listpack_value_bytes),
             ],
             busy_reply_threshold_ms: AtomicU64::new(cfg.busy_reply_threshold_ms),
+            hz: std::sync::atomic::AtomicU32::new(cfg.hz),
         }
     }
 
@@ -110,6 +114,14 @@ impl Tunables {
         }
         self.busy_reply_threshold_ms
             .store(cfg.busy_reply_threshold_ms, Ordering::Relaxed);
+        self.hz.store(cfg.hz, Ordering::Relaxed);
+    }
+
+    /// Period of the shards' timer, ms: `1000 / hz` (100 ms at Redis's
+    /// default `hz 10`, 2 ms at the maximum 500), as Redis runs `serverCron`
+    /// `hz` times a second.
+    pub fn timer_period_ms(&self) -> u64 {
+        1000 / u64::from(self.hz.load(Ordering::Relaxed).clamp(MIN_HZ, MAX_HZ))
     }
 
     /// `list-max-listpack-size` in force.
@@ -228,6 +240,16 @@ pub struct Config {
     pub slowlog_log_slower_than_us: i64,
     /// `slowlog-max-len` (default 128).
     pub slowlog_max_len: usize,
+    /// `hz` (default 10): shard timer frequency, kept in `1..=500` as Redis
+    /// clamps it (`CONFIG SET hz 0` stores 1, `hz 1000` stores 500); INFO
+    /// shows it as `hz` and `configured_hz`. Each shard runs its timer
+    /// (active expiry, blocked-reader sweep, AOF tick) every `1000 / hz` ms.
+    pub hz: u32,
+    /// `latency-monitor-threshold`, ms (default 0). Stored and reported for
+    /// clients and tools that set it; shardstream records no latency-monitor
+    /// events (LATENCY LATEST/HISTORY stay empty), per-command latencies are
+    /// in INFO latencystats and LATENCY HISTOGRAM.
+    pub latency_monitor_threshold_ms: i64,
     /// `busy-reply-threshold` (alias `lua-time-limit`), ms: a script running
     /// longer makes other clients' commands answer `-BUSY` (0 = never).
     pub busy_reply_threshold_ms: u64,
@@ -425,6 +447,8 @@ impl Default for Config {
             latency_tracking: true,
             slowlog_log_slower_than_us: 10_000,
             slowlog_max_len: 128,
+            hz: 10,
+            latency_monitor_threshold_ms: 0,
             busy_reply_threshold_ms: 5000,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             unixsocket: None,
@@ -459,11 +483,13 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     num.parse::<i64>().ok()?.checked_mul(mul)
 }
 
-/// Parse an unsigned memory size as Redis's `memtoull` does for `maxmemory`
-/// (digits plus an optional unit: `b`, `k`, `kb`, `m`, `mb`, `g`, `gb`, any
-/// case), bytes. A number beyond `u64` is `u64::MAX`, as `strtoull`
-/// saturates; so is a product beyond it (Redis lets that product wrap; we do
-/// not). Signs are refused.
+/// Parse an unsigned memory size as Redis's `memtoull` does for memory
+/// directives (digits plus an optional unit: `b`, `k`, `kb`, `m`, `mb`, `g`,
+/// `gb`, any case), bytes. No digits at all is 0 (redis-server 7.0.15
+/// accepts `CONFIG SET maxmemory ""` and stores 0). A number beyond `u64`
+/// is `u64::MAX`, as `strtoull` saturates; so is a product beyond it (Redis
+/// lets that product wrap; we do not). Signs, spaces, decimals and hex are
+/// refused.
 ///
 /// # Source
 /// `memtoull`, redis/src/util.c (7.x).
@@ -481,8 +507,11 @@ pub fn parse_memory_u64(s: &str) -> Option<u64> {
     .iter()
     .find_map(|(suf, mul)| lower.strip_suffix(suf).map(|n| (n, *mul)))
     .unwrap_or((lower.as_str(), 1));
-    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+    if !num.bytes().all(|b| b.is_ascii_digit()) || num.len() >= 128 {
         return None;
+    }
+    if num.is_empty() {
+        return Some(0);
     }
     let n = num.parse::<u64>().unwrap_or(u64::MAX);
     Some(n.saturating_mul(mul))
@@ -549,15 +578,69 @@ impl EvictionPolicy {
     }
 }
 
+/// A double as Redis's `string2d` reads it: `strtod` syntax (decimal, hex,
+/// `inf`), the whole word, no leading space, not NaN, and not a value that
+/// overflows or underflows to zero (`ERANGE`).
+///
+/// # Source
+/// `string2d`, redis/src/util.c (7.x).
+fn parse_string2d(word: &str) -> Option<f64> {
+    let ld = crate::ldouble::LongDouble::parse(word.as_bytes())?;
+    let v = ld.to_f64();
+    let was_inf = matches!(ld, crate::ldouble::LongDouble::Inf { .. });
+    let was_zero = matches!(ld, crate::ldouble::LongDouble::Finite { mant: 0, .. });
+    if (v.is_infinite() && !was_inf) || (v == 0.0 && !was_zero) {
+        return None;
+    }
+    Some(v)
+}
+
+/// Lowest `hz` Redis runs at (`CONFIG_MIN_HZ`); lower values are raised to it.
+pub const MIN_HZ: u32 = 1;
+/// Highest `hz` Redis runs at (`CONFIG_MAX_HZ`); higher values are lowered to it.
+pub const MAX_HZ: u32 = 500;
+
+/// Value of an integer directive: Redis's `string2ll` (no `+`, spaces,
+/// leading zeros, units or decimals), then the directive's range `lo..=hi`
+/// (the bounds of its declaration in Redis's config table).
+///
+/// # Errors
+/// `argument couldn't be parsed into an integer`; `argument must be between
+/// <lo> and <hi> inclusive`.
+/// # Source
+/// `numericParseString` and `numericBoundaryCheck`, redis/src/config.c (7.x).
+fn int_in(value: &str, lo: i64, hi: i64) -> Result<i64, String> {
+    let v = crate::cmd::args::parse_i64(value.as_bytes())
+        .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
+    in_range(v, lo, hi)
+}
+
+/// Value of a memory directive (`1gb`, `64mb`, `4096`; see
+/// [`parse_memory_u64`]) that Redis keeps in a signed or `size_t` field:
+/// a size past `i64::MAX` is out of range, as the unsigned result read as a
+/// signed number is negative there.
+///
+/// # Errors
+/// `argument must be a memory value`; `argument must be between <lo> and
+/// <hi> inclusive`.
+/// # Source
+/// `numericParseString` (`MEMORY_CONFIG`, `memtoull`) and
+/// `numericBoundaryCheck`, redis/src/config.c (7.x).
+fn mem_in(value: &str, lo: i64, hi: i64) -> Result<i64, String> {
+    let v = parse_memory_u64(value).ok_or("argument must be a memory value")?;
+    in_range(i64::try_from(v).unwrap_or(-1), lo, hi)
+}
+
+fn in_range(v: i64, lo: i64, hi: i64) -> Result<i64, String> {
+    if !(lo..=hi).contains(&v) {
+        return Err(format!("argument must be between {lo} and {hi} inclusive"));
+    }
+    Ok(v)
+}
+
 /// An integer setting in `0..=i32::MAX` (`timeout`, `tcp-keepalive`), with Redis's error.
 fn non_negative_i32(value: &str) -> Result<u64, String> {
-    let v: i64 = value
-        .parse()
-        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
-    if !(0..=i64::from(i32::MAX)).contains(&v) {
-        return Err("argument must be between 0 and 2147483647 inclusive".into());
-    }
-    Ok(v as u64)
+    Ok(int_in(value, 0, i64::from(i32::MAX))? as u64)
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -573,8 +656,6 @@ impl Config {
     /// Returns an error text when the name is unknown or the value is invalid.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let bad = || "argument couldn't be parsed into an integer".to_string();
-        let at_least_1mb =
-            || "argument must be between 1048576 and 9223372036854775807 inclusive".to_string();
         match name.to_ascii_lowercase().as_str() {
             "bind" => {
                 self.bind = value
@@ -583,34 +664,19 @@ impl Config {
                     .unwrap_or("127.0.0.1")
                     .to_string()
             }
-            "port" => self.port = value.parse().map_err(|_| bad())?,
+            "port" => self.port = int_in(value, 0, 65535)? as u16,
             "shards" => self.shards = value.parse().map_err(|_| bad())?,
             "io-threads" => self.io_threads = value.parse().map_err(|_| bad())?,
             "no-pin" => self.pin = !parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
             "dir" => self.dir = PathBuf::from(value),
             "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
             "maxclients" => {
-                self.maxclients = value.parse::<i64>().map_err(|_| bad()).and_then(|v| {
-                    Some(v)
-                        .filter(|v| (1..=u32::MAX as i64).contains(v))
-                        .ok_or_else(|| {
-                            "argument must be between 1 and 4294967295 inclusive".to_string()
-                        })
-                })? as usize
+                self.maxclients = int_in(value, 1, i64::from(u32::MAX))? as usize
             }
             "databases" => self.databases = value.parse().map_err(|_| bad())?,
-            "proto-max-bulk-len" => {
-                let v = parse_memory(value).ok_or_else(bad)?;
-                self.proto_max_bulk_len = Some(v)
-                    .filter(|v| *v >= 1024 * 1024)
-                    .ok_or_else(at_least_1mb)?
-            }
+            "proto-max-bulk-len" => self.proto_max_bulk_len = mem_in(value, 1 << 20, i64::MAX)?,
             "client-query-buffer-limit" => {
-                let v = parse_memory(value).ok_or_else(bad)?;
-                self.client_query_buffer_limit = Some(v)
-                    .filter(|v| *v >= 1024 * 1024)
-                    .ok_or_else(at_least_1mb)?
-                    as usize
+                self.client_query_buffer_limit = mem_in(value, 1 << 20, i64::MAX)? as usize
             }
             "timeout" => self.timeout_s = non_negative_i32(value)?,
             "tcp-keepalive" => self.tcp_keepalive_s = non_negative_i32(value)?,
@@ -629,18 +695,14 @@ impl Config {
                 self.maxmemory_policy = EvictionPolicy::from_u8(i as u8);
             }
             "maxmemory-samples" => {
-                let v: i64 = value.parse().map_err(|_| bad())?;
-                self.maxmemory_samples = usize::try_from(v)
-                    .ok()
-                    .filter(|v| (1..=64).contains(v))
-                    .ok_or("argument must be between 1 and 64 inclusive")?
+                self.maxmemory_samples = int_in(value, 1, i64::from(i32::MAX))? as usize
             }
             "client-output-buffer-limit" => {
                 self.client_output_buffer_limit =
                     parse_obuf_limits(value, &self.client_output_buffer_limit)?
             }
             "stream-node-max-entries" => {
-                self.stream_node_max_entries = value.parse().map_err(|_| bad())?
+                self.stream_node_max_entries = int_in(value, 0, i64::MAX)? as usize
             }
             "cluster-mode" => {
                 self.cluster_emulated = match value.to_ascii_lowercase().as_str() {
@@ -661,25 +723,12 @@ impl Config {
                     .ok_or_else(|| format!("argument must be between {lo} and {hi} inclusive"))?
             }
             "list-max-listpack-size" | "list-max-ziplist-size" => {
-                self.list_max_listpack_size = value
-                    .parse::<i64>()
-                    .map_err(|_| bad())
-                    .and_then(|v| {
-                        i32::try_from(v).map(i64::from).map_err(|_| {
-                            "argument must be between -2147483648 and 2147483647 inclusive"
-                                .to_string()
-                        })
-                    })?
+                self.list_max_listpack_size =
+                    int_in(value, i64::from(i32::MIN), i64::from(i32::MAX))?
             }
             "set-max-intset-entries" | "set-max-listpack-entries" | "set-max-listpack-value" => {
-                let v = parse_memory(value)
-                    .ok_or_else(bad)
-                    .and_then(|v| {
-                        usize::try_from(v).map_err(|_| {
-                            "argument must be between 0 and 9223372036854775807 inclusive"
-                                .to_string()
-                        })
-                    })?;
+                // All three are integers in Redis (7.0 / 7.2), not memory values.
+                let v = int_in(value, 0, i64::MAX)? as usize;
                 let l = &mut self.set_limits;
                 match name.to_ascii_lowercase().as_str() {
                     "set-max-intset-entries" => l.max_intset_entries = v,
@@ -688,19 +737,13 @@ impl Config {
                 }
             }
             "stream-node-max-bytes" => {
-                self.stream_node_max_bytes =
-                    parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as usize
+                self.stream_node_max_bytes = mem_in(value, 0, i64::MAX)? as usize
             }
             "zset-max-listpack-entries" | "zset-max-ziplist-entries" => {
-                let v: i64 = value.parse().map_err(|_| bad())?;
-                self.zset_max_listpack_entries = usize::try_from(v)
-                    .map_err(|_| "argument must be between 0 and 9223372036854775807 inclusive")?
+                self.zset_max_listpack_entries = int_in(value, 0, i64::MAX)? as usize
             }
             "zset-max-listpack-value" | "zset-max-ziplist-value" => {
-                self.zset_max_listpack_value = parse_memory(value)
-                    .filter(|v| *v >= 0)
-                    .ok_or("argument must be a memory value")?
-                    as usize
+                self.zset_max_listpack_value = mem_in(value, 0, i64::MAX)? as usize
             }
             "cluster-config" => {
                 self.cluster_config = (!value.is_empty()).then(|| PathBuf::from(value))
@@ -717,28 +760,16 @@ impl Config {
                     .ok_or("argument(s) must be one of the following: everysec, always, no")?
             }
             "auto-aof-rewrite-percentage" => {
-                self.auto_aof_rewrite_percentage =
-                    value.parse::<i64>().map_err(|_| bad()).and_then(|v| {
-                        u64::try_from(v).map_err(|_| {
-                            "argument must be between 0 and 2147483647 inclusive".to_string()
-                        })
-                    })?
+                self.auto_aof_rewrite_percentage = int_in(value, 0, i64::from(i32::MAX))? as u64
             }
             "auto-aof-rewrite-min-size" => {
-                self.auto_aof_rewrite_min_size_bytes =
-                    parse_memory(value).filter(|v| *v >= 0).ok_or_else(bad)? as u64
+                self.auto_aof_rewrite_min_size_bytes = mem_in(value, 0, i64::MAX)? as u64
             }
             "aof-load-truncated" => {
                 self.aof_load_truncated =
                     parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
             }
-            "tcp-backlog" => {
-                let v: i64 = value.parse().map_err(|_| bad())?;
-                self.tcp_backlog = i32::try_from(v)
-                    .ok()
-                    .filter(|v| *v >= 0)
-                    .ok_or("argument must be between 0 and 2147483647 inclusive")?
-            }
+            "tcp-backlog" => self.tcp_backlog = int_in(value, 0, i64::from(i32::MAX))? as i32,
             "enable-debug-command" => {
                 self.enable_debug_command = ["no", "yes", "local"]
                     .into_iter()
@@ -750,29 +781,31 @@ impl Config {
                     parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
             }
             "slowlog-log-slower-than" => {
-                self.slowlog_log_slower_than_us = value.parse().map_err(|_| bad())?
+                self.slowlog_log_slower_than_us = int_in(value, -1, i64::MAX)?
             }
             "busy-reply-threshold" | "lua-time-limit" => {
-                let v: i64 = value.parse().map_err(|_| bad())?;
-                self.busy_reply_threshold_ms = u64::try_from(v)
-                    .ok()
-                    .filter(|v| *v <= i64::MAX as u64)
-                    .ok_or("argument must be between 0 and 9223372036854775807 inclusive")?
+                self.busy_reply_threshold_ms = int_in(value, 0, i64::MAX)? as u64
             }
-            "slowlog-max-len" => {
-                let v: i64 = value.parse().map_err(|_| bad())?;
-                self.slowlog_max_len = usize::try_from(v)
-                    .ok()
-                    .filter(|v| *v <= i32::MAX as usize)
-                    .ok_or("argument must be between 0 and 2147483647 inclusive")?
+            "slowlog-max-len" => self.slowlog_max_len = int_in(value, 0, i64::MAX)? as usize,
+            "hz" => {
+                // Redis accepts 0..=INT_MAX and keeps the result in 1..=500.
+                let v = int_in(value, 0, i64::from(i32::MAX))?;
+                self.hz = v.clamp(i64::from(MIN_HZ), i64::from(MAX_HZ)) as u32;
+            }
+            "latency-monitor-threshold" => {
+                self.latency_monitor_threshold_ms = int_in(value, 0, i64::MAX)?
             }
             "latency-tracking" => {
                 self.latency_tracking = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
             }
             "latency-tracking-info-percentiles" => {
                 let mut v = Vec::new();
-                for w in value.split_whitespace() {
-                    let p: f64 = w.parse().map_err(|_| {
+                // Split on single spaces as Redis's sdssplitlen does (two
+                // spaces make an empty, invalid word); each word is read as
+                // `string2d` reads it (strtod syntax, hex included).
+                let words = value.split(' ').filter(|_| !value.is_empty());
+                for w in words {
+                    let p = parse_string2d(w).ok_or_else(|| {
                         "Invalid latency-tracking-info-percentiles parameters".to_string()
                     })?;
                     if !(0.0..=100.0).contains(&p) {
@@ -910,6 +943,8 @@ impl Config {
             "latency-tracking" => if self.latency_tracking { "yes" } else { "no" }.to_string(),
             "slowlog-log-slower-than" => self.slowlog_log_slower_than_us.to_string(),
             "slowlog-max-len" => self.slowlog_max_len.to_string(),
+            "hz" => self.hz.to_string(),
+            "latency-monitor-threshold" => self.latency_monitor_threshold_ms.to_string(),
             "busy-reply-threshold" | "lua-time-limit" => self.busy_reply_threshold_ms.to_string(),
             "latency-tracking-info-percentiles" => self
                 .latency_tracking_info_percentiles
@@ -984,6 +1019,8 @@ impl Config {
         "latency-tracking-info-percentiles",
         "slowlog-log-slower-than",
         "slowlog-max-len",
+        "hz",
+        "latency-monitor-threshold",
         "busy-reply-threshold",
         "lua-time-limit",
         "unixsocket",
@@ -1103,7 +1140,12 @@ impl Config {
 
 /// Directives that take several words (`save 900 1 300 10`, `bind a b`,
 /// `client-output-buffer-limit normal 0 0 0 ...`); every other one takes one.
-const MULTI_ARG: &[&str] = &["save", "bind", "client-output-buffer-limit"];
+const MULTI_ARG: &[&str] = &[
+    "save",
+    "bind",
+    "client-output-buffer-limit",
+    "latency-tracking-info-percentiles",
+];
 
 /// Redis directives refused at start-up, with the reason: ignoring them
 /// would expose data, lose it, or silently change how the server behaves.
@@ -1141,7 +1183,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "enable-protected-configs",
     "enable-debug-command",
     "enable-module-command",
-    "hz",
     "dynamic-hz",
     "activerehashing",
     "lazyfree-lazy-eviction",
@@ -1163,7 +1204,6 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "active-defrag-cycle-min",
     "active-defrag-cycle-max",
     "active-defrag-max-scan-fields",
-    "latency-monitor-threshold",
     "latency-tracking",
     "latency-tracking-info-percentiles",
     "slowlog-log-slower-than",
@@ -1269,7 +1309,10 @@ mod tests {
             cfg.set("maxmemory", v).unwrap();
             assert_eq!(cfg.maxmemory_bytes, want, "{v}");
         }
-        for v in ["-1", "", "abc", "1x"] {
+        // No digits is 0, as memtoull reads it.
+        cfg.set("maxmemory", "").unwrap();
+        assert_eq!(cfg.maxmemory_bytes, 0);
+        for v in ["-1", "abc", "1x", "1.5", "0x10", "+1"] {
             assert_eq!(
                 cfg.set("maxmemory", v),
                 Err("argument must be a memory value".to_string()),
@@ -1278,18 +1321,76 @@ mod tests {
         }
     }
 
+    /// Texts and ranges of redis-server 7.0.15 for the same bad values
+    /// (tests/server_cmds.rs compares them with a live redis-server too).
+    #[test]
+    fn numeric_directives_follow_redis_types() {
+        let mut cfg = Config::default();
+        let range =
+            |lo: &str, hi: &str| Err(format!("argument must be between {lo} and {hi} inclusive"));
+        let not_int = Err("argument couldn't be parsed into an integer".to_string());
+        let not_mem = Err("argument must be a memory value".to_string());
+        let i64max = "9223372036854775807";
+        assert_eq!(cfg.set("port", "abc"), not_int);
+        assert_eq!(cfg.set("port", "65536"), range("0", "65535"));
+        assert_eq!(cfg.set("auto-aof-rewrite-min-size", "abc"), not_mem);
+        assert_eq!(cfg.set("auto-aof-rewrite-min-size", "-1"), not_mem);
+        assert_eq!(
+            cfg.set("zset-max-ziplist-value", "99999999999999999999"),
+            range("0", i64max)
+        );
+        assert_eq!(cfg.set("slowlog-max-len", "-1"), range("0", i64max));
+        assert_eq!(
+            cfg.set("slowlog-log-slower-than", "-2"),
+            range("-1", i64max)
+        );
+        assert_eq!(cfg.set("set-max-intset-entries", "1k"), not_int);
+        assert_eq!(cfg.set("maxmemory-samples", "0"), range("1", "2147483647"));
+        assert_eq!(cfg.set("proto-max-bulk-len", ""), range("1048576", i64max));
+        assert_eq!(cfg.set("hz", "-1"), range("0", "2147483647"));
+        assert_eq!(cfg.set("hz", "+5"), not_int);
+        let pct = |cfg: &mut Config, v: &str| {
+            cfg.set("latency-tracking-info-percentiles", v)
+                .map(|()| cfg.latency_tracking_info_percentiles.clone())
+        };
+        assert_eq!(pct(&mut cfg, "0x10 0X1.8p1"), Ok(vec![16.0, 3.0]));
+        assert_eq!(pct(&mut cfg, ""), Ok(vec![]));
+        for bad in ["1  2", " 5", "5 ", "nan", "1e400", "1e-400", "0x"] {
+            assert_eq!(
+                pct(&mut cfg, bad),
+                Err("Invalid latency-tracking-info-percentiles parameters".to_string()),
+                "{bad:?}"
+            );
+        }
+        // A config-file line takes several words.
+        cfg.apply_file_text("latency-tracking-info-percentiles 50 99.9\n")
+            .unwrap();
+        assert_eq!(cfg.latency_tracking_info_percentiles, vec![50.0, 99.9]);
+        cfg.set("maxmemory-samples", "65").unwrap();
+        assert_eq!(cfg.maxmemory_samples, 65);
+        for (v, want) in [("0", 1), ("501", 500), ("100", 100)] {
+            cfg.set("hz", v).unwrap();
+            assert_eq!(cfg.get("hz").as_deref(), Some(want.to_string().as_str()));
+        }
+        let t = Tunables::from_config(&cfg);
+        assert_eq!(t.timer_period_ms(), 10);
+        cfg.set("latency-monitor-threshold", "100").unwrap();
+        assert_eq!(cfg.get("latency-monitor-threshold").as_deref(), Some("100"));
+    }
+
     #[test]
     fn file_then_flags() {
         let mut cfg = Config::default();
         let w = cfg
             .apply_file_text(
-                "# c\nport 7000\nrequirepass \"s3cret\"\nhz 10\nproto-max-bulk-len 1gb\n",
+                "# c\nport 7000\nrequirepass \"s3cret\"\nhz 50\nproto-max-bulk-len 1gb\nactiverehashing yes\n",
             )
             .unwrap();
         assert_eq!(cfg.port, 7000);
         assert_eq!(cfg.requirepass.as_deref(), Some("s3cret"));
         assert_eq!(cfg.proto_max_bulk_len, 1024 * 1024 * 1024);
-        assert_eq!(w.len(), 1);
+        assert_eq!(cfg.hz, 50);
+        assert_eq!(w.len(), 1, "{w:?}");
         assert!(cfg
             .apply_file_text("port abc")
             .unwrap_err()

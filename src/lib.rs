@@ -45,6 +45,7 @@ pub mod config_rewrite;
 pub mod delayed;
 pub mod error;
 pub mod io;
+pub mod ldouble;
 pub mod list;
 pub mod listener;
 pub mod logging;

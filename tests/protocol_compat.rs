@@ -1,7 +1,8 @@
 //! Framing and settings that must answer exactly as redis-server 7.0 does,
 //! compared byte for byte with a real redis-server when one is installed
 //! (the expected bytes below are what 7.0.15 answers):
-//! a bulk's two trailing bytes are skipped unchecked, a long inline line
+//! a bulk's two trailing bytes are skipped unchecked, a header ends at its
+//! first CR, `POST`/`Host:` lines close the connection silently, a long inline line
 //! whose newline is buffered is accepted, `maxmemory` takes any size, and
 //! `tcp-backlog` exists, is immutable and reaches `listen(2)`.
 
@@ -71,6 +72,31 @@ fn cases() -> Vec<(Vec<u8>, Vec<u8>)> {
         (
             b"*1\r\n$-0\r\n\r\n".to_vec(),
             b"-ERR Protocol error: invalid bulk length\r\n<EOF>".to_vec(),
+        ),
+        // A bare CR ends a header; the byte after it is skipped unseen.
+        (
+            b"*1\r$4\r\nPING\r\n".to_vec(),
+            b"-ERR Protocol error: expected '$', got '4'\r\n<EOF>".to_vec(),
+        ),
+        (
+            b"*1\n$4\r\nPING\r\n".to_vec(),
+            b"-ERR Protocol error: invalid multibulk length\r\n<EOF>".to_vec(),
+        ),
+        (
+            b"*1\r\n$4\nPING\r\n".to_vec(),
+            b"-ERR Protocol error: invalid bulk length\r\n<EOF>".to_vec(),
+        ),
+        (b"*1\r".to_vec(), b"".to_vec()),
+        // Cross-protocol guard: POST or Host: as a command closes the
+        // connection with no reply, not even to commands before it.
+        (b"POST / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), b"<EOF>".to_vec()),
+        (b"PING\r\nPOST / HTTP/1.1\r\n".to_vec(), b"<EOF>".to_vec()),
+        (b"PING\r\nhOsT: example.com\r\n".to_vec(), b"<EOF>".to_vec()),
+        (b"*2\r\n$4\r\npost\r\n$1\r\na\r\n".to_vec(), b"<EOF>".to_vec()),
+        // `GET /` is an ordinary inline GET.
+        (
+            b"GET / HTTP/1.1\r\n".to_vec(),
+            b"-ERR wrong number of arguments for 'get' command\r\n".to_vec(),
         ),
         (inline_echo(70_000, true), big_reply),
         (

@@ -237,6 +237,8 @@ struct Snapshot {
     config_file: String,
     /// `process_supervised`.
     supervised: String,
+    /// `hz` and `configured_hz`: the `hz` setting in force (no dynamic hz).
+    hz: u32,
     uptime_s: u64,
     now_usec: u128,
     connected_clients: usize,
@@ -347,6 +349,7 @@ impl Snapshot {
             port,
             config_file,
             supervised,
+            hz: shared.tunables.hz.load(Ordering::Relaxed),
             uptime_s: shared.uptime_ms() / 1000,
             now_usec: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -559,8 +562,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("server_time_usec:{}", s.now_usec);
             line!("uptime_in_seconds:{}", s.uptime_s);
             line!("uptime_in_days:{}", s.uptime_s / 86400);
-            line!("hz:10");
-            line!("configured_hz:10");
+            line!("hz:{}", s.hz);
+            line!("configured_hz:{}", s.hz);
             line!(
                 "executable:{}",
                 std::env::current_exe()

@@ -3,8 +3,9 @@
 //! Command latencies come from the per-thread histograms of
 //! [`CmdStats`](crate::server::CmdStats) (execution time on the shard that
 //! ran the command, `latency-tracking`). shardstream has no latency
-//! *monitor* (`latency-monitor-threshold` is fixed at 0, Redis's default,
-//! which disables it), so LATEST and HISTORY have no events to report.
+//! *monitor*: `latency-monitor-threshold` can be set and read back (CONFIG
+//! SET/GET, as tools expect) but no events are sampled, so LATEST and
+//! HISTORY have nothing to report.
 
 use bytes::Bytes;
 
@@ -196,7 +197,7 @@ fn reset(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `LATENCY DOCTOR` — a short report saying the monitor is off.
 fn doctor(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     Ok(Reply::Verbatim(
-        "The latency monitor is disabled (latency-monitor-threshold is 0). Per-command \
+        "The latency monitor records no events in shardstream. Per-command \
          latencies are in INFO latencystats and LATENCY HISTOGRAM.\n"
             .into(),
     )

@@ -147,7 +147,7 @@ const COMMAND_SUBS: &[CommandSpec] = &[
     ),
     row(
         "COMMAND|GETKEYS",
-        -3,
+        -4,
         LS,
         &["slow", "connection"],
         "Extracts the key names from an arbitrary command.",
@@ -324,16 +324,27 @@ fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Redis settings shardstream does not implement but clients commonly read
 /// (redis-benchmark, test suites): `(name, fixed value)`. CONFIG GET reports
 /// them; CONFIG SET accepts only their current value.
-const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", ""), ("latency-monitor-threshold", "0")];
+const COMPAT_SETTINGS: &[(&str, &str)] = &[("save", "")];
+
+/// Settings Redis marks protected (`PROTECTED_CONFIG`): with its default
+/// `enable-protected-configs no` CONFIG SET refuses them with `can't set
+/// protected config`. shardstream has no `enable-protected-configs`, so they
+/// are never settable at run time.
+///
+/// # Source
+/// `configSetCommand` and the `dir` entry of the config table,
+/// redis/src/config.c (7.0+).
+const PROTECTED: &[&str] = &["dir"];
 
 /// Settings fixed for the life of the process (threads, sockets and data
-/// layout are built from them at start).
+/// layout are built from them at start). `port` is settable in Redis: its
+/// value is checked first, so a bad value gets Redis's error, and only a
+/// good one `can't set immutable config`.
 const IMMUTABLE: &[&str] = &[
     "bind",
     "port",
     "shards",
     "io-threads",
-    "dir",
     "databases",
     "cluster-config",
     "cluster-mode",
@@ -411,8 +422,13 @@ fn config_get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 /// * `ERR syntax error` for an odd number of arguments
 /// * `ERR Unknown option or number of arguments for CONFIG SET - '<name>'`
 /// * `ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>`
-///   where reason is `can't set immutable config`, `duplicate parameter` or
-///   the value error (`argument couldn't be parsed into an integer`, ...)
+///   where reason is, checked in this order over all pairs: `can't set
+///   immutable config`, `can't set protected config` (`dir`), `duplicate
+///   parameter`; then, pair by pair, the value error (`argument couldn't be
+///   parsed into an integer`, `argument must be a memory value`, `argument
+///   must be between <lo> and <hi> inclusive`, ...), with Redis's texts and
+///   ranges for the same input. A good `port` value answers `can't set
+///   immutable config` (the listener is built at start).
 /// # Source
 /// `configSetCommand`, redis/src/config.c.
 fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
@@ -434,8 +450,11 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
                 args::text(&pair[0])
             )));
         }
-        if IMMUTABLE.contains(&name.as_str()) {
+        if IMMUTABLE.contains(&name.as_str()) && name != "port" {
             return Err(failed(&name, "can't set immutable config"));
+        }
+        if PROTECTED.contains(&name.as_str()) {
+            return Err(failed(&name, "can't set protected config"));
         }
         if seen.contains(&name) {
             return Err(failed(&name, "duplicate parameter"));
@@ -453,6 +472,10 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         let value = args::text(&pair[1]);
         if cfg.get(&name).is_some() {
             next.set(&name, &value).map_err(|e| failed(&name, &e))?;
+            if IMMUTABLE.contains(&name.as_str()) {
+                // `port`: a good value, but the listener cannot move.
+                return Err(failed(&name, "can't set immutable config"));
+            }
         } else if config_value(&cfg, &name).is_some_and(|v| !v.eq_ignore_ascii_case(&value)) {
             // A compatibility-only setting: only its fixed value is accepted.
             return Err(failed(&name, "can't set immutable config"));
@@ -782,19 +805,34 @@ fn command_list(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdErro
     Ok(Reply::Array(out).into())
 }
 
-/// `COMMAND GETKEYS command [arg ...]` — the keys of a full command line, from
-/// the command table's key positions.
+/// Commands whose key list may be empty (Redis's `no_mandatory_keys` flag):
+/// `COMMAND GETKEYS` answers an empty array for them instead of an error.
+const NO_MANDATORY_KEYS: &[&str] = &[
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "FCALL",
+    "FCALL_RO",
+];
+
+/// `COMMAND GETKEYS command arg [arg ...]` — the keys of a full command line,
+/// from the command table's key positions. Arity -4, as in Redis: at least one
+/// argument after the command name (`COMMAND GETKEYS get` is an arity error
+/// of `command|getkeys` itself).
 ///
 /// # Reply
-/// Array of key names.
+/// Array of key names (empty for a command without mandatory keys, e.g.
+/// `EVAL s 0`).
 /// # Errors
+/// In Redis's order:
 /// * `ERR Invalid command specified` — unknown command or subcommand
+/// * `ERR The command has no key arguments` — checked before the arity
 /// * `ERR Invalid number of arguments specified for command` — arity
-/// * `ERR The command has no key arguments`
 /// * `ERR Invalid arguments specified for command` — keys cannot be found
 ///   (e.g. XREAD without a well-formed STREAMS section)
 /// # Source
-/// `commandGetKeysCommand`, redis/src/server.c.
+/// `getKeysSubcommandImpl`, redis/src/server.c (7.0; same texts in 8.x).
 fn command_getkeys(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let inner = &argv[2..];
     let invalid = || CmdError::msg("ERR Invalid command specified");
@@ -802,16 +840,16 @@ fn command_getkeys(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdE
     if !spec.subcommands.is_empty() && inner.len() >= 2 {
         spec = lookup_sub(spec, &inner[1]).ok_or_else(invalid)?;
     }
+    if spec.keys == Keys::None {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
     if !spec.arity_ok(inner.len()) {
         return Err(CmdError::msg(
             "ERR Invalid number of arguments specified for command",
         ));
     }
-    if spec.keys == Keys::None {
-        return Err(CmdError::msg("ERR The command has no key arguments"));
-    }
     let keys = spec.key_indexes(inner);
-    if keys.is_empty() {
+    if keys.is_empty() && !NO_MANDATORY_KEYS.contains(&spec.name) {
         return Err(CmdError::msg("ERR Invalid arguments specified for command"));
     }
     Ok(Reply::Array(

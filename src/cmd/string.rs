@@ -1,6 +1,7 @@
 //! String commands: GET, SET, GETDEL, GETEX, SETNX, SETEX, PSETEX, INCR,
 //! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, MGET, MSET, MSETNX.
 
+use crate::ldouble::LongDouble;
 use bytes::{Bytes, BytesMut};
 
 use crate::cmd::args::{self, Args};
@@ -529,10 +530,10 @@ fn parse_decrby(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 
 /// `INCRBYFLOAT key increment`.
 fn parse_incrbyfloat(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
-    let delta = args::parse_f64(&key_at(argv, 2)?).ok_or(CmdError::NotFloat)?;
+    let delta = LongDouble::parse(&key_at(argv, 2)?).ok_or(CmdError::NotFloat)?;
     let key = key_at(argv, 1)?;
     Ok(on_shard(move |db, cx| {
-        apply_incrbyfloat(db, cx, &key, delta).into()
+        apply_incrbyfloat(db, cx, &key, &delta).into()
     }))
 }
 
@@ -792,29 +793,34 @@ pub fn apply_incrby(
 
 /// `INCRBYFLOAT key increment`
 ///
+/// Adds `delta` to the number stored at `key` (a missing key is 0) in
+/// x87 80-bit extended precision, as Redis does in `long double` on x86-64:
+/// both operands are read with `strtold`'s syntax (so `0x10` and `1e308`
+/// are numbers), and the sum is stored as `%.17Lf` without trailing zeros
+/// (`INCRBYFLOAT n 1e308` twice stores a 309-digit integer). See
+/// [`crate::ldouble`]. The TTL is kept.
+///
 /// # Reply
 /// Bulk string: the new value in plain decimal notation (no exponent).
 /// # Errors
 /// `WRONGTYPE`; `ERR value is not a valid float` when the stored string is not
 /// a number; `ERR increment would produce NaN or Infinity`.
 /// # Source
-/// `incrbyfloatCommand`, redis/src/t_string.c (Redis computes in long double;
-/// results can differ from it in the last digits).
+/// `incrbyfloatCommand`, redis/src/t_string.c (7.0, same in 8.x).
 pub fn apply_incrbyfloat(
     db: &mut ShardDb,
     cx: &ExecCtx,
     key: &[u8],
-    delta: f64,
+    delta: &LongDouble,
 ) -> Result<Reply, CmdError> {
     let cur = match db.get_str(cx.db, key, cx.now_ms)? {
-        None => 0.0,
-        Some(s) => args::parse_f64(s).ok_or(CmdError::NotFloat)?,
+        None => LongDouble::ZERO,
+        Some(s) => LongDouble::parse(s).ok_or(CmdError::NotFloat)?,
     };
-    let n = cur + delta;
-    if !n.is_finite() {
-        return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
-    }
-    let text = Bytes::from(format!("{n}"));
+    let n = cur
+        .add(delta)
+        .ok_or_else(|| CmdError::msg("ERR increment would produce NaN or Infinity"))?;
+    let text = Bytes::from(n.to_human_string());
     store_keep_ttl(db, cx, key, text.clone());
     db.log_string_state(cx, key);
     Ok(Reply::Bulk(text))

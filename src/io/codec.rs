@@ -103,10 +103,24 @@ enum Scan {
     Need(usize),
 }
 
-/// Find the end of the line starting at `from`; returns the index of `\r`.
-fn line_end(buf: &[u8], from: usize) -> Option<usize> {
-    let nl = buf[from..].iter().position(|&b| b == b'\n')? + from;
-    Some(nl.saturating_sub(1).max(from))
+/// Where a header line starting at `from` ends, framed as Redis frames it:
+/// the first `\r` ends the number, and the byte after it is taken to be the
+/// `\n` without being looked at (so `*1\r$4\r\n` reads `$` as that byte and
+/// then finds `4` where the `$` of the first bulk should be).
+///
+/// # Reply
+/// `Ok(cr)`: the index of the `\r`, with the byte after it buffered;
+/// `Err(need)`: not framed yet, at least `need` bytes are needed (`None` when
+/// no `\r` is buffered at all; the caller applies its size limit).
+/// # Source
+/// `processMultibulkBuffer`, redis/src/networking.c (7.x/8.x): `strchr(..., '\r')`,
+/// then "buffer should also contain \n", then `qb_pos = newline + 2`.
+fn header_end(buf: &[u8], from: usize) -> Result<usize, Option<usize>> {
+    let cr = buf[from..].iter().position(|&b| b == b'\r').ok_or(None)? + from;
+    if cr + 2 > buf.len() {
+        return Err(Some(cr + 2));
+    }
+    Ok(cr)
 }
 
 /// Parse a header integer exactly as Redis does (`string2ll` on the text up to `\r`).
@@ -141,15 +155,16 @@ fn header_int(text: &[u8]) -> Option<i64> {
 /// `invalid multibulk length`, `expected '$', got 'x'`, `invalid bulk length`,
 /// `too big mbulk count string`, `too big bulk count string`.
 fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> {
-    let Some(cr) = line_end(buf, 1) else {
-        if buf.len() > INLINE_MAX_BYTES {
-            return Err(ProtoError("too big mbulk count string".into()));
+    let cr = match header_end(buf, 1) {
+        Ok(cr) => cr,
+        Err(Some(need)) => return Ok(Scan::Need(need)),
+        Err(None) => {
+            if buf.len() > INLINE_MAX_BYTES {
+                return Err(ProtoError("too big mbulk count string".into()));
+            }
+            return Ok(Scan::Need(buf.len() + 1));
         }
-        return Ok(Scan::Need(buf.len() + 1));
     };
-    if buf.get(cr) != Some(&b'\r') {
-        return Err(ProtoError("invalid multibulk length".into()));
-    }
     let count = match header_int(&buf[1..cr]) {
         Some(n) if n <= limits.max_multibulk => n,
         _ => return Err(ProtoError("invalid multibulk length".into())),
@@ -170,15 +185,16 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
             let got = buf[pos] as char;
             return Err(ProtoError(format!("expected '$', got '{got}'").into()));
         }
-        let Some(cr) = line_end(buf, pos + 1) else {
-            if buf.len() - pos > INLINE_MAX_BYTES {
-                return Err(ProtoError("too big bulk count string".into()));
+        let cr = match header_end(buf, pos + 1) {
+            Ok(cr) => cr,
+            Err(Some(need)) => return Ok(Scan::Need(need)),
+            Err(None) => {
+                if buf.len() - pos > INLINE_MAX_BYTES {
+                    return Err(ProtoError("too big bulk count string".into()));
+                }
+                return Ok(Scan::Need(buf.len() + 1));
             }
-            return Ok(Scan::Need(buf.len() + 1));
         };
-        if buf.get(cr) != Some(&b'\r') {
-            return Err(ProtoError("invalid bulk length".into()));
-        }
         let len = match header_int(&buf[pos + 1..cr]) {
             Some(n) if (0..=limits.max_bulk_bytes).contains(&n) => n as usize,
             _ => return Err(ProtoError("invalid bulk length".into())),
@@ -530,6 +546,39 @@ mod tests {
     /// Redis takes exactly `len` bytes of a bulk and skips the two after it
     /// unchecked (redis-server 7.0: `*1\r\n$4\r\nPINGxx\r\n` → `+PONG`, and
     /// `PINGxxPING\r\n` → two PONGs, the rest being an inline command).
+    /// Fuzz-style: frames built from RESP's own bytes (`*`, `$`, bare CR,
+    /// bare LF, digits, letters) never panic, and every step makes progress:
+    /// a command consumes bytes, and "incomplete" asks for more than is
+    /// buffered (so the connection cannot spin on the same bytes).
+    #[test]
+    fn header_framing_always_progresses() {
+        let alphabet = b"*$\r\n\r\n0123-PINGx";
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            let mut input = Vec::new();
+            let len = (seed % 24) as usize;
+            for _ in 0..len {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                input.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            seed = seed.wrapping_add(1);
+            let mut b = BytesMut::from(&input[..]);
+            while !b.is_empty() {
+                let before = b.len();
+                match decode(&mut b, limits()) {
+                    Ok(Decoded::Command(_)) => assert!(b.len() < before, "{input:?}"),
+                    Ok(Decoded::Incomplete { min_total }) => {
+                        assert!(min_total > b.len(), "{input:?}");
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
     #[test]
     fn bulk_terminator_is_skipped_unchecked_like_redis() {
         let mut b = BytesMut::from(&b"*1\r\n$4\r\nPINGxx\r\n"[..]);
@@ -586,6 +635,21 @@ mod tests {
         let cases: &[(&[u8], &str)] = &[
             (b"*abc\r\n", "ERR Protocol error: invalid multibulk length"),
             (b"*1\r\n:1\r\n", "ERR Protocol error: expected '$', got ':'"),
+            // A bare CR ends the count; the byte after it is skipped unseen
+            // (redis-server 7.0.15 answers exactly this and closes).
+            (
+                b"*1\r$4\r\nPING\r\n",
+                "ERR Protocol error: expected '$', got '4'",
+            ),
+            // A bare LF is part of the number text.
+            (
+                b"*1\n$4\r\nPING\r\n",
+                "ERR Protocol error: invalid multibulk length",
+            ),
+            (
+                b"*1\r\n$4\nPING\r\n",
+                "ERR Protocol error: invalid bulk length",
+            ),
             (b"*1\r\n$-5\r\n", "ERR Protocol error: invalid bulk length"),
             (
                 b"*1\r\n$999999999999\r\n",

@@ -21,6 +21,43 @@ use crate::reply::Reply;
 use crate::route::slot::{slot_of, Slot};
 use crate::server::Shared;
 
+/// Whether a command name is what an HTTP request sends as its first word
+/// (`POST`) or a header line (`Host:`), any case: a browser tricked into
+/// talking to the server (cross-protocol scripting). Only asked on the
+/// unknown-command path, so it costs known commands nothing. `GET /path`
+/// stays an ordinary inline GET, as in Redis.
+///
+/// # Source
+/// `securityWarningCommand` and its check in `processCommand`,
+/// redis/src/server.c (7.0 to 8.x): such a connection is closed with no
+/// reply.
+fn is_cross_protocol_probe(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+}
+
+/// Log a cross-protocol probe, at most once a minute (as Redis rate-limits
+/// its warning).
+fn warn_cross_protocol(conn: &Conn) {
+    static LAST_WARNED_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let last = LAST_WARNED_S.load(Ordering::Relaxed);
+    if now_s.saturating_sub(last) >= 60
+        && LAST_WARNED_S
+            .compare_exchange(last, now_s, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        log::warn!(
+            "Possible SECURITY ATTACK detected: client {} sent an HTTP request line or \
+             header (POST / Host:) as a command, as a cross-protocol attack from a web \
+             page would; connection closed",
+            conn.session.shared.addr
+        );
+    }
+}
+
 /// Redis's reply to a DENYOOM command while over `maxmemory`.
 pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
@@ -35,6 +72,13 @@ pub fn admit(
 ) -> Option<&'static CommandSpec> {
     let args = argv.as_deref()?;
     let Some(spec) = table::lookup(&args[0]) else {
+        if is_cross_protocol_probe(&args[0]) {
+            // No reply, and no earlier pipelined reply either: Redis frees
+            // the client asynchronously and skips writing to it.
+            warn_cross_protocol(conn);
+            conn.dead = true;
+            return None;
+        }
         let err = table::unknown_command(args);
         shared.count_call("unknown", false, true);
         reject(shared, conn, err);

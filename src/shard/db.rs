@@ -969,7 +969,9 @@ impl ShardDb {
                 ) {
                     1
                 } else {
-                    samples.max(1)
+                    // `maxmemory-samples` goes up to i32::MAX as in Redis;
+                    // more draws than keys find nothing new.
+                    samples.clamp(1, self.dbs[db].map.len().max(1))
                 };
                 for _ in 0..n {
                     let Some(key) = self.sample_key(db, policy) else {

@@ -73,7 +73,8 @@ pub fn now_ms() -> u64 {
 /// Token of a shard thread's waker.
 pub const WAKER: Token = Token(usize::MAX);
 /// How often the shard runs active expiry, serves polling waiters and ticks
-/// the AOF, ms (Redis: `hz` 10).
+/// the AOF, ms, before the first tick; afterwards `1000 / hz`
+/// ([`crate::config::Tunables::timer_period_ms`], Redis's default `hz` 10).
 const EXPIRE_PERIOD_MS: u64 = 100;
 /// Most keys one active-expiry pass removes before returning to the loop.
 const EXPIRE_BUDGET: usize = 1000;
@@ -387,7 +388,8 @@ impl ShardThread {
             // Expired streams and CLAIM readers waiting for entries to idle
             // are served on the timer too.
             self.db.blocking.mark_polling_ready();
-            self.next_expire_ms = now + EXPIRE_PERIOD_MS;
+            // `hz` (CONFIG SET hz) sets the period; EXPIRE_PERIOD_MS at hz 10.
+            self.next_expire_ms = now + self.shared.tunables.timer_period_ms();
         }
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
