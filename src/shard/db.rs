@@ -509,6 +509,43 @@ impl ShardDb {
         self.get(db, key, now_ms).is_some()
     }
 
+    /// The value under `key` (after lazy expiry) as `pick` sees it:
+    /// `Ok(None)` when missing, `WrongType` when `pick` refuses its type
+    /// (Redis's `lookupKeyRead` + `checkType`). The typed getters below.
+    fn typed<T: ?Sized>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        pick: fn(&Value) -> Option<&T>,
+    ) -> Result<Option<&T>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => Ok(None),
+            Some(e) => pick(&e.value).map(Some).ok_or(CmdError::WrongType),
+        }
+    }
+
+    /// [`typed`](Self::typed) for writing: the type is checked first (`is`),
+    /// so a key of another type is not touched (WATCH sees no change), then
+    /// the key is taken as a write.
+    fn typed_mut<T: ?Sized>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        is: fn(&Value) -> bool,
+        pick: fn(&mut Value) -> Option<&mut T>,
+    ) -> Result<Option<&mut T>, CmdError> {
+        match self.get(db, key, now_ms) {
+            None => return Ok(None),
+            Some(e) if !is(&e.value) => return Err(CmdError::WrongType),
+            Some(_) => {}
+        }
+        Ok(self
+            .get_mut(db, key, now_ms)
+            .and_then(|e| pick(&mut e.value)))
+    }
+
     /// The string under `key`: `Ok(None)` when missing, `WrongType` when not a string.
     pub fn get_str(
         &mut self,
@@ -516,14 +553,10 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&Bytes>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => Ok(None),
-            Some(Entry {
-                value: Value::Str(s),
-                ..
-            }) => Ok(Some(s)),
-            Some(_) => Err(CmdError::WrongType),
-        }
+        self.typed(db, key, now_ms, |v| match v {
+            Value::Str(s) => Some(s),
+            _ => None,
+        })
     }
 
     /// The stream under `key` (after lazy expiry): `Ok(None)` when missing,
@@ -537,14 +570,10 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&Stream>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => Ok(None),
-            Some(Entry {
-                value: Value::Stream(s),
-                ..
-            }) => Ok(Some(s)),
-            Some(_) => Err(CmdError::WrongType),
-        }
+        self.typed(db, key, now_ms, |v| match v {
+            Value::Stream(s) => Some(&**s),
+            _ => None,
+        })
     }
 
     /// The sorted set under `key` (after lazy expiry): `Ok(None)` when
@@ -558,14 +587,10 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&crate::zset::SortedSet>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => Ok(None),
-            Some(Entry {
-                value: Value::Zset(z),
-                ..
-            }) => Ok(Some(z)),
-            Some(_) => Err(CmdError::WrongType),
-        }
+        self.typed(db, key, now_ms, |v| match v {
+            Value::Zset(z) => Some(&**z),
+            _ => None,
+        })
     }
 
     /// The sorted set under `key` for writing (counts as a change for
@@ -579,14 +604,16 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&mut crate::zset::SortedSet>, CmdError> {
-        match self.get_mut(db, key, now_ms) {
-            None => Ok(None),
-            Some(Entry {
-                value: Value::Zset(z),
-                ..
-            }) => Ok(Some(z)),
-            Some(_) => Err(CmdError::WrongType),
-        }
+        self.typed_mut(
+            db,
+            key,
+            now_ms,
+            |v| matches!(v, Value::Zset(_)),
+            |v| match v {
+                Value::Zset(z) => Some(&mut **z),
+                _ => None,
+            },
+        )
     }
 
     /// Type check of `key` for a sorted-set command without touching it:
@@ -609,14 +636,10 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&crate::list::List>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => Ok(None),
-            Some(Entry {
-                value: Value::List(l),
-                ..
-            }) => Ok(Some(l)),
-            Some(_) => Err(CmdError::WrongType),
-        }
+        self.typed(db, key, now_ms, |v| match v {
+            Value::List(l) => Some(&**l),
+            _ => None,
+        })
     }
 
     /// Mutable form of [`get_list`](Self::get_list) (a write: WATCH sees it);
@@ -627,21 +650,16 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&mut crate::list::List>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => return Ok(None),
-            Some(Entry {
-                value: Value::List(_),
-                ..
-            }) => {}
-            Some(_) => return Err(CmdError::WrongType),
-        }
-        match self.get_mut(db, key, now_ms) {
-            Some(Entry {
-                value: Value::List(l),
-                ..
-            }) => Ok(Some(l)),
-            _ => Ok(None),
-        }
+        self.typed_mut(
+            db,
+            key,
+            now_ms,
+            |v| matches!(v, Value::List(_)),
+            |v| match v {
+                Value::List(l) => Some(&mut **l),
+                _ => None,
+            },
+        )
     }
 
     /// The set under `key` (after lazy expiry): `Ok(None)` when missing,
@@ -655,14 +673,10 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&crate::set::Set>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => Ok(None),
-            Some(Entry {
-                value: Value::Set(s),
-                ..
-            }) => Ok(Some(s)),
-            Some(_) => Err(CmdError::WrongType),
-        }
+        self.typed(db, key, now_ms, |v| match v {
+            Value::Set(s) => Some(&**s),
+            _ => None,
+        })
     }
 
     /// Mutable form of [`get_set`](Self::get_set) (a write: WATCH sees it);
@@ -673,21 +687,16 @@ impl ShardDb {
         key: &[u8],
         now_ms: u64,
     ) -> Result<Option<&mut crate::set::Set>, CmdError> {
-        match self.get(db, key, now_ms) {
-            None => return Ok(None),
-            Some(Entry {
-                value: Value::Set(_),
-                ..
-            }) => {}
-            Some(_) => return Err(CmdError::WrongType),
-        }
-        match self.get_mut(db, key, now_ms) {
-            Some(Entry {
-                value: Value::Set(s),
-                ..
-            }) => Ok(Some(s)),
-            _ => Ok(None),
-        }
+        self.typed_mut(
+            db,
+            key,
+            now_ms,
+            |v| matches!(v, Value::Set(_)),
+            |v| match v {
+                Value::Set(s) => Some(&mut **s),
+                _ => None,
+            },
+        )
     }
 
     /// The set under `key` as it is: no lazy expiry, no access tracking, so
