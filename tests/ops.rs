@@ -596,6 +596,41 @@ fn command_docs_arguments_8x() {
             ("deprecated_since", bulk("2.8.12")),
         ])
     );
+    // XADD: KEEPREF/DELREF/ACKED (8.2, no `since`) then IDMP (8.6).
+    let xadd = doc_arguments_full(&mut o, "xadd");
+    let arg_name = |a: &redis::Value| {
+        let redis::Value::Array(m) = a else { panic!() };
+        m[1].clone()
+    };
+    assert_eq!(
+        xadd.iter().map(arg_name).collect::<Vec<_>>(),
+        [
+            "key",
+            "nomkstream",
+            "condition",
+            "idmp",
+            "trim",
+            "id-selector",
+            "data"
+        ]
+        .map(bulk)
+    );
+    let redis::Value::Array(idmp) = &xadd[3] else {
+        panic!()
+    };
+    assert_eq!(idmp[4..6], [bulk("since"), bulk("8.6.0")], "{idmp:?}");
+    let redis::Value::Array(forms) = &idmp[9] else {
+        panic!("{idmp:?}")
+    };
+    assert_eq!(
+        forms[0],
+        doc_map(vec![
+            ("name", bulk("pid")),
+            ("type", bulk("string")),
+            ("display_text", bulk("producer-id")),
+            ("token", bulk("IDMPAUTO")),
+        ])
+    );
     // XGROUP CREATE's ENTRIESREAD argument is shown as `entries-read`.
     let create = doc_arguments_full(&mut o, "xgroup|create");
     assert_eq!(

@@ -10,10 +10,17 @@
 //! `type`, `display_text` (not for `oneof`/`block`, as Redis 7.2+),
 //! `key_spec_index`, `token`, `since`, `flags`, `arguments`, in that order.
 //!
-//! Covered: the stream commands (with the 8.x additions: KEEPREF/DELREF/ACKED,
-//! XREADGROUP CLAIM, XACKDEL, XDELEX) and the generic commands redis-cli's
-//! hints and client libraries use most. `complexity`, `history` and
-//! `doc_flags` are not given.
+//! Covered: every command and subcommand of the table that takes arguments.
+//! Sources: for commands Redis 7.0 has, what redis-server 7.0 reports, with
+//! the 7.2 changes Redis still ships in 8.x (renamed arguments such as CLIENT
+//! KILL's `old-format`, `display` texts, lower-case enum tokens); for later
+//! additions the redis.io command pages: KEEPREF/DELREF/ACKED, XDELEX and
+//! XACKDEL (8.2), XREADGROUP CLAIM (8.4), XADD IDMP and XCFGSET (8.6), XNACK
+//! and XIDMPRECORD (8.8), XREAD/XREADGROUP MAXCOUNT/MAXSIZE (8.10).
+//! XGROUPLATENCY and the XSCHEDULE family are shardstream's own. SET lists
+//! only the arguments shardstream accepts (not 8.4's IFEQ/IFNE/IFDEQ/IFDNE).
+//! `tests/ops.rs` compares the entries with a real redis-server.
+//! `complexity`, `history` and `doc_flags` are not given.
 
 use crate::reply::Reply;
 
@@ -154,7 +161,8 @@ const TRIM_ARGS: &[Arg] = &[
     s("threshold"),
     int("count").token("LIMIT").since("6.2.0").opt(),
 ];
-/// KEEPREF | DELREF | ACKED (Redis 8.2).
+/// KEEPREF | DELREF | ACKED (Redis 8.2). Redis gives this argument no
+/// `since`, in XADD and XTRIM as in the then new XDELEX and XACKDEL.
 const REF_POLICY: Arg = oneof(
     "condition",
     &[
@@ -163,7 +171,23 @@ const REF_POLICY: Arg = oneof(
         tok("acked", "ACKED"),
     ],
 )
-.since("8.2.0")
+.opt();
+/// XADD's `IDMPAUTO pid | IDMP pid iid` (Redis 8.6).
+const IDMP: Arg = oneof(
+    "idmp",
+    &[
+        s("pid").display("producer-id").token("IDMPAUTO"),
+        block(
+            "idmp",
+            &[
+                s("pid").display("producer-id"),
+                s("iid").display("idempotent-id"),
+            ],
+        )
+        .token("IDMP"),
+    ],
+)
+.since("8.6.0")
 .opt();
 
 /// Arguments by command table row name.
@@ -174,6 +198,7 @@ pub const DOCS: &[(&str, &[Arg])] = &[
             key(),
             tok("nomkstream", "NOMKSTREAM").since("6.2.0").opt(),
             REF_POLICY,
+            IDMP,
             block("trim", TRIM_ARGS).opt(),
             oneof("id-selector", &[tok("auto-id", "*"), s("id")]),
             block("data", &[s("field"), s("value")]).multi(),
@@ -247,7 +272,7 @@ pub const DOCS: &[(&str, &[Arg])] = &[
             int("milliseconds").token("BLOCK").opt(),
             int("min-idle-time").token("CLAIM").since("8.4.0").opt(),
             tok("noack", "NOACK").opt(),
-            block("streams", &[key().multi(), s("id").multi()]).token("STREAMS"),
+            block("streams", &[key().multi(), s("ID").multi()]).token("STREAMS"),
         ],
     ),
     // shardstream's own delayed-delivery family (src/cmd/delayed.rs).
@@ -267,6 +292,34 @@ pub const DOCS: &[(&str, &[Arg])] = &[
     ),
     ("XUNSCHEDULE", &[key(), s("token").multi()]),
     ("XSCHEDULED", &[key()]),
+    // Stream commands of Redis 8.6 (XCFGSET) and 8.8 (XNACK, XIDMPRECORD).
+    (
+        "XCFGSET",
+        &[
+            key(),
+            int("idmp-duration").token("IDMP-DURATION").opt(),
+            int("idmp-maxsize").token("IDMP-MAXSIZE").opt(),
+        ],
+    ),
+    (
+        "XNACK",
+        &[
+            key(),
+            s("group"),
+            oneof(
+                "mode",
+                &[
+                    tok("silent", "SILENT"),
+                    tok("fail", "FAIL"),
+                    tok("fatal", "FATAL"),
+                ],
+            ),
+            block("ids", &[int("numids"), s("id").multi()]).token("IDS"),
+            int("count").token("RETRYCOUNT").opt(),
+            tok("force", "FORCE").opt(),
+        ],
+    ),
+    ("XIDMPRECORD", &[key(), s("pid"), s("iid"), s("stream-id")]),
     // From here on: as Redis reports them (names, types, tokens, flags, since).
     ("APPEND", &[key(), s("value")]),
     ("AUTH", &[s("username").since("6.0.0").opt(), s("password")]),
