@@ -298,30 +298,144 @@ fn command_docs_arguments() {
         .unwrap()
         .get_connection()
         .unwrap();
-    // Commands whose syntax and argument names Redis 7.0 and 8.x share.
+    // Every served command whose arguments Redis 7.0 reports exactly as 8.x
+    // does (not: the ones 7.2 renamed or gave display texts, such as CLIENT
+    // KILL, XGROUP CREATE, ZADD; and the ones 8.x extended: XADD, XTRIM,
+    // XREAD, XREADGROUP; those are pinned in `command_docs_arguments_8x`).
     for cmd in [
+        "append",
+        "auth",
+        "blmove",
+        "blmpop",
+        "blpop",
+        "brpop",
+        "brpoplpush",
+        "bzmpop",
+        "bzpopmax",
+        "bzpopmin",
+        "client|no-evict",
+        "client|setname",
+        "cluster|countkeysinslot",
+        "cluster|getkeysinslot",
+        "cluster|keyslot",
+        "command|docs",
+        "command|info",
+        "command|list",
+        "copy",
+        "decr",
+        "decrby",
+        "del",
+        "dump",
+        "echo",
+        "eval",
+        "evalsha",
+        "evalsha_ro",
+        "eval_ro",
+        "exists",
+        "expire",
+        "expireat",
+        "expiretime",
+        "fcall",
+        "fcall_ro",
+        "function|delete",
+        "function|list",
+        "function|load",
+        "function|restore",
+        "get",
+        "getdel",
+        "getex",
+        "incr",
+        "incrby",
+        "incrbyfloat",
+        "info",
+        "keys",
+        "latency|history",
+        "latency|reset",
+        "lindex",
+        "linsert",
+        "llen",
+        "lmove",
+        "lmpop",
+        "lpop",
+        "lpos",
+        "lpush",
+        "lpushx",
+        "lrange",
+        "lrem",
+        "lset",
+        "ltrim",
+        "memory|usage",
+        "mget",
+        "object|encoding",
+        "object|freq",
+        "object|idletime",
+        "persist",
+        "pexpire",
+        "pexpireat",
+        "pexpiretime",
+        "ping",
+        "psetex",
+        "pttl",
+        "rename",
+        "renamenx",
+        "restore",
+        "rpop",
+        "rpoplpush",
+        "rpush",
+        "rpushx",
+        "sadd",
+        "scan",
+        "scard",
+        "script|exists",
+        "script|load",
+        "sdiff",
+        "sdiffstore",
+        "select",
+        "set",
+        "setex",
+        "setnx",
+        "sinter",
+        "sintercard",
+        "sinterstore",
+        "sismember",
+        "slowlog|get",
+        "smembers",
+        "smismember",
+        "smove",
+        "spop",
+        "srandmember",
+        "srem",
+        "sscan",
+        "strlen",
+        "sunion",
+        "sunionstore",
+        "touch",
+        "ttl",
+        "type",
+        "unlink",
+        "watch",
+        "xautoclaim",
+        "xinfo|groups",
         "xlen",
+        "xpending",
         "xrange",
         "xrevrange",
-        "xdel",
-        "xack",
-        "xpending",
-        "xautoclaim",
-        "get",
-        "del",
-        "exists",
-        "type",
-        "ttl",
-        "incr",
-        "select",
-        "ping",
-        "echo",
-        "keys",
-        "scan",
-        "dump",
-        "restore",
-        "info",
-        "auth",
+        "zcard",
+        "zcount",
+        "zincrby",
+        "zlexcount",
+        "zmpop",
+        "zmscore",
+        "zpopmax",
+        "zpopmin",
+        "zrandmember",
+        "zrem",
+        "zremrangebylex",
+        "zremrangebyrank",
+        "zremrangebyscore",
+        "zrevrange",
+        "zscan",
+        "zscore",
     ] {
         assert_eq!(
             doc_arguments(&mut o, cmd),
@@ -329,6 +443,207 @@ fn command_docs_arguments() {
             "{cmd}"
         );
     }
+}
+
+/// One COMMAND DOCS argument map as RESP2 sends it: a flat array of
+/// `name, value` pairs.
+fn doc_map(pairs: Vec<(&str, redis::Value)>) -> redis::Value {
+    use redis::Value as V;
+    V::Array(
+        pairs
+            .into_iter()
+            .flat_map(|(k, v)| [V::BulkString(k.as_bytes().to_vec()), v])
+            .collect(),
+    )
+}
+
+fn bulk(s: &str) -> redis::Value {
+    redis::Value::BulkString(s.as_bytes().to_vec())
+}
+
+/// `flags` as Redis sends them: status strings.
+fn doc_flags(f: &[&str]) -> redis::Value {
+    redis::Value::Array(
+        f.iter()
+            .map(|s| redis::Value::SimpleString(s.to_string()))
+            .collect(),
+    )
+}
+
+/// A plain argument (`display_text` = `display`).
+fn doc_arg(
+    name: &str,
+    ty: &str,
+    display: &str,
+    token: Option<&str>,
+    since: Option<&str>,
+    flags: &[&str],
+) -> redis::Value {
+    let mut m = vec![
+        ("name", bulk(name)),
+        ("type", bulk(ty)),
+        ("display_text", bulk(display)),
+    ];
+    if let Some(t) = token {
+        m.push(("token", bulk(t)));
+    }
+    if let Some(v) = since {
+        m.push(("since", bulk(v)));
+    }
+    if !flags.is_empty() {
+        m.push(("flags", doc_flags(flags)));
+    }
+    doc_map(m)
+}
+
+/// The `arguments` of `cmd`, display texts kept.
+fn doc_arguments_full(c: &mut redis::Connection, cmd: &str) -> Vec<redis::Value> {
+    use redis::Value as V;
+    let v: V = redis::cmd("COMMAND").arg("DOCS").arg(cmd).query(c).unwrap();
+    let V::Array(top) = v else { panic!("{v:?}") };
+    let V::Array(doc) = &top[1] else { panic!() };
+    let i = doc
+        .iter()
+        .position(|x| *x == bulk("arguments"))
+        .unwrap_or_else(|| panic!("{cmd}: no arguments in {doc:?}"));
+    let V::Array(args) = doc[i + 1].clone() else {
+        panic!()
+    };
+    args
+}
+
+/// Arguments Redis changed after 7.0, pinned to the 8.x shapes: redis.io's
+/// XREAD / XREADGROUP pages (MAXCOUNT / MAXSIZE in 8.10, CLAIM in 8.4) and
+/// the 7.2+ command JSON (`display` texts, CLIENT KILL's `old-format`).
+#[test]
+fn command_docs_arguments_8x() {
+    let srv = TestServer::start(1);
+    let mut o = srv.redis();
+    let xread = doc_arguments_full(&mut o, "xread");
+    let names: Vec<_> = xread
+        .iter()
+        .map(|a| {
+            let redis::Value::Array(m) = a else { panic!() };
+            m[1].clone()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["count", "maxcount", "maxsize", "milliseconds", "streams"].map(bulk)
+    );
+    assert_eq!(
+        xread[1],
+        doc_arg(
+            "maxcount",
+            "integer",
+            "maxcount",
+            Some("MAXCOUNT"),
+            Some("8.10.0"),
+            &["optional"]
+        )
+    );
+    assert_eq!(
+        xread[2],
+        doc_arg(
+            "maxsize",
+            "integer",
+            "maxsize",
+            Some("MAXSIZE"),
+            Some("8.10.0"),
+            &["optional"]
+        )
+    );
+    let xrg = doc_arguments_full(&mut o, "xreadgroup");
+    assert_eq!(xrg.len(), 8);
+    assert_eq!(xrg[2], xread[1]);
+    assert_eq!(xrg[3], xread[2]);
+    assert_eq!(
+        xrg[5],
+        doc_arg(
+            "min-idle-time",
+            "integer",
+            "min-idle-time",
+            Some("CLAIM"),
+            Some("8.4.0"),
+            &["optional"]
+        )
+    );
+    assert_eq!(
+        xrg[6],
+        doc_arg(
+            "noack",
+            "pure-token",
+            "noack",
+            Some("NOACK"),
+            None,
+            &["optional"]
+        )
+    );
+    // CLIENT KILL: the old form is named `old-format`, shown as `ip:port`.
+    let kill = doc_arguments_full(&mut o, "client|kill");
+    let redis::Value::Array(filter) = &kill[0] else {
+        panic!()
+    };
+    let redis::Value::Array(forms) = &filter[5] else {
+        panic!("{filter:?}")
+    };
+    assert_eq!(
+        forms[0],
+        doc_map(vec![
+            ("name", bulk("old-format")),
+            ("type", bulk("string")),
+            ("display_text", bulk("ip:port")),
+            ("deprecated_since", bulk("2.8.12")),
+        ])
+    );
+    // XADD: KEEPREF/DELREF/ACKED (8.2, no `since`) then IDMP (8.6).
+    let xadd = doc_arguments_full(&mut o, "xadd");
+    let arg_name = |a: &redis::Value| {
+        let redis::Value::Array(m) = a else { panic!() };
+        m[1].clone()
+    };
+    assert_eq!(
+        xadd.iter().map(arg_name).collect::<Vec<_>>(),
+        [
+            "key",
+            "nomkstream",
+            "condition",
+            "idmp",
+            "trim",
+            "id-selector",
+            "data"
+        ]
+        .map(bulk)
+    );
+    let redis::Value::Array(idmp) = &xadd[3] else {
+        panic!()
+    };
+    assert_eq!(idmp[4..6], [bulk("since"), bulk("8.6.0")], "{idmp:?}");
+    let redis::Value::Array(forms) = &idmp[9] else {
+        panic!("{idmp:?}")
+    };
+    assert_eq!(
+        forms[0],
+        doc_map(vec![
+            ("name", bulk("pid")),
+            ("type", bulk("string")),
+            ("display_text", bulk("producer-id")),
+            ("token", bulk("IDMPAUTO")),
+        ])
+    );
+    // XGROUP CREATE's ENTRIESREAD argument is shown as `entries-read`.
+    let create = doc_arguments_full(&mut o, "xgroup|create");
+    assert_eq!(
+        create[4],
+        doc_arg(
+            "entriesread",
+            "integer",
+            "entries-read",
+            Some("ENTRIESREAD"),
+            None,
+            &["optional"]
+        )
+    );
 }
 
 #[test]
