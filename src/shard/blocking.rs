@@ -177,6 +177,8 @@ pub struct Waiters {
     /// Keys written since the last service pass.
     ready: Vec<(usize, Bytes)>,
     next_id: u64,
+    /// Waiters came or went since [`take_changed`](Self::take_changed).
+    changed: bool,
 }
 
 impl Waiters {
@@ -193,6 +195,7 @@ impl Waiters {
     /// Park a waiter on its keys; its client now counts as blocked.
     pub fn park(&mut self, w: Waiter) {
         w.ticket.mark_parked();
+        self.changed = true;
         let id = self.next_id;
         self.next_id += 1;
         for k in &w.keys {
@@ -237,6 +240,12 @@ impl Waiters {
         }
     }
 
+    /// Whether waiters came or went since the last call (INFO's blocking-key
+    /// counts need recounting).
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+
     /// `(keys with a live blocked client, those of them with a client a
     /// deletion unblocks)`: INFO clients `total_blocking_keys` and
     /// `total_blocking_keys_on_nokey` (Redis 7.2+) for this shard.
@@ -265,6 +274,7 @@ impl Waiters {
 
     fn unregister(&mut self, id: u64) -> Option<Waiter> {
         let w = self.waiters.remove(&id)?;
+        self.changed = true;
         for k in &w.keys {
             if let Some(q) = self.by_key.get_mut(k) {
                 q.retain(|x| *x != id);

@@ -506,8 +506,10 @@ impl ShardThread {
                 held = exec.db.hold.take();
                 // Transactions this shard coordinates run before the next
                 // request — together when they come one after another.
-                let group_ends = !jobs.peek().is_some_and(|j| j.req.coordinates());
-                if held.is_some() || (!exec.db.coordinate.is_empty() && group_ends) {
+                let coordinating = !exec.db.coordinate.is_empty();
+                if held.is_some()
+                    || (coordinating && !jobs.peek().is_some_and(|j| j.req.coordinates()))
+                {
                     stopped = true;
                     break;
                 }
@@ -818,13 +820,13 @@ impl ShardThread {
     /// Publish this iteration's local/remote command counts for INFO.
     fn publish_stats(&mut self) {
         let st = &self.shared.thread_stats[usize::from(self.me)];
-        let (keys, nokey) = if self.db.blocking.is_empty() {
-            (0, 0)
-        } else {
-            self.db.blocking.key_counts()
-        };
-        st.blocking_keys.store(keys, Ordering::Relaxed);
-        st.blocking_keys_nokey.store(nokey, Ordering::Relaxed);
+        // Recounted only when waiters came or went (at most a sweep period
+        // late for a waiter whose client another shard served).
+        if self.db.blocking.take_changed() {
+            let (keys, nokey) = self.db.blocking.key_counts();
+            st.blocking_keys.store(keys, Ordering::Relaxed);
+            st.blocking_keys_nokey.store(nokey, Ordering::Relaxed);
+        }
         let local = std::mem::take(&mut self.out.local_commands);
         let remote = std::mem::take(&mut self.out.remote_commands);
         if local > 0 {
