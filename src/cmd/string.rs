@@ -220,7 +220,7 @@ pub const SPECS: &[CommandSpec] = &[
         "Atomically creates or modifies the string values of one or more keys.",
         "1.0.1",
         parse_mset,
-        FanMerge::AtomicAllOk,
+        FanMerge::AllOk,
     ),
     row(
         "MSETNX",

@@ -118,16 +118,14 @@ pub enum FanMerge {
     Refuse,
     /// Sum of integer replies (DEL, UNLINK, EXISTS, TOUCH).
     SumInt,
-    /// `+OK` when every part said OK (MSET).
+    /// `+OK` when every part said OK (MSET). Like every merge here, over
+    /// several shards the parts run with the shards held, so the command is
+    /// atomic (see `route::router::route_keyed`).
     AllOk,
     /// One reply element per key, in the caller's key order (MGET).
     KeyOrder,
     /// XREAD-style: `[key, entries]` pairs in the caller's key order, null when none.
     Streams,
-    /// Atomic across shards (MSET): every involved shard is held (see
-    /// [`crate::shard::hold`]) while the parts run, so no client sees some
-    /// keys set and not others; `+OK` when every part said OK.
-    AtomicAllOk,
     /// Atomic across shards, all or nothing (MSETNX): with every involved
     /// shard held, `:0` and no change when any key exists, else every part
     /// runs and the answer is `:1`.

@@ -163,30 +163,16 @@ pub fn route_keyed(
         }
         positions.push(pos);
     }
-    if matches!(merge, FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist) {
+    if merge == FanMerge::AtomicIfNoneExist {
         let shards = parts.iter().map(|(s, _)| *s).collect();
         let key_sets: Vec<(ShardId, Vec<Bytes>)> = parts
             .iter()
             .zip(&positions)
             .map(|((s, _), pos)| (*s, pos.iter().map(|&n| argv[keys[n]].clone()).collect()))
             .collect();
-        let body = if merge == FanMerge::AtomicIfNoneExist {
-            TxBody::Run(Box::new(move |tx, db| {
-                msetnx_parts(tx, db, parts, key_sets)
-            }))
-        } else {
-            let groups = parts
-                .into_iter()
-                .map(|(shard, req)| (shard.0, vec![(None, req)]))
-                .collect();
-            TxBody::Groups(
-                groups,
-                Box::new(|replies: Vec<Vec<Reply>>| {
-                    let replies: Vec<Reply> = replies.into_iter().flatten().collect();
-                    first_error(&replies).unwrap_or(Reply::Ok)
-                }),
-            )
-        };
+        let body = TxBody::Run(Box::new(move |tx, db| {
+            msetnx_parts(tx, db, parts, key_sets)
+        }));
         return Routed::Atomic(
             shards,
             body,
@@ -231,7 +217,7 @@ pub fn route_keyed(
                 .collect();
             Box::new(move |replies: Vec<Reply>| merge_streams(replies, key_pos))
         }
-        FanMerge::Refuse | FanMerge::AtomicAllOk | FanMerge::AtomicIfNoneExist => {
+        FanMerge::Refuse | FanMerge::AtomicIfNoneExist => {
             Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk))
         }
     };
