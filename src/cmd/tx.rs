@@ -35,7 +35,7 @@ use crate::reply::Reply;
 use crate::route::held::{chain_shards, run_chain, Body};
 use crate::route::router::{route, route_keyed, Routed};
 use crate::route::slot::ShardId;
-use crate::shard::hold::{ShardGroup, TxBody, TxRun};
+use crate::shard::hold::{ShardGroups, TxBody, TxRun};
 
 /// Error for a command that cannot run inside a transaction (SHUTDOWN).
 const NOT_IN_TX: &str = "ERR Command not allowed inside a transaction";
@@ -484,42 +484,16 @@ fn exec_queue(
 /// each shard's steps as one group (see [`TxBody::Groups`]), the reply an
 /// array of the steps' replies in queue order.
 fn independent_steps(steps: Vec<(usize, Work)>) -> Body {
-    let mut groups: Vec<ShardGroup> = Vec::new();
-    let mut order: Vec<(usize, usize)> = Vec::with_capacity(steps.len());
+    let mut requests = ShardGroups::default();
     for (db, work) in steps {
-        let Work::One(shard, req) = work else {
-            continue; // callers pass single-shard steps only
-        };
-        let g = match groups.iter().position(|(s, _)| *s == shard.0) {
-            Some(g) => g,
-            None => {
-                groups.push((shard.0, Vec::new()));
-                groups.len() - 1
-            }
-        };
-        order.push((g, groups[g].1.len()));
-        groups[g].1.push((Some(db), req));
+        if let Work::One(shard, req) = work {
+            requests.push(shard.0, (Some(db), req));
+        }
     }
+    let (groups, order) = requests.split();
     TxBody::Groups(
         groups,
-        Box::new(move |replies: Vec<Vec<Reply>>| {
-            let mut replies: Vec<Vec<Option<Reply>>> = replies
-                .into_iter()
-                .map(|v| v.into_iter().map(Some).collect())
-                .collect();
-            Reply::Array(
-                order
-                    .into_iter()
-                    .map(|(g, i)| {
-                        replies
-                            .get_mut(g)
-                            .and_then(|v| v.get_mut(i))
-                            .and_then(Option::take)
-                            .unwrap_or(Reply::NullBulk)
-                    })
-                    .collect(),
-            )
-        }),
+        Box::new(move |replies: Vec<Vec<Reply>>| Reply::Array(order.scatter(replies))),
     )
 }
 
@@ -532,53 +506,28 @@ fn independent_steps(steps: Vec<(usize, Work)>) -> Body {
 /// order matters). A multi-shard step runs alone, after everything before it.
 fn run_steps(tx: &mut TxRun<'_>, steps: Vec<(usize, Work)>) -> Vec<Reply> {
     let mut out = Vec::with_capacity(steps.len());
-    let mut batch: Vec<(u16, Vec<(usize, ShardReq)>)> = Vec::new();
-    let mut order: Vec<(usize, usize)> = Vec::new(); // (group, index in group) per step
-    let flush = |tx: &mut TxRun<'_>,
-                 batch: &mut Vec<(u16, Vec<(usize, ShardReq)>)>,
-                 order: &mut Vec<(usize, usize)>,
-                 out: &mut Vec<Reply>| {
+    let mut batch = ShardGroups::default();
+    let flush = |tx: &mut TxRun<'_>, batch: &mut ShardGroups<_>, out: &mut Vec<Reply>| {
         if batch.is_empty() {
             return;
         }
-        let mut replies: Vec<std::vec::IntoIter<Reply>> = tx
-            .run_each(std::mem::take(batch))
-            .into_iter()
-            .map(Vec::into_iter)
-            .collect();
-        for (group, _) in order.drain(..) {
-            out.push(
-                replies
-                    .get_mut(group)
-                    .and_then(Iterator::next)
-                    .unwrap_or(Reply::NullBulk),
-            );
-        }
+        let (groups, order) = std::mem::take(batch).split();
+        out.extend(order.scatter(tx.run_each(groups)));
     };
     for (db, work) in steps {
         match work {
-            Work::One(shard, req) => {
-                let group = match batch.iter().position(|(s, _)| *s == shard.0) {
-                    Some(g) => g,
-                    None => {
-                        batch.push((shard.0, Vec::new()));
-                        batch.len() - 1
-                    }
-                };
-                order.push((group, batch[group].1.len()));
-                batch[group].1.push((db, req));
-            }
+            Work::One(shard, req) => batch.push(shard.0, (db, req)),
             Work::Chain(parts, merge, then) => {
-                flush(tx, &mut batch, &mut order, &mut out);
+                flush(tx, &mut batch, &mut out);
                 out.push(run_chain(tx, db, parts, merge, then));
             }
             Work::Atomic(_, body, merge) => {
-                flush(tx, &mut batch, &mut order, &mut out);
+                flush(tx, &mut batch, &mut out);
                 out.push(merge(vec![body.run(tx, db)]));
             }
         }
     }
-    flush(tx, &mut batch, &mut order, &mut out);
+    flush(tx, &mut batch, &mut out);
     out
 }
 

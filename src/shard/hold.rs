@@ -200,35 +200,95 @@ pub fn run_group(
     out
 }
 
-/// A transaction in a [`GroupBatch`]: its context, where each of its groups
-/// landed `(index in the batch's shards, first request, count)`, and its
-/// assembler.
-type BatchedTx = (ExecCtx, Vec<(usize, usize, usize)>, Assemble);
+/// Requests grouped by shard (one operation per shard, see
+/// [`TxRun::run_each`]), each request's place remembered so that the
+/// replies come back in the order the requests were added.
+pub struct ShardGroups<T> {
+    groups: Vec<(u16, Vec<T>)>,
+    /// `(group, index in group)` per request, in the order added.
+    order: Vec<(usize, usize)>,
+}
+
+impl<T> Default for ShardGroups<T> {
+    fn default() -> Self {
+        ShardGroups {
+            groups: Vec::new(),
+            order: Vec::new(),
+        }
+    }
+}
+
+impl<T> ShardGroups<T> {
+    /// Add a request for `shard`.
+    pub fn push(&mut self, shard: u16, item: T) {
+        let g = match self.groups.iter().position(|(s, _)| *s == shard) {
+            Some(g) => g,
+            None => {
+                self.groups.push((shard, Vec::new()));
+                self.groups.len() - 1
+            }
+        };
+        self.order.push((g, self.groups[g].1.len()));
+        self.groups[g].1.push(item);
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The groups to run, and how to put their replies back in order.
+    pub fn split(self) -> (Vec<(u16, Vec<T>)>, ReplyOrder) {
+        (self.groups, ReplyOrder(self.order))
+    }
+}
+
+/// Where each request of a [`ShardGroups`] went.
+pub struct ReplyOrder(Vec<(usize, usize)>);
+
+impl ReplyOrder {
+    /// The groups' replies (group by group) as one reply per request, in
+    /// the order the requests were added.
+    pub fn scatter(self, replies: Vec<Vec<Reply>>) -> Vec<Reply> {
+        let mut replies: Vec<Vec<Option<Reply>>> = replies
+            .into_iter()
+            .map(|v| v.into_iter().map(Some).collect())
+            .collect();
+        self.0
+            .into_iter()
+            .map(|(g, i)| {
+                replies
+                    .get_mut(g)
+                    .and_then(|v| v.get_mut(i))
+                    .and_then(Option::take)
+                    .unwrap_or_else(hold_lost)
+            })
+            .collect()
+    }
+}
+
+/// A transaction in a [`GroupBatch`]: its context, how many requests each
+/// of its groups has, and its assembler.
+type BatchedTx = (ExecCtx, Vec<usize>, Assemble);
 
 /// Transactions of independent per-shard groups, merged so each shard runs
 /// all of theirs at once (in transaction order: the same as one after the
 /// other, since each shard only sees its own requests).
 #[derive(Default)]
 struct GroupBatch {
-    shards: Vec<(u16, Vec<(usize, ShardReq)>)>,
+    requests: ShardGroups<(usize, ShardReq)>,
     txs: Vec<BatchedTx>,
 }
 
 impl GroupBatch {
     fn add(&mut self, cx: ExecCtx, groups: Vec<(u16, Vec<(usize, ShardReq)>)>, assemble: Assemble) {
-        let mut places = Vec::with_capacity(groups.len());
+        let sizes = groups.iter().map(|(_, reqs)| reqs.len()).collect();
         for (shard, reqs) in groups {
-            let i = match self.shards.iter().position(|(s, _)| *s == shard) {
-                Some(i) => i,
-                None => {
-                    self.shards.push((shard, Vec::new()));
-                    self.shards.len() - 1
-                }
-            };
-            places.push((i, self.shards[i].1.len(), reqs.len()));
-            self.shards[i].1.extend(reqs);
+            for r in reqs {
+                self.requests.push(shard, r);
+            }
         }
-        self.txs.push((cx, places, assemble));
+        self.txs.push((cx, sizes, assemble));
     }
 
     /// Run what was added and push each transaction's reply, in order.
@@ -236,26 +296,12 @@ impl GroupBatch {
         if self.txs.is_empty() {
             return;
         }
-        let replies: Vec<Vec<Option<Reply>>> = tx
-            .run_each(std::mem::take(&mut self.shards))
-            .into_iter()
-            .map(|v| v.into_iter().map(Some).collect())
-            .collect();
-        let mut replies = replies;
-        for (cx, places, assemble) in self.txs.drain(..) {
-            let groups = places
+        let (groups, order) = std::mem::take(&mut self.requests).split();
+        let mut replies = order.scatter(tx.run_each(groups)).into_iter();
+        for (cx, sizes, assemble) in self.txs.drain(..) {
+            let groups = sizes
                 .into_iter()
-                .map(|(i, first, n)| {
-                    (first..first + n)
-                        .map(|k| {
-                            replies
-                                .get_mut(i)
-                                .and_then(|v| v.get_mut(k))
-                                .and_then(Option::take)
-                                .unwrap_or_else(hold_lost)
-                        })
-                        .collect()
-                })
+                .map(|n| replies.by_ref().take(n).collect())
                 .collect();
             out.push((cx.reply_to, assemble(groups)));
         }
