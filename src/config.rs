@@ -285,8 +285,26 @@ pub struct Config {
     /// `cluster-mode` (shardstream's own): `standalone` (default, as Redis
     /// without `cluster-enabled`) or `emulated`, a one-node cluster owning
     /// every slot (INFO `cluster_enabled:1`, CLUSTER SLOTS/NODES/SHARDS
-    /// answer). `cluster-enabled yes` sets `emulated` too. Fixed at start.
+    /// answer). Fixed at start.
     pub cluster_emulated: bool,
+    /// `cluster-enabled yes` (or `cluster-mode cluster`): a Redis Cluster
+    /// node with a cluster bus, nodes.conf and the CLUSTER commands that
+    /// `redis-cli --cluster` drives (see [`crate::cluster`]). Fixed at start.
+    pub cluster_enabled: bool,
+    /// `cluster-config-file` (default `nodes.conf`, relative to `dir`): where
+    /// a cluster node keeps its configuration.
+    pub cluster_config_file: PathBuf,
+    /// `cluster-port`: the cluster bus port (0, the default: `port + 10000`).
+    pub cluster_port: u16,
+    /// `cluster-node-timeout`, ms (default 15000): a node that has not
+    /// answered a PING for this long is flagged `fail?`.
+    pub cluster_node_timeout_ms: u64,
+    /// `cluster-require-full-coverage` (default yes): the cluster is `ok`
+    /// (and serves keys) only while every slot is served.
+    pub cluster_require_full_coverage: bool,
+    /// `cluster-announce-ip`: the address this node gives the others and
+    /// its clients (default: the one the other nodes see it at).
+    pub cluster_announce_ip: String,
 }
 
 /// Redis's log levels, least verbose last.
@@ -461,6 +479,12 @@ impl Default for Config {
             config_file: None,
             dump_payload_version: crate::rdb::DEFAULT_DUMP_VERSION,
             cluster_emulated: false,
+            cluster_enabled: false,
+            cluster_config_file: PathBuf::from("nodes.conf"),
+            cluster_port: 0,
+            cluster_node_timeout_ms: 15_000,
+            cluster_require_full_coverage: true,
+            cluster_announce_ip: String::new(),
         }
     }
 }
@@ -705,15 +729,33 @@ impl Config {
                 self.stream_node_max_entries = int_in(value, 0, i64::MAX)? as usize
             }
             "cluster-mode" => {
-                self.cluster_emulated = match value.to_ascii_lowercase().as_str() {
-                    "standalone" => false,
-                    "emulated" => true,
-                    _ => return Err("argument must be one of the following: standalone, emulated".into()),
-                }
+                (self.cluster_emulated, self.cluster_enabled) =
+                    match value.to_ascii_lowercase().as_str() {
+                        "standalone" => (false, false),
+                        "emulated" => (true, false),
+                        "cluster" => (false, true),
+                        _ => return Err(
+                            "argument must be one of the following: standalone, emulated, cluster"
+                                .into(),
+                        ),
+                    }
             }
             "cluster-enabled" => {
-                self.cluster_emulated = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+                self.cluster_enabled = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?;
+                if self.cluster_enabled {
+                    self.cluster_emulated = false;
+                }
             }
+            "cluster-config-file" => self.cluster_config_file = PathBuf::from(value),
+            "cluster-port" => self.cluster_port = int_in(value, 0, 65535)? as u16,
+            "cluster-node-timeout" => {
+                self.cluster_node_timeout_ms = int_in(value, 0, i64::MAX)? as u64
+            }
+            "cluster-require-full-coverage" => {
+                self.cluster_require_full_coverage =
+                    parse_bool(value).ok_or("argument must be 'yes' or 'no'")?
+            }
+            "cluster-announce-ip" => self.cluster_announce_ip = value.to_string(),
             "dump-payload-version" => {
                 let v: i64 = value.parse().map_err(|_| bad())?;
                 let (lo, hi) = (crate::rdb::MIN_DUMP_VERSION, crate::rdb::DEFAULT_DUMP_VERSION);
@@ -906,16 +948,30 @@ impl Config {
             "dump-payload-version" => self.dump_payload_version.to_string(),
             "cluster-mode" => if self.cluster_emulated {
                 "emulated"
+            } else if self.cluster_enabled {
+                "cluster"
             } else {
                 "standalone"
             }
             .to_string(),
-            "cluster-enabled" => if self.cluster_emulated || self.cluster_config.is_some() {
+            "cluster-config-file" => self.cluster_config_file.display().to_string(),
+            "cluster-port" => self.cluster_port.to_string(),
+            "cluster-node-timeout" => self.cluster_node_timeout_ms.to_string(),
+            "cluster-require-full-coverage" => if self.cluster_require_full_coverage {
                 "yes"
             } else {
                 "no"
             }
             .to_string(),
+            "cluster-announce-ip" => self.cluster_announce_ip.clone(),
+            "cluster-enabled" => {
+                if self.cluster_emulated || self.cluster_enabled || self.cluster_config.is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .to_string()
+            }
             "cluster-config" => self
                 .cluster_config
                 .as_ref()
@@ -1006,6 +1062,11 @@ impl Config {
         "cluster-mode",
         "cluster-enabled",
         "cluster-config",
+        "cluster-config-file",
+        "cluster-port",
+        "cluster-node-timeout",
+        "cluster-require-full-coverage",
+        "cluster-announce-ip",
         "cluster-allow-local-multislot",
         "appendonly",
         "appendfsync",
@@ -1268,17 +1329,12 @@ pub const UNSUPPORTED_IGNORED: &[&str] = &[
     "unixsocketgroup",
     "socket-mark-id",
     "bind-source-addr",
-    "cluster-config-file",
-    "cluster-node-timeout",
-    "cluster-port",
-    "cluster-announce-ip",
     "cluster-announce-port",
     "cluster-announce-bus-port",
     "cluster-announce-tls-port",
     "cluster-announce-hostname",
     "cluster-announce-human-nodename",
     "cluster-preferred-endpoint-type",
-    "cluster-require-full-coverage",
     "cluster-allow-reads-when-down",
     "cluster-allow-pubsubshard-when-down",
     "cluster-replica-validity-factor",

@@ -18,7 +18,7 @@
 //! * [`script`]: Lua scripting: the server-wide registry of scripts and
 //!   function libraries, and each shard thread's sandboxed Lua 5.1 state.
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
-//! * [`cluster`]: the static multi-node topology (which node serves which slots).
+//! * [`cluster`]: Redis Cluster: the slot map, nodes.conf, the cluster bus.
 //!
 //! # Threads
 //! One shard thread per core (`--shards`), each a Redis-like event loop over

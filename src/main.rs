@@ -162,20 +162,22 @@ impl Banner {
             self.appendfsync
         );
         match &handle.shared.cluster {
-            Some(topo) => {
-                let me = topo.me();
-                let ranges: Vec<String> = me
-                    .sorted_ranges()
+            Some(cluster) => {
+                let st = cluster.lock();
+                let me = st.me();
+                let ranges: Vec<String> = st
+                    .ranges_of(&me.id)
                     .iter()
                     .map(|(a, b)| format!("{a}-{b}"))
                     .collect();
                 log::info!(
-                    "Cluster node {} of {}: slots {} ({} slots), split over {} shards",
-                    me.name,
-                    topo.ranges().len(),
-                    ranges.join(","),
-                    topo.local_slots(),
-                    self.shards
+                    "Cluster node {} ({} nodes known), serving slots {} ({} slots) over {} shards; cluster bus port {}",
+                    me.id,
+                    st.nodes.len(),
+                    if ranges.is_empty() { "none".to_string() } else { ranges.join(",") },
+                    st.slot_count(&me.id),
+                    self.shards,
+                    me.cport
                 );
             }
             None => log::info!(

@@ -454,9 +454,10 @@ pub struct Shared {
     pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
     pub blocked_clients: Arc<AtomicU64>,
-    /// Multi-node cluster topology (`cluster-config`); `None` is a one-node
-    /// cluster serving every slot, with no redirections.
-    pub cluster: Option<crate::cluster::Topology>,
+    /// The Redis Cluster this node belongs to (`cluster-enabled yes`, or a
+    /// static `cluster-config` topology); `None`: standalone or emulated,
+    /// serving every slot with no redirections.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// SLOWLOG entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
     /// Clients in MONITOR mode.
@@ -538,6 +539,8 @@ pub struct ServerHandle {
     pub shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
     shard_threads: Vec<JoinHandle<()>>,
+    /// The cluster bus thread (cluster mode only).
+    bus: Option<JoinHandle<()>>,
 }
 
 impl ServerHandle {
@@ -573,13 +576,17 @@ impl ServerHandle {
                 let _ = std::fs::remove_file(path);
             }
         }
+        if let Some(t) = self.bus.take() {
+            let _ = t.join();
+        }
         for t in self.shard_threads.drain(..) {
             let _ = t.join();
         }
     }
 }
 
-fn random_hex40() -> String {
+/// 40 random lowercase hex characters (run ids, cluster node ids).
+pub fn random_hex40() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut out = String::new();
     while out.len() < 40 {
@@ -673,7 +680,7 @@ pub fn start(config: Config) -> io::Result<ServerHandle> {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, NOT_LISTENING));
     }
     // A bad topology is reported before binding, so the message is about the file.
-    let cluster = load_topology(&config, config.port)?;
+    let cluster = open_cluster(&config, config.port)?;
     let tcp = if config.port == 0 {
         None
     } else {
@@ -703,7 +710,7 @@ pub const NOT_LISTENING: &str = "Configured to not listen anywhere (port 0 and n
 /// Unix socket of `config.unixsocket` if set. Lets a caller learn every
 /// node's port before any node starts, and tests listen on a free port.
 pub fn start_on(config: Config, listener: std::net::TcpListener) -> io::Result<ServerHandle> {
-    let cluster = load_topology(&config, listener.local_addr()?.port())?;
+    let cluster = open_cluster(&config, listener.local_addr()?.port())?;
     let listeners = Listeners {
         tcp: Some(listener),
         unix: bind_unixsocket(&config)?,
@@ -727,23 +734,30 @@ fn bind_unixsocket(
     Ok(Some((l, Arc::from(path.display().to_string()))))
 }
 
-/// The `cluster-config` topology for a node listening on `port`, if configured.
+/// The cluster a node listening on `port` belongs to: the `cluster-config`
+/// topology, or (`cluster-enabled yes`) the state in `cluster-config-file`.
 ///
 /// # Errors
 /// `InvalidInput` with a message naming the file and line.
-fn load_topology(config: &Config, port: u16) -> io::Result<Option<crate::cluster::Topology>> {
-    let Some(path) = &config.cluster_config else {
+fn open_cluster(config: &Config, port: u16) -> io::Result<Option<Arc<crate::cluster::Cluster>>> {
+    if config.cluster_config.is_none() && !config.cluster_enabled {
         return Ok(None);
-    };
-    crate::cluster::Topology::load(path, &config.bind, port)
-        .map(Some)
+    }
+    if port == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a cluster node needs a TCP port (not 0)",
+        ));
+    }
+    crate::cluster::Cluster::open(config, port, crate::shard::now_ms())
+        .map(|c| Some(Arc::new(c)))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 fn start_with(
     config: Config,
     listeners: Listeners,
-    cluster: Option<crate::cluster::Topology>,
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 ) -> io::Result<ServerHandle> {
     exit_on_server_thread_panic();
     enable_allocator_background_purge();
@@ -802,10 +816,13 @@ fn start_with(
     )?);
 
     let tunables = Arc::new(crate::config::Tunables::from_config(&config));
+    // A cluster node splits the slots it serves at start over its shards
+    // (all slots when it serves none yet, as a fresh node).
     let slot_map = Arc::new(match &cluster {
-        Some(topology) => crate::route::slot::SlotMap::balanced(shards, |s| {
-            topology.is_local(crate::route::slot::Slot(s))
-        }),
+        Some(c) => {
+            let view = c.view();
+            crate::route::slot::SlotMap::balanced(shards, |s| view.is_mine(s))
+        }
         None => crate::route::slot::SlotMap::uniform(shards),
     });
     let shared = Arc::new(Shared {
@@ -904,10 +921,42 @@ fn start_with(
             loading.elapsed().as_secs_f64()
         );
     }
+    let bus = match &shared.cluster {
+        Some(c) => {
+            let cport = c.lock().me().cport;
+            let ip = match addr.ip() {
+                std::net::IpAddr::V4(ip) if ip.is_unspecified() => addr.ip(),
+                ip => ip,
+            };
+            let bus_addr = SocketAddr::new(ip, cport);
+            match crate::cluster::bus::spawn(shared.clone(), bus_addr) {
+                Ok(t) => Some(t),
+                // A static topology works without the bus (the nodes all
+                // know each other from the file); they just do not learn
+                // of slot moves.
+                Err(e) if c.is_static() => {
+                    log::warn!("cluster bus off: cannot listen on {bus_addr}: {e}");
+                    None
+                }
+                Err(e) => {
+                    shared.request_shutdown();
+                    for t in shard_threads {
+                        let _ = t.join();
+                    }
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot listen on the cluster bus port {bus_addr}: {e}"),
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
     let acceptor = crate::io::acceptor::spawn_acceptor(acceptor_poll, listeners, shared.clone())?;
     Ok(ServerHandle {
         shared,
         acceptor: Some(acceptor),
         shard_threads,
+        bus,
     })
 }

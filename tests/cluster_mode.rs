@@ -70,12 +70,17 @@ fn emulated_cluster_agrees_in_info_and_cluster() {
         c.raw(&["CONFIG", "GET", "cluster-enabled"]),
         "*2\r\n$15\r\ncluster-enabled\r\n$3\r\nyes"
     );
-    // `cluster-enabled yes` in a config means the same.
+    // `cluster-enabled yes` in a config is a real cluster node, as in Redis;
+    // `cluster-mode cluster` says the same in shardstream's own words.
     let mut cfg = common::test_config();
     cfg.apply_file_text("cluster-enabled yes\n").unwrap();
-    assert!(cfg.cluster_emulated);
+    assert!(cfg.cluster_enabled && !cfg.cluster_emulated);
+    cfg.apply_file_text("cluster-mode emulated\n").unwrap();
+    assert!(cfg.cluster_emulated && !cfg.cluster_enabled);
+    cfg.apply_file_text("cluster-mode cluster\n").unwrap();
+    assert!(cfg.cluster_enabled && !cfg.cluster_emulated);
     cfg.apply_file_text("cluster-mode standalone\n").unwrap();
-    assert!(!cfg.cluster_emulated);
+    assert!(!cfg.cluster_emulated && !cfg.cluster_enabled);
     assert!(cfg.apply_file_text("cluster-mode sharded\n").is_err());
     assert_eq!(
         c.raw(&["CONFIG", "SET", "cluster-mode", "standalone"]),

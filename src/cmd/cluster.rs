@@ -28,11 +28,14 @@
 
 use bytes::Bytes;
 
+use std::sync::Arc;
+
+use crate::cluster::{Changed, Cluster, ClusterState};
 use crate::cmd::args::{int_arg, text};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys, Merge};
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::route::slot::{slot_of, Slot, SLOTS};
+use crate::route::slot::{slot_of, ShardId, Slot, SLOTS};
 use crate::shard::db::ShardDb;
 
 /// A keyless row of this family (runs on the connection's thread).
@@ -48,8 +51,148 @@ const fn row(
     CommandSpec::conn(name, arity, flags, "cluster", acl, summary, since, f)
 }
 
+/// A row that changes the cluster configuration (admin, as in Redis).
+const fn admin(
+    name: &'static str,
+    arity: i16,
+    summary: &'static str,
+    since: &'static str,
+    f: fn(&mut ConnCtx<'_>, &[Bytes]) -> Result<Action, CmdError>,
+) -> CommandSpec {
+    row(
+        name,
+        arity,
+        Flags::ADMIN.with(Flags::STALE).with(Flags::NOSCRIPT),
+        &["admin", "slow", "dangerous"],
+        summary,
+        since,
+        f,
+    )
+}
+
 /// `CLUSTER` subcommand rows (`CLUSTER|KEYSLOT`, ...).
 const CLUSTER_SUBCOMMANDS: &[CommandSpec] = &[
+    admin(
+        "CLUSTER|ADDSLOTS",
+        -3,
+        "Assigns new hash slots to a node.",
+        "3.0.0",
+        addslots,
+    ),
+    admin(
+        "CLUSTER|ADDSLOTSRANGE",
+        -4,
+        "Assigns new hash slot ranges to a node.",
+        "7.0.0",
+        addslotsrange,
+    ),
+    admin(
+        "CLUSTER|BUMPEPOCH",
+        2,
+        "Advances the cluster config epoch.",
+        "3.0.0",
+        bumpepoch,
+    ),
+    admin(
+        "CLUSTER|COUNT-FAILURE-REPORTS",
+        3,
+        "Returns the number of active failure reports active for a node.",
+        "3.0.0",
+        count_failure_reports,
+    ),
+    admin(
+        "CLUSTER|DELSLOTS",
+        -3,
+        "Sets hash slots as unbound for a node.",
+        "3.0.0",
+        delslots,
+    ),
+    admin(
+        "CLUSTER|DELSLOTSRANGE",
+        -4,
+        "Sets hash slot ranges as unbound for a node.",
+        "7.0.0",
+        delslotsrange,
+    ),
+    admin(
+        "CLUSTER|FLUSHSLOTS",
+        2,
+        "Deletes all slots information from a node.",
+        "3.0.0",
+        flushslots,
+    ),
+    admin(
+        "CLUSTER|FORGET",
+        3,
+        "Removes a node from the nodes table.",
+        "3.0.0",
+        forget,
+    ),
+    row(
+        "CLUSTER|LINKS",
+        2,
+        Flags::STALE,
+        &["slow"],
+        "Returns a list of all TCP links to and from peer nodes.",
+        "7.0.0",
+        links,
+    ),
+    admin(
+        "CLUSTER|MEET",
+        -4,
+        "Forces a node to handshake with another node.",
+        "3.0.0",
+        meet,
+    ),
+    row(
+        "CLUSTER|MYSHARDID",
+        2,
+        Flags::STALE,
+        &["slow"],
+        "Returns the shard ID of a node.",
+        "7.2.0",
+        myshardid,
+    ),
+    row(
+        "CLUSTER|REPLICAS",
+        3,
+        Flags::ADMIN.with(Flags::STALE),
+        &["admin", "slow", "dangerous"],
+        "Lists the replica nodes of a master node.",
+        "5.0.0",
+        replicas,
+    ),
+    admin("CLUSTER|RESET", -2, "Resets a node.", "3.0.0", reset),
+    admin(
+        "CLUSTER|SAVECONFIG",
+        2,
+        "Forces a node to save the cluster configuration to disk.",
+        "3.0.0",
+        saveconfig,
+    ),
+    admin(
+        "CLUSTER|SET-CONFIG-EPOCH",
+        3,
+        "Sets the configuration epoch for a new node.",
+        "3.0.0",
+        set_config_epoch,
+    ),
+    admin(
+        "CLUSTER|SETSLOT",
+        -4,
+        "Binds a hash slot to a node.",
+        "3.0.0",
+        setslot,
+    ),
+    row(
+        "CLUSTER|SLAVES",
+        3,
+        Flags::ADMIN.with(Flags::STALE),
+        &["admin", "slow", "dangerous"],
+        "Lists the replica nodes of a master node.",
+        "3.0.0",
+        replicas,
+    ),
     row(
         "CLUSTER|COUNTKEYSINSLOT",
         3,
@@ -257,56 +400,57 @@ fn keyslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     Ok(Reply::Int(slot_of(key).0.into()).into())
 }
 
-/// One node as CLUSTER SLOTS/SHARDS/NODES describe it.
+/// One node as CLUSTER SLOTS/SHARDS describe it.
 struct NodeView {
     id: String,
     ip: String,
     port: u16,
-    /// Cluster bus port: `port + 10000`, or 0 when that does not fit.
-    cport: u16,
     /// Inclusive slot ranges, sorted.
     ranges: Vec<(u16, u16)>,
-    epoch: u64,
-    myself: bool,
+    shard_id: String,
 }
 
-/// The cluster as this node sees it: the topology's nodes in file order, or
-/// (no topology) this node alone owning every slot, advertised at the local
-/// address of the connection asking.
+/// The address of this node as the asking client reached it (a cluster
+/// node that has not learnt its own address yet, or an emulated one).
+fn local_ip(cx: &ConnCtx<'_>) -> String {
+    cx.conn
+        .shared
+        .laddr
+        .ip()
+        .map(|ip| ip.to_string())
+        .unwrap_or_else(|| cx.shared.addr.ip().to_string())
+}
+
+/// The cluster as this node sees it: every known node (handshakes left
+/// out), or (emulated) this node alone owning every slot, advertised at the
+/// local address of the connection asking.
 fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
     match &cx.shared.cluster {
-        Some(topo) => topo
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| NodeView {
-                id: n.id.clone(),
-                ip: n.host.clone(),
-                port: n.port,
-                cport: n.cport(),
-                ranges: n.sorted_ranges(),
-                epoch: n.epoch,
-                myself: i == topo.myself,
-            })
-            .collect(),
-        None => {
-            let port = cx.shared.addr.port();
-            vec![NodeView {
-                id: cx.shared.run_id.clone(),
-                ip: cx
-                    .conn
-                    .shared
-                    .laddr
-                    .ip()
-                    .map(|ip| ip.to_string())
-                    .unwrap_or_else(|| cx.shared.addr.ip().to_string()),
-                port,
-                cport: port.checked_add(10000).unwrap_or(0),
-                ranges: vec![(0, SLOTS - 1)],
-                epoch: CONFIG_EPOCH,
-                myself: true,
-            }]
+        Some(c) => {
+            let st = c.lock();
+            st.nodes
+                .values()
+                .filter(|n| !n.handshake)
+                .map(|n| NodeView {
+                    id: n.id.to_string(),
+                    ip: if n.ip.is_empty() {
+                        local_ip(cx)
+                    } else {
+                        n.ip.clone()
+                    },
+                    port: n.port,
+                    ranges: st.ranges_of(&n.id),
+                    shard_id: n.shard_id(),
+                })
+                .collect()
         }
+        None => vec![NodeView {
+            id: cx.shared.run_id.clone(),
+            ip: local_ip(cx),
+            port: cx.shared.addr.port(),
+            ranges: vec![(0, SLOTS - 1)],
+            shard_id: crate::cluster::sha1_hex(&format!("shard:{}", cx.shared.run_id)),
+        }],
     }
 }
 
@@ -387,29 +531,36 @@ fn shards(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `CLUSTER NODES`
 ///
 /// # Reply
-/// Verbatim string, one line per node ending in `\n`:
-/// `<id> <ip>:<port>@<cport> <flags> - 0 0 <epoch> connected <ranges...>`,
-/// flags `myself,master` for this node and `master` for the others; a range
-/// is `first-last`, or one slot number.
+/// Verbatim string, one line per known node ending in `\n`:
+/// `<id> <ip>:<port>@<cport> <flags> - <ping-sent> <pong-recv> <config-epoch>
+/// <link-state> <slot-range>...`; flags `myself,master` for this node,
+/// `master`, `handshake`, `fail?`, `noaddr`; a range is `first-last` or one
+/// slot; this node's slots in transit follow as `[slot->-<id>]` (migrating)
+/// and `[slot-<-<id>]` (importing).
 /// # Source
 /// `clusterGenNodesDescription`, redis/src/cluster.c (7.0).
 fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     cluster_enabled(cx)?;
     let mut out = String::new();
-    for n in view(cx) {
-        let flags = if n.myself { "myself,master" } else { "master" };
-        out.push_str(&format!(
-            "{} {}:{}@{} {flags} - 0 0 {} connected",
-            n.id, n.ip, n.port, n.cport, n.epoch
-        ));
-        for (a, b) in n.ranges {
-            if a == b {
-                out.push_str(&format!(" {a}"));
-            } else {
-                out.push_str(&format!(" {a}-{b}"));
+    match &cx.shared.cluster {
+        Some(c) => {
+            let st = c.lock();
+            for n in st.nodes.values() {
+                out.push_str(&st.node_line(n, false));
+                out.push('\n');
             }
         }
-        out.push('\n');
+        None => {
+            for n in view(cx) {
+                out.push_str(&format!(
+                    "{} {}:{}@{} myself,master - 0 0 {CONFIG_EPOCH} connected 0-16383\n",
+                    n.id,
+                    n.ip,
+                    n.port,
+                    n.port.checked_add(10000).unwrap_or(0),
+                ));
+            }
+        }
     }
     Ok(Reply::Verbatim(out.into()).into())
 }
@@ -424,22 +575,38 @@ fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `genClusterInfoString`, redis/src/cluster.c (7.0).
 fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     cluster_enabled(cx)?;
-    let (nodes, current_epoch, my_epoch) = match &cx.shared.cluster {
-        Some(t) => (t.nodes.len(), t.current_epoch(), t.me().epoch),
-        None => (1, CONFIG_EPOCH, CONFIG_EPOCH),
-    };
+    let all = SLOTS as usize;
+    let (ok, assigned, pfail, known, size, current_epoch, my_epoch, sent, received) =
+        match &cx.shared.cluster {
+            Some(c) => {
+                let st = c.lock();
+                (
+                    st.is_ok(),
+                    st.assigned_slots(),
+                    st.pfail_slots(),
+                    st.nodes.len(),
+                    st.size(),
+                    st.current_epoch,
+                    st.me().config_epoch,
+                    c.messages_sent.load(std::sync::atomic::Ordering::Relaxed),
+                    c.messages_received
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                )
+            }
+            None => (true, all, 0, 1, 1, CONFIG_EPOCH, CONFIG_EPOCH, 0, 0),
+        };
     let fields: [(&str, String); 12] = [
-        ("cluster_state", "ok".into()),
-        ("cluster_slots_assigned", SLOTS.to_string()),
-        ("cluster_slots_ok", SLOTS.to_string()),
-        ("cluster_slots_pfail", "0".into()),
+        ("cluster_state", if ok { "ok" } else { "fail" }.into()),
+        ("cluster_slots_assigned", assigned.to_string()),
+        ("cluster_slots_ok", (assigned - pfail).to_string()),
+        ("cluster_slots_pfail", pfail.to_string()),
         ("cluster_slots_fail", "0".into()),
-        ("cluster_known_nodes", nodes.to_string()),
-        ("cluster_size", nodes.to_string()),
+        ("cluster_known_nodes", known.to_string()),
+        ("cluster_size", size.to_string()),
         ("cluster_current_epoch", current_epoch.to_string()),
         ("cluster_my_epoch", my_epoch.to_string()),
-        ("cluster_stats_messages_sent", "0".into()),
-        ("cluster_stats_messages_received", "0".into()),
+        ("cluster_stats_messages_sent", sent.to_string()),
+        ("cluster_stats_messages_received", received.to_string()),
         ("total_cluster_links_buffer_limit_exceeded", "0".into()),
     ];
     let mut out = String::new();
@@ -460,7 +627,7 @@ fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 fn myid(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     cluster_enabled(cx)?;
     let id = match &cx.shared.cluster {
-        Some(t) => t.me().id.clone(),
+        Some(c) => c.lock().myself.to_string(),
         None => cx.shared.run_id.clone(),
     };
     Ok(Reply::bulk(id).into())
@@ -618,11 +785,442 @@ fn readwrite(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> 
     Ok(Reply::Ok.into())
 }
 
-/// `ASKING` — announces an -ASK redirect follow-up. `+OK` (no slot migrations
-/// exist yet, so it changes nothing).
+/// `ASKING` — the client follows an `-ASK` redirect: its next command
+/// (or, inside MULTI, the commands up to EXEC) may run on a slot this node
+/// is importing. `+OK`.
+///
+/// # Source
+/// `askingCommand` and `getNodeByQuery`, redis/src/cluster.c (7.x).
 fn asking(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     cluster_enabled(cx)?;
+    cx.conn.asking = true;
     Ok(Reply::Ok.into())
+}
+
+/// The node's cluster, for the subcommands that change it: a node started
+/// with `cluster-enabled yes` (or a static topology).
+///
+/// # Errors
+/// `ERR This instance has cluster support disabled` on a standalone node;
+/// on an emulated one (a fixed one-node cluster) the subcommand is refused
+/// too, naming the setting that makes a real cluster node.
+fn real_cluster(cx: &ConnCtx<'_>, sub: &str) -> Result<Arc<Cluster>, CmdError> {
+    cluster_enabled(cx)?;
+    cx.shared.cluster.clone().ok_or_else(|| {
+        CmdError::msg(format!(
+            "ERR CLUSTER {sub} needs a cluster node (cluster-enabled yes); this node emulates a one-node cluster"
+        ))
+    })
+}
+
+/// Parse slot numbers (`ERR Invalid or out of range slot`).
+fn slot_list(args: &[Bytes]) -> Result<Vec<u16>, CmdError> {
+    args.iter()
+        .map(|a| crate::cluster::state::slot_arg(a).map_err(CmdError::msg))
+        .collect()
+}
+
+/// Parse `start end` pairs into the slots they cover.
+///
+/// # Errors
+/// `ERR Invalid or out of range slot`; `ERR start slot number N is greater
+/// than end slot number M`.
+fn slot_ranges(args: &[Bytes], sub: &str) -> Result<Vec<u16>, CmdError> {
+    if !args.len().is_multiple_of(2) {
+        return Err(CmdError::arity(&format!("cluster|{sub}")));
+    }
+    let mut out = Vec::new();
+    for pair in args.chunks(2) {
+        let a = crate::cluster::state::slot_arg(&pair[0]).map_err(CmdError::msg)?;
+        let b = crate::cluster::state::slot_arg(&pair[1]).map_err(CmdError::msg)?;
+        if a > b {
+            return Err(CmdError::msg(format!(
+                "ERR start slot number {a} is greater than end slot number {b}"
+            )));
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+/// Apply a state change and answer `+OK`, or its error.
+fn change_ok(
+    cluster: &Cluster,
+    f: impl FnOnce(&mut ClusterState) -> Result<Changed, String>,
+) -> Result<Action, CmdError> {
+    cluster
+        .change(|st| match f(st) {
+            Ok(c) => (Ok(()), c),
+            Err(e) => (Err(e), Changed::NONE),
+        })
+        .map_err(CmdError::msg)?;
+    Ok(Reply::Ok.into())
+}
+
+/// `CLUSTER ADDSLOTS slot [slot ...]` — this node serves the given slots.
+///
+/// # Reply
+/// `+OK`.
+/// # Errors
+/// `ERR Invalid or out of range slot`; `ERR Slot N specified multiple
+/// times`; `ERR Slot N is already busy`. Nothing changes on error.
+/// # Source
+/// `CLUSTER ADDSLOTS`, redis.io and redis/src/cluster.c (7.0).
+fn addslots(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "ADDSLOTS")?;
+    let slots = slot_list(&argv[2..])?;
+    change_ok(&c, |st| st.add_slots(&slots))
+}
+
+/// `CLUSTER ADDSLOTSRANGE start end [start end ...]` — ADDSLOTS for ranges.
+///
+/// # Errors
+/// As ADDSLOTS; `ERR start slot number N is greater than end slot number M`.
+/// # Source
+/// `CLUSTER ADDSLOTSRANGE`, redis.io (7.0).
+fn addslotsrange(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "ADDSLOTSRANGE")?;
+    let slots = slot_ranges(&argv[2..], "addslotsrange")?;
+    change_ok(&c, |st| st.add_slots(&slots))
+}
+
+/// `CLUSTER DELSLOTS slot [slot ...]` — the slots become unassigned here.
+///
+/// # Errors
+/// `ERR Invalid or out of range slot`; `ERR Slot N specified multiple
+/// times`; `ERR Slot N is already unassigned`.
+/// # Source
+/// `CLUSTER DELSLOTS`, redis.io (3.0).
+fn delslots(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "DELSLOTS")?;
+    let slots = slot_list(&argv[2..])?;
+    change_ok(&c, |st| st.del_slots(&slots))
+}
+
+/// `CLUSTER DELSLOTSRANGE start end [start end ...]` — DELSLOTS for ranges.
+///
+/// # Source
+/// `CLUSTER DELSLOTSRANGE`, redis.io (7.0).
+fn delslotsrange(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "DELSLOTSRANGE")?;
+    let slots = slot_ranges(&argv[2..], "delslotsrange")?;
+    change_ok(&c, |st| st.del_slots(&slots))
+}
+
+/// `CLUSTER FLUSHSLOTS` — unassign every slot of this node; its databases
+/// must be empty.
+///
+/// # Errors
+/// `ERR DB must be empty to perform CLUSTER FLUSHSLOTS.`
+/// # Source
+/// `CLUSTER FLUSHSLOTS`, redis.io (3.0).
+fn flushslots(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "FLUSHSLOTS")?;
+    Ok(when_empty(
+        cx,
+        "ERR DB must be empty to perform CLUSTER FLUSHSLOTS.",
+        move || {
+            c.change(|st| {
+                let me = st.myself.clone();
+                let mine: Vec<u16> = (0..SLOTS).filter(|&s| st.owner(s) == Some(&me)).collect();
+                (Reply::Ok, st.del_slots(&mine).unwrap_or(Changed::NONE))
+            })
+        },
+    ))
+}
+
+/// Count every key of every shard and database; `then` runs when there are
+/// none, else the reply is `refusal`.
+fn when_empty(
+    cx: &ConnCtx<'_>,
+    refusal: &'static str,
+    then: impl FnOnce() -> Reply + Send + 'static,
+) -> Action {
+    let parts = (0..cx.shared.shards)
+        .map(|s| {
+            (
+                ShardId(s),
+                on_shard(|db: &mut ShardDb, _cx: &crate::cmd::ExecCtx| {
+                    let n: usize = (0..db.databases()).map(|i| db.keyspace(i).len()).sum();
+                    Reply::Int(n as i64)
+                }),
+            )
+        })
+        .collect();
+    let merge: Merge = Box::new(move |replies: Vec<Reply>| {
+        let keys: i64 = replies
+            .iter()
+            .map(|r| if let Reply::Int(n) = r { *n } else { 0 })
+            .sum();
+        if keys > 0 {
+            Reply::Error(CmdError::msg(refusal))
+        } else {
+            then()
+        }
+    });
+    Action::FanOut { parts, merge }
+}
+
+/// `CLUSTER MEET ip port [cluster-bus-port]` — start a handshake with the
+/// node at that address; it joins this node's cluster once it answers.
+///
+/// # Reply
+/// `+OK` (the handshake goes on in the background).
+/// # Errors
+/// `ERR Invalid base port specified: P`; `ERR Invalid bus port specified:
+/// P`; `ERR Invalid node address specified: ip:port`.
+/// # Source
+/// `CLUSTER MEET`, redis.io and redis/src/cluster.c (7.0).
+fn meet(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "MEET")?;
+    if argv.len() > 5 {
+        return Err(CmdError::arity("cluster|meet"));
+    }
+    let port_of = |a: &Bytes, what: &str| {
+        text(a)
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| CmdError::msg(format!("ERR Invalid {what} port specified: {}", text(a))))
+    };
+    let port = port_of(&argv[3], "base")?;
+    let cport = match argv.get(4) {
+        Some(a) => port_of(a, "bus")?,
+        None => port
+            .checked_add(10000)
+            .ok_or_else(|| CmdError::msg(format!("ERR Invalid base port specified: {port}")))?,
+    };
+    let ip = text(&argv[2]);
+    if ip.parse::<std::net::IpAddr>().is_err() {
+        return Err(CmdError::msg(format!(
+            "ERR Invalid node address specified: {ip}:{port}"
+        )));
+    }
+    let now = crate::shard::now_ms();
+    c.change(|st| ((), st.meet(&ip, port, cport, now)));
+    c.wake_bus();
+    Ok(Reply::Ok.into())
+}
+
+/// `CLUSTER FORGET node-id` — drop a node from this node's table (and keep
+/// it out for 60 s, so gossip does not bring it back meanwhile).
+///
+/// # Errors
+/// `ERR Unknown node <id>`; `ERR I tried hard but I can't forget myself...`.
+/// # Source
+/// `CLUSTER FORGET`, redis.io (3.0).
+fn forget(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "FORGET")?;
+    let now = crate::shard::now_ms();
+    change_ok(&c, |st| st.forget(&argv[2], now))
+}
+
+/// `CLUSTER SET-CONFIG-EPOCH epoch` — a fresh node's config epoch (what
+/// `redis-cli --cluster create` gives each node so none collide).
+///
+/// # Errors
+/// `ERR value is not an integer or out of range`; `ERR Invalid config epoch
+/// specified: N`; `ERR The user can assign a config epoch only when the node
+/// does not know any other node.`; `ERR Node config epoch is already non-zero`.
+/// # Source
+/// `CLUSTER SET-CONFIG-EPOCH`, redis.io (3.0).
+fn set_config_epoch(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "SET-CONFIG-EPOCH")?;
+    let epoch = int_arg(&argv[2])?;
+    change_ok(&c, |st| st.set_config_epoch(epoch))
+}
+
+/// `CLUSTER BUMPEPOCH` — take a new config epoch unless this node already
+/// holds the greatest.
+///
+/// # Reply
+/// Simple string `BUMPED <epoch>` or `STILL <epoch>`.
+/// # Source
+/// `CLUSTER BUMPEPOCH`, redis.io (3.0).
+fn bumpepoch(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "BUMPEPOCH")?;
+    let (bumped, epoch) = c.change(|st| {
+        let bumped = st.bump_epoch();
+        let epoch = st.me().config_epoch;
+        let changed = if bumped { Changed::ALL } else { Changed::NONE };
+        ((bumped, epoch), changed)
+    });
+    let word = if bumped { "BUMPED" } else { "STILL" };
+    Ok(Reply::Simple(format!("{word} {epoch}").into()).into())
+}
+
+/// `CLUSTER SETSLOT slot IMPORTING node-id | MIGRATING node-id | NODE
+/// node-id | STABLE` — move a slot between nodes (what `redis-cli --cluster
+/// reshard` drives, with MIGRATE in between).
+///
+/// NODE runs on the shard owning the slot, which counts the keys still
+/// here: a node may not give away a slot it still holds keys of.
+///
+/// # Reply
+/// `+OK`.
+/// # Errors
+/// `ERR Invalid or out of range slot`; `ERR I'm not the owner of hash slot
+/// N`; `ERR I'm already the owner of hash slot N`; `ERR I don't know about
+/// node <id>`; `ERR Unknown node <id>`; `ERR Can't assign hashslot N to a
+/// different node while I still hold keys for this hash slot.`; `ERR Invalid
+/// CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP`.
+/// # Source
+/// `CLUSTER SETSLOT`, redis.io and redis/src/cluster.c (7.0).
+fn setslot(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "SETSLOT")?;
+    let slot = crate::cluster::state::slot_arg(&argv[2]).map_err(CmdError::msg)?;
+    let action = text(&argv[3]).to_ascii_uppercase();
+    let bad = || {
+        CmdError::msg("ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP")
+    };
+    match (action.as_str(), argv.get(4), argv.len()) {
+        ("MIGRATING", Some(node), 5) => change_ok(&c, |st| st.set_migrating(slot, node)),
+        ("IMPORTING", Some(node), 5) => change_ok(&c, |st| st.set_importing(slot, node)),
+        ("STABLE", None, 4) => change_ok(&c, |st| Ok(st.set_stable(slot))),
+        ("NODE", Some(node), 5) => {
+            let node = node.clone();
+            Ok(on_slot_shard(cx, Slot(slot), move |db, _ecx| {
+                let keys: usize = (0..db.databases())
+                    .map(|i| db.keys_in_slot(i, slot).count())
+                    .sum();
+                match c.change(|st| match st.set_node(slot, &node, keys) {
+                    Ok(ch) => (Ok(()), ch),
+                    Err(e) => (Err(e), Changed::NONE),
+                }) {
+                    Ok(()) => Reply::Ok,
+                    Err(e) => Reply::Error(CmdError::msg(e)),
+                }
+            }))
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// `CLUSTER MYSHARDID` — this node's shard id (40 hex characters; every
+/// node is a master and its own shard).
+///
+/// # Source
+/// `CLUSTER MYSHARDID`, redis.io (7.2).
+fn myshardid(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
+    let id = match &cx.shared.cluster {
+        Some(c) => c.lock().me().shard_id(),
+        None => view(cx)
+            .into_iter()
+            .next()
+            .map(|n| n.shard_id)
+            .unwrap_or_default(),
+    };
+    Ok(Reply::bulk(id).into())
+}
+
+/// `CLUSTER RESET [HARD | SOFT]` — forget every other node and serve no
+/// slot; HARD also zeroes the epochs and takes a new node id. A node that
+/// holds keys refuses.
+///
+/// # Errors
+/// `ERR CLUSTER RESET can't be called with master nodes containing keys`;
+/// `ERR syntax error`.
+/// # Source
+/// `CLUSTER RESET`, redis.io (3.0).
+fn reset(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "RESET")?;
+    let hard = match argv.get(2).map(|a| text(a).to_ascii_uppercase()) {
+        None => false,
+        Some(m) if m == "SOFT" && argv.len() == 3 => false,
+        Some(m) if m == "HARD" && argv.len() == 3 => true,
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    Ok(when_empty(
+        cx,
+        "ERR CLUSTER RESET can't be called with master nodes containing keys",
+        move || {
+            c.change(|st| ((), st.reset(hard)));
+            Reply::Ok
+        },
+    ))
+}
+
+/// `CLUSTER SAVECONFIG` — write nodes.conf now (it is also written after
+/// every change).
+///
+/// # Errors
+/// `ERR error saving the cluster node config: <reason>`.
+/// # Source
+/// `CLUSTER SAVECONFIG`, redis.io (3.0).
+fn saveconfig(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "SAVECONFIG")?;
+    c.save()
+        .map_err(|e| CmdError::msg(format!("ERR error saving the cluster node config: {e}")))?;
+    Ok(Reply::Ok.into())
+}
+
+/// `CLUSTER LINKS` — this node's cluster bus connections.
+///
+/// # Reply
+/// Array of maps: `direction` (`to`/`from`), `node`, `create-time` (ms since
+/// the Unix epoch), `events`, `send-buffer-allocated`, `send-buffer-used`
+/// (bytes).
+/// # Source
+/// `CLUSTER LINKS`, redis.io (7.0).
+fn links(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    cluster_enabled(cx)?;
+    let Some(c) = &cx.shared.cluster else {
+        return Ok(Reply::Array(Vec::new()).into());
+    };
+    let links = c.links.lock().map(|l| l.clone()).unwrap_or_default();
+    let field = |name: &'static str, v: Reply| (Reply::bulk(name), v);
+    Ok(Reply::Array(
+        links
+            .into_iter()
+            .map(|l| {
+                Reply::Map(vec![
+                    field("direction", Reply::bulk(l.direction)),
+                    field("node", Reply::bulk(l.node)),
+                    field("create-time", Reply::Int(l.create_time_ms as i64)),
+                    field("events", Reply::bulk(l.events)),
+                    field(
+                        "send-buffer-allocated",
+                        Reply::Int(l.send_buffer_allocated as i64),
+                    ),
+                    field("send-buffer-used", Reply::Int(l.send_buffer_used as i64)),
+                ])
+            })
+            .collect(),
+    )
+    .into())
+}
+
+/// `CLUSTER COUNT-FAILURE-REPORTS node-id` — failure reports about a node:
+/// always 0, as nodes report no failures to each other (no failover).
+///
+/// # Errors
+/// `ERR Unknown node <id>`.
+fn count_failure_reports(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "COUNT-FAILURE-REPORTS")?;
+    if c.lock().node(&argv[2]).is_none() {
+        return Err(CmdError::msg(format!(
+            "ERR Unknown node {}",
+            text(&argv[2])
+        )));
+    }
+    Ok(Reply::Int(0).into())
+}
+
+/// `CLUSTER REPLICAS node-id` (and its old name SLAVES) — the replicas of a
+/// master: none, as shardstream has no replicas.
+///
+/// # Errors
+/// `ERR Unknown node <id>`.
+fn replicas(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, "REPLICAS")?;
+    if c.lock().node(&argv[2]).is_none() {
+        return Err(CmdError::msg(format!(
+            "ERR Unknown node {}",
+            text(&argv[2])
+        )));
+    }
+    Ok(Reply::Array(Vec::new()).into())
 }
 
 #[cfg(test)]

@@ -220,6 +220,13 @@ pub struct Session {
     pub multi_failed: bool,
     /// READONLY (cluster replica reads) was sent.
     pub readonly: bool,
+    /// ASKING was sent: the next command may run on a slot this node is
+    /// importing (cleared after it, or after EXEC inside MULTI).
+    pub asking: bool,
+    /// The command being dispatched is on a slot in transit: its keys
+    /// decide on the shard whether it runs here (set by the cluster gate,
+    /// taken by dispatch).
+    pub transit: Option<crate::cluster::TransitCheck>,
     /// Shards holding this connection's WATCHed keys (each once).
     pub watching: Vec<crate::route::slot::ShardId>,
     pub shared: Arc<ClientShared>,

@@ -18,7 +18,7 @@ use crate::cmd::{self, Flags};
 use crate::error::CmdError;
 use crate::io::conn::{Conn, Pending, Session};
 use crate::reply::Reply;
-use crate::route::slot::{slot_of, Slot};
+use crate::route::slot::slot_of;
 use crate::server::Shared;
 
 /// Whether a command name is what an HTTP request sends as its first word
@@ -71,6 +71,7 @@ pub fn admit(
     argv: &mut Option<Vec<Bytes>>,
 ) -> Option<&'static CommandSpec> {
     let args = argv.as_deref()?;
+    conn.session.transit = None;
     let Some(spec) = table::lookup(&args[0]) else {
         if is_cross_protocol_probe(&args[0]) {
             // No reply, and no earlier pipelined reply either: Redis frees
@@ -113,7 +114,7 @@ pub fn admit(
     // Cluster redirection comes before queueing, as in Redis's processCommand:
     // a redirected command inside MULTI dooms the transaction; a refused EXEC
     // discards it and answers the redirection itself.
-    if let Err(e) = gate_cluster(shared, spec, args, &conn.session) {
+    if let Err(e) = gate_cluster(shared, spec, args, &mut conn.session) {
         shared.count_call(spec.name, false, true);
         if spec.name == "EXEC" {
             cmd::tx::reset_multi(&mut conn.session);
@@ -256,44 +257,81 @@ fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
     cmd::connection::resolve_subcommand(spec, argv).ok()
 }
 
-/// Redis Cluster's redirection check (`getNodeByQuery`): with a multi-node
-/// topology, a command's keys must share one slot (else `CROSSSLOT`, unless
-/// `cluster-allow-local-multislot` and this node serves every slot) served by
-/// this node (else `MOVED <slot> <host>:<port>`). EXEC checks the keys of
-/// every queued command together. Keyless commands and one-node servers pass.
+/// Redis Cluster's redirection check (`getNodeByQuery`, Redis 7.x/8.x): a
+/// command's keys must share one slot (else `CROSSSLOT`, unless
+/// `cluster-allow-local-multislot` and this node serves every slot), served
+/// (else `CLUSTERDOWN Hash slot not served`), while the cluster is up (else
+/// `CLUSTERDOWN The cluster is down`), by this node (else `MOVED <slot>
+/// <host>:<port>`), or imported by it after ASKING. On a slot in transit
+/// the keys decide: the check goes with the command to its shard
+/// ([`Session::transit`]; ASK / TRYAGAIN there). EXEC checks the keys of
+/// every queued command together. Keyless commands, and servers that are not
+/// cluster nodes, pass.
+///
+/// ASKING lasts for the next command, or until EXEC inside MULTI.
 ///
 /// # Errors
-/// [`CmdError::CrossSlot`], [`CmdError::Moved`].
+/// [`CmdError::CrossSlot`], [`CmdError::Moved`], `CLUSTERDOWN ...`.
 fn gate_cluster(
     shared: &Shared,
     spec: &CommandSpec,
     argv: &[Bytes],
-    session: &Session,
+    session: &mut Session,
 ) -> Result<(), CmdError> {
-    let Some(topo) = &shared.cluster else {
+    let Some(cluster) = &shared.cluster else {
         return Ok(());
     };
-    let allow = shared
-        .tunables
-        .cluster_allow_local_multislot
-        .load(Ordering::Relaxed);
-    let slots_of = |spec: &CommandSpec, argv: &[Bytes]| -> Vec<Slot> {
-        spec.key_indexes(argv)
-            .into_iter()
-            .filter_map(|i| argv.get(i).map(|k| slot_of(k)))
-            .collect()
+    let asking = session.asking;
+    if spec.name != "ASKING" && (session.multi.is_none() || spec.name == "EXEC") {
+        session.asking = false;
+    }
+    let keys_of = |spec: &CommandSpec, argv: &[Bytes], out: &mut Vec<Bytes>| {
+        out.extend(
+            spec.key_indexes(argv)
+                .into_iter()
+                .filter_map(|i| argv.get(i).cloned()),
+        )
     };
-    if spec.name == "EXEC" {
+    let mut keys = Vec::new();
+    let exec = spec.name == "EXEC";
+    if exec {
         let Some(queue) = &session.multi else {
             return Ok(());
         };
-        let slots = queue
-            .iter()
-            .filter_map(|a| row_of(a).map(|s| slots_of(s, a)))
-            .flatten();
-        return topo.check(slots, allow);
+        for a in queue {
+            if let Some(s) = row_of(a) {
+                keys_of(s, a, &mut keys);
+            }
+        }
+    } else {
+        keys_of(spec, argv, &mut keys);
     }
-    topo.check(slots_of(spec, argv), allow)
+    let Some(first) = keys.first() else {
+        return Ok(());
+    };
+    let slot = slot_of(first).0;
+    let view = cluster.view();
+    if view.route(slot) == crate::cluster::SlotRoute::Unserved {
+        return Err(CmdError::msg("CLUSTERDOWN Hash slot not served"));
+    }
+    if keys.iter().skip(1).any(|k| slot_of(k).0 != slot) {
+        let allow = shared
+            .tunables
+            .cluster_allow_local_multislot
+            .load(Ordering::Relaxed);
+        let here = |k: &Bytes| view.route(slot_of(k).0) == crate::cluster::SlotRoute::Here;
+        if allow && view.ok && keys.iter().all(here) {
+            return Ok(());
+        }
+        return Err(CmdError::CrossSlot);
+    }
+    let check = view.admit(slot, keys, asking, spec.name == "MIGRATE")?;
+    // A transaction on a slot in transit runs here with the keys it finds
+    // (its keys are not checked one by one against the migration).
+    if !exec && session.multi.is_none() {
+        session.transit = check;
+    }
+    Ok(())
 }
 
 /// Answer a command that was refused before running; inside MULTI this also

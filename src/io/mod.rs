@@ -190,6 +190,8 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             multi: None,
             multi_failed: false,
             readonly: false,
+            asking: false,
+            transit: None,
             watching: Vec::new(),
             shared: client,
         },
@@ -462,7 +464,11 @@ fn dispatch(
         return;
     };
     let name = spec.name;
-    let routed = router::route(spec, &argv, &mut conn.session, shared);
+    let transit = conn.session.transit.take();
+    let mut routed = router::route(spec, &argv, &mut conn.session, shared);
+    if let Some(check) = transit {
+        routed = crate::route::transit::guard(routed, check);
+    }
     // MONITOR: one relaxed load when nobody monitors. After routing, so a
     // SELECT shows its new database, as Redis feeds monitors after a call.
     if shared.monitors.is_active() && !monitor_skips(spec.flags) {
