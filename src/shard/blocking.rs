@@ -302,14 +302,74 @@ impl Waiters {
     }
 }
 
-/// Serve the waiters of every ready key, FIFO per key, pushing replies to `out`.
-pub fn serve_ready(db: &mut ShardDb, now_ms: u64, out: &mut Vec<(ReplyTo, Reply)>) {
+/// A cluster node's say on a blocked client's key: `Some(error)` answers
+/// the client with it instead of serving (MOVED, ASK, CLUSTERDOWN). Given the
+/// key and whether it exists here.
+pub type Redirect<'a> = &'a dyn Fn(&[u8], bool) -> Option<crate::error::CmdError>;
+
+/// No redirection (a node that is not in a cluster).
+pub fn no_redirect(_key: &[u8], _exists: bool) -> Option<crate::error::CmdError> {
+    None
+}
+
+impl Waiters {
+    /// Answer every live waiter whose first key `redirect` refuses with that
+    /// error (its ticket claimed first), and drop it. Returns the replies.
+    ///
+    /// # Source
+    /// `clusterRedirectBlockedClientIfNeeded`, redis/src/cluster.c (7.x): a
+    /// client blocked on a key whose slot went to another node gets MOVED.
+    pub fn redirect(&mut self, redirect: &dyn Fn(&[u8]) -> Option<crate::error::CmdError>) -> Vec<(ReplyTo, Reply)> {
+        let refused: Vec<(u64, crate::error::CmdError)> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| !w.ticket.is_fired())
+            .filter_map(|(id, w)| Some((*id, redirect(&w.keys.first()?.1)?)))
+            .collect();
+        let mut out = Vec::new();
+        for (id, err) in refused {
+            if let Some(w) = self.unregister(id) {
+                if w.ticket.claim() {
+                    out.push((w.reply_to, Reply::Error(err)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Serve the waiters of every ready key, FIFO per key, pushing replies to
+/// `out`. A key `redirect` refuses answers its waiters with that error
+/// instead (a cluster node: the key left with a migration, ASK).
+pub fn serve_ready(
+    db: &mut ShardDb,
+    now_ms: u64,
+    out: &mut Vec<(ReplyTo, Reply)>,
+    redirect: Redirect<'_>,
+) {
     // Serving may ready more keys (e.g. a read that changes state): loop until calm.
     let mut rounds = 0;
     while db.blocking.has_ready() && rounds < 64 {
         rounds += 1;
         let ready = std::mem::take(&mut db.blocking.ready);
         for key in ready {
+            let exists = db.is_live(key.0, &key.1, now_ms);
+            if let Some(err) = redirect(&key.1, exists) {
+                let ids: Vec<u64> = db
+                    .blocking
+                    .by_key
+                    .get(&key)
+                    .map(|q| q.iter().copied().collect())
+                    .unwrap_or_default();
+                for id in ids {
+                    if let Some(w) = db.blocking.unregister(id) {
+                        if w.ticket.claim() {
+                            out.push((w.reply_to, Reply::Error(err.clone())));
+                        }
+                    }
+                }
+                continue;
+            }
             let ids: Vec<u64> = db
                 .blocking
                 .by_key

@@ -164,6 +164,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 panic_after: debug_panic_after_ops(),
                 now_ms: now_ms(),
                 stopping: false,
+                cluster_version: 0,
             };
             t.run();
             if !t.aof.shutdown(&mut t.db) {
@@ -284,6 +285,8 @@ struct ShardThread {
     now_ms: u64,
     /// A [`ShardMsg::Shutdown`] arrived.
     stopping: bool,
+    /// The cluster slot map version last looked at (blocked clients).
+    cluster_version: u64,
 }
 
 impl ShardThread {
@@ -394,6 +397,7 @@ impl ShardThread {
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
         }
+        self.redirect_blocked();
         self.forward_jobs();
         self.send_batches();
         commit_round(&mut self.db, &mut self.aof);
@@ -573,6 +577,40 @@ impl ShardThread {
     /// Serve the waiters of ready keys (Redis: `handleClientsBlockedOnKeys`).
     fn serve_waiters(&mut self, now: u64) {
         self.exec(now).serve_waiters();
+    }
+
+    /// A cluster node whose slot map changed answers the clients blocked
+    /// here on keys of slots that left (see [`cluster_redirect`]); a key of
+    /// a migrating slot is looked at again, in case it left too.
+    fn redirect_blocked(&mut self) {
+        let Some(c) = &self.shared.cluster else {
+            return;
+        };
+        let version = c.version();
+        if version == self.cluster_version || self.db.blocking.is_empty() {
+            self.cluster_version = version;
+            return;
+        }
+        self.cluster_version = version;
+        let view = c.view();
+        let now = self.now_ms;
+        // `redirect` needs the registry mutably while the decision reads
+        // the keyspace: lift the registry out meanwhile.
+        let mut waiters = std::mem::take(&mut self.db.blocking);
+        let refused = {
+            let db = &self.db;
+            let decide = |key: &[u8]| {
+                let exists = (0..db.databases()).any(|i| db.is_live(i, key, now));
+                cluster_redirect(&view, key, exists)
+            };
+            waiters.redirect(&decide)
+        };
+        self.db.blocking = waiters;
+        for (to, reply) in refused {
+            if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
+                o.push((to, reply));
+            }
+        }
     }
 
     /// Queue the requests shard-side code handed on to other shards
@@ -1162,7 +1200,14 @@ impl<'a> Exec<'a> {
             return;
         }
         let mut served = Vec::new();
-        blocking::serve_ready(self.db, self.now_ms, &mut served);
+        match &self.shared.cluster {
+            Some(c) => {
+                let view = c.view();
+                let redirect = |key: &[u8], exists: bool| cluster_redirect(&view, key, exists);
+                blocking::serve_ready(self.db, self.now_ms, &mut served, &redirect);
+            }
+            None => blocking::serve_ready(self.db, self.now_ms, &mut served, &blocking::no_redirect),
+        }
         for (to, reply) in served {
             // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
             // error reply like any other (INFO errorstats).
@@ -1196,6 +1241,38 @@ impl io::RunLocal for Exec<'_> {
             let _ = conn.fill(to.seq, to.part, reply);
         }
         self.serve_waiters();
+    }
+}
+
+/// What a cluster node answers a client blocked on `key` instead of serving
+/// it, if anything: `CLUSTERDOWN` when the cluster is down or the slot is
+/// unserved, `MOVED` when the slot went to another node (and is not being
+/// imported here), `ASK` when the slot is migrating and the key already left.
+///
+/// # Source
+/// `clusterRedirectBlockedClientIfNeeded`, redis/src/cluster.c (7.x); ASK as
+/// Redis 7.2+ answers a woken blocked command re-run through
+/// `getNodeByQuery` after MIGRATE deleted its key.
+fn cluster_redirect(
+    view: &crate::cluster::SlotView,
+    key: &[u8],
+    exists: bool,
+) -> Option<crate::error::CmdError> {
+    use crate::cluster::SlotRoute;
+    use crate::error::CmdError;
+    if !view.ok {
+        return Some(CmdError::msg("CLUSTERDOWN The cluster is down"));
+    }
+    let slot = crate::route::slot::slot_of(key).0;
+    match view.route(slot) {
+        SlotRoute::Here | SlotRoute::Importing(_) => None,
+        SlotRoute::Migrating(to) if !exists => Some(CmdError::msg(format!("ASK {slot} {to}"))),
+        SlotRoute::Migrating(_) => None,
+        SlotRoute::Moved(addr) => Some(CmdError::Moved {
+            slot,
+            addr: addr.to_string(),
+        }),
+        SlotRoute::Unserved => Some(CmdError::msg("CLUSTERDOWN Hash slot not served")),
     }
 }
 
