@@ -967,35 +967,42 @@ fn when_empty(
 /// # Reply
 /// `+OK` (the handshake goes on in the background).
 /// # Errors
-/// `ERR Invalid base port specified: P`; `ERR Invalid bus port specified:
+/// `ERR Invalid TCP base port specified: P`; `ERR Invalid TCP bus port specified:
 /// P`; `ERR Invalid node address specified: ip:port`.
 /// # Source
 /// `CLUSTER MEET`, redis.io and redis/src/cluster.c (7.0).
 fn meet(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let c = real_cluster(cx, "MEET")?;
     if argv.len() > 5 {
-        return Err(CmdError::arity("cluster|meet"));
-    }
-    let port_of = |a: &Bytes, what: &str| {
-        text(a)
-            .parse::<u16>()
-            .ok()
-            .filter(|&p| p != 0)
-            .ok_or_else(|| CmdError::msg(format!("ERR Invalid {what} port specified: {}", text(a))))
-    };
-    let port = port_of(&argv[3], "base")?;
-    let cport = match argv.get(4) {
-        Some(a) => port_of(a, "bus")?,
-        None => port
-            .checked_add(10000)
-            .ok_or_else(|| CmdError::msg(format!("ERR Invalid base port specified: {port}")))?,
-    };
-    let ip = text(&argv[2]);
-    if ip.parse::<std::net::IpAddr>().is_err() {
         return Err(CmdError::msg(format!(
-            "ERR Invalid node address specified: {ip}:{port}"
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+            text(&argv[1])
         )));
     }
+    // Redis parses the ports as integers first, then refuses an address
+    // it cannot reach (bad IP, port out of 1-65535) as a whole.
+    let int_of = |a: &Bytes, what: &str| {
+        text(a).parse::<i64>().map_err(|_| {
+            CmdError::msg(format!(
+                "ERR Invalid TCP {what} port specified: {}",
+                text(a)
+            ))
+        })
+    };
+    let port = int_of(&argv[3], "base")?;
+    let cport = match argv.get(4) {
+        Some(a) => int_of(a, "bus")?,
+        None => port + 10000,
+    };
+    let ip = text(&argv[2]);
+    let valid = |p: i64| (1..=65535).contains(&p);
+    if ip.parse::<std::net::IpAddr>().is_err() || !valid(port) || !valid(cport) {
+        return Err(CmdError::msg(format!(
+            "ERR Invalid node address specified: {ip}:{}",
+            text(&argv[3])
+        )));
+    }
+    let (port, cport) = (port as u16, cport as u16);
     let now = crate::shard::now_ms();
     c.change(|st| ((), st.meet(&ip, port, cport, now)));
     c.wake_bus();

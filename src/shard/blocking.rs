@@ -319,7 +319,10 @@ impl Waiters {
     /// # Source
     /// `clusterRedirectBlockedClientIfNeeded`, redis/src/cluster.c (7.x): a
     /// client blocked on a key whose slot went to another node gets MOVED.
-    pub fn redirect(&mut self, redirect: &dyn Fn(&[u8]) -> Option<crate::error::CmdError>) -> Vec<(ReplyTo, Reply)> {
+    pub fn redirect(
+        &mut self,
+        redirect: &dyn Fn(&[u8]) -> Option<crate::error::CmdError>,
+    ) -> Vec<(ReplyTo, Reply)> {
         let refused: Vec<(u64, crate::error::CmdError)> = self
             .waiters
             .iter()

@@ -580,8 +580,7 @@ impl ShardThread {
     }
 
     /// A cluster node whose slot map changed answers the clients blocked
-    /// here on keys of slots that left (see [`cluster_redirect`]); a key of
-    /// a migrating slot is looked at again, in case it left too.
+    /// here on keys of slots that left (see [`cluster_redirect`]).
     fn redirect_blocked(&mut self) {
         let Some(c) = &self.shared.cluster else {
             return;
@@ -593,19 +592,12 @@ impl ShardThread {
         }
         self.cluster_version = version;
         let view = c.view();
-        let now = self.now_ms;
-        // `redirect` needs the registry mutably while the decision reads
-        // the keyspace: lift the registry out meanwhile.
-        let mut waiters = std::mem::take(&mut self.db.blocking);
-        let refused = {
-            let db = &self.db;
-            let decide = |key: &[u8]| {
-                let exists = (0..db.databases()).any(|i| db.is_live(i, key, now));
-                cluster_redirect(&view, key, exists)
-            };
-            waiters.redirect(&decide)
-        };
-        self.db.blocking = waiters;
+        // Only slots that left count here (a key of a migrating slot is
+        // asked for elsewhere only when it is deleted: `serve_waiters`).
+        let refused = self
+            .db
+            .blocking
+            .redirect(&|key: &[u8]| cluster_redirect(&view, key, true));
         for (to, reply) in refused {
             if let Some(o) = self.replies.get_mut(usize::from(to.io)) {
                 o.push((to, reply));
@@ -1206,7 +1198,9 @@ impl<'a> Exec<'a> {
                 let redirect = |key: &[u8], exists: bool| cluster_redirect(&view, key, exists);
                 blocking::serve_ready(self.db, self.now_ms, &mut served, &redirect);
             }
-            None => blocking::serve_ready(self.db, self.now_ms, &mut served, &blocking::no_redirect),
+            None => {
+                blocking::serve_ready(self.db, self.now_ms, &mut served, &blocking::no_redirect)
+            }
         }
         for (to, reply) in served {
             // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an

@@ -162,6 +162,15 @@ impl RespClient {
         s
     }
 
+    /// Read one bulk-string reply's exact bytes (binary-safe: DUMP payloads).
+    pub fn read_bulk_bytes(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.read_into(&mut out);
+        let start = out.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+        assert!(out.first() == Some(&b'$'), "not a bulk reply: {out:?}");
+        out[start..out.len() - 2].to_vec()
+    }
+
     /// Whether the server closed the connection (EOF within a short time).
     pub fn is_closed(&mut self) -> bool {
         self.stream

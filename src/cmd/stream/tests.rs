@@ -305,7 +305,12 @@ mod plain {
         assert_eq!(db.blocking.len(), 1);
         let mut out = Vec::new();
         xadd(&mut db, &cx, "XADD a 3 f v").unwrap();
-        crate::shard::blocking::serve_ready(&mut db, 1000, &mut out, &crate::shard::blocking::no_redirect);
+        crate::shard::blocking::serve_ready(
+            &mut db,
+            1000,
+            &mut out,
+            &crate::shard::blocking::no_redirect,
+        );
         assert_eq!(out.len(), 1);
         assert!(ticket.is_fired());
         assert_eq!(db.blocking.len(), 0);
@@ -496,7 +501,12 @@ mod groups {
         assert!(t2.claim());
         run(&mut db, &cx, "XADD s 1 f v").unwrap();
         let mut out = Vec::new();
-        crate::shard::blocking::serve_ready(&mut db, 1000, &mut out, &crate::shard::blocking::no_redirect);
+        crate::shard::blocking::serve_ready(
+            &mut db,
+            1000,
+            &mut out,
+            &crate::shard::blocking::no_redirect,
+        );
         assert_eq!(out.len(), 1);
         assert_eq!(ids_of(&out[0].1), vec!["1-0"]);
         // Second parked reader, then the group goes away.
@@ -505,7 +515,12 @@ mod groups {
         park_xreadgroup_apply(&mut db, &cx, req, t3);
         run(&mut db, &cx, "XGROUP DESTROY s g").unwrap();
         let mut out = Vec::new();
-        crate::shard::blocking::serve_ready(&mut db, 1000, &mut out, &crate::shard::blocking::no_redirect);
+        crate::shard::blocking::serve_ready(
+            &mut db,
+            1000,
+            &mut out,
+            &crate::shard::blocking::no_redirect,
+        );
         assert_eq!(
             out.first().map(|o| o.1.clone()),
             Some(Reply::Error(CmdError::NoGroupInXreadgroup {
