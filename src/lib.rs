@@ -23,7 +23,8 @@
 //! # Threads
 //! One shard thread per core (`--shards`), each a Redis-like event loop over
 //! the connections the acceptor hands it, plus the acceptor, which sleeps
-//! between connections. A shard thread runs the commands on keys it owns
+//! between connections, and in cluster mode the cluster bus thread
+//! ([`cluster::bus`]). A shard thread runs the commands on keys it owns
 //! inline and sends the others to their owner, one batch per destination per
 //! loop iteration.
 //!

@@ -405,7 +405,22 @@ fn cluster_commands_describe_the_topology() {
                 RANGES[i].1
             ));
         }
-        assert_eq!(c.raw(&["CLUSTER", "NODES"]), bulk(&text));
+        // The bus's ping/pong times and link state vary: compare the rest.
+        let got = c.raw(&["CLUSTER", "NODES"]);
+        let normal: String = got
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let mut f: Vec<&str> = l.split(' ').collect();
+                if f.len() > 7 {
+                    f[4] = "0";
+                    f[5] = "0";
+                    f[7] = "connected";
+                }
+                f.join(" ") + "\n"
+            })
+            .collect();
+        assert_eq!(normal, text, "{got}");
         let info = c.raw(&["CLUSTER", "INFO"]);
         for field in [
             "cluster_state:ok\r\n".to_string(),

@@ -19,8 +19,10 @@
 //! Node ids (CLUSTER MYID/NODES/SHARDS/SLOTS) are the SHA-1 of the node name
 //! in 40 hex characters, so every node computes the same id for every other
 //! node without talking to it. Config epochs are the line order (1, 2, ...).
-//! The topology never changes while the server runs (no gossip, no failover,
-//! no slot migration yet), so it is plain immutable data shared by shard threads.
+//! The file seeds a node's cluster state at start ([`super::state_of_topology`]);
+//! from then on the node is a cluster node like any other (slots can move,
+//! the bus spreads changes), but nothing is saved: the file is read again at
+//! the next start.
 
 use std::path::Path;
 

@@ -1,30 +1,33 @@
-//! Cluster introspection. A standalone node (the default) answers these
-//! commands as Redis standalone does (`ERR This instance has cluster support
-//! disabled`, INFO `cluster_enabled:0`). With `--cluster-mode emulated` (the
-//! idea is Dragonfly's; `cluster-enabled yes` in a redis.conf means the same)
-//! a node presents itself as a Redis Cluster of one master owning all 16384
-//! slots (`cluster_enabled:1`), so `redis-cli --cluster check` and redis-py's
-//! `RedisCluster` accept it; the data path is unchanged (no CROSSSLOT checks,
-//! SELECT allowed), as one node serves every slot. With
-//! `cluster-config` (see [`crate::cluster`]) it describes the configured
-//! nodes, so cluster-aware clients (redis-rs `ClusterClient`, redis-py
-//! `RedisCluster`, `redis-cli -c`) work against it unchanged. Redirections
-//! (MOVED/CROSSSLOT) are decided by the IO layer before a command runs.
+//! CLUSTER commands, READONLY, READWRITE, ASKING.
 //!
-//! CLUSTER KEYSLOT/SLOTS/SHARDS/NODES/INFO/MYID/HELP answer on the connection's thread;
-//! COUNTKEYSINSLOT and GETKEYSINSLOT run on the shard owning the slot (they
-//! count this node's keys, so 0 for a slot another node serves, as in Redis).
-//! READONLY, READWRITE and ASKING are accepted (there are no replicas and no
-//! slot migrations yet).
+//! A standalone node (the default) answers them as Redis standalone does
+//! (`ERR This instance has cluster support disabled`, INFO
+//! `cluster_enabled:0`). A cluster node (`cluster-enabled yes`, or a static
+//! `cluster-config` topology; see [`crate::cluster`]) answers every
+//! subcommand `redis-cli --cluster` drives: ADDSLOTS, ADDSLOTSRANGE,
+//! DELSLOTS, DELSLOTSRANGE, FLUSHSLOTS, MEET, FORGET, SET-CONFIG-EPOCH,
+//! BUMPEPOCH, SETSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT, MYID, MYSHARDID,
+//! RESET, SAVECONFIG, LINKS, NODES, SLOTS, SHARDS, INFO, KEYSLOT,
+//! COUNT-FAILURE-REPORTS, REPLICAS. With `--cluster-mode emulated` (the idea
+//! is Dragonfly's) a node presents itself as a fixed Redis Cluster of one
+//! master owning all 16384 slots, so `redis-cli --cluster check` and
+//! redis-py's `RedisCluster` accept it; its data path is unchanged (no
+//! CROSSSLOT checks, SELECT allowed); the subcommands that change a cluster
+//! are refused there.
 //!
-//! Reply shapes are Redis 7.0's for a cluster node with no hostname set.
-//! Without a topology the node id is the server's `run_id` (40 hex
-//! characters, fixed for the process life), the advertised address is the
-//! local address of the connection asking (the address the client reached us
-//! on) and the config epoch is 0, as on a Redis node that was given all slots
-//! with `CLUSTER ADDSLOTSRANGE 0 16383`. With a topology ids are SHA-1 of the
-//! node names, addresses are the file's and epochs the line order. The cluster
-//! bus port is `port + 10000` as in Redis (0 when that does not fit in 16 bits).
+//! CLUSTER subcommands answer on the connection's thread, under the cluster
+//! state's lock; COUNTKEYSINSLOT, GETKEYSINSLOT and SETSLOT NODE run on the
+//! shard owning the slot (they need its keys); RESET and FLUSHSLOTS count
+//! every shard's keys first. Redirections (MOVED, ASK, TRYAGAIN, CROSSSLOT,
+//! CLUSTERDOWN) are decided before a command runs ([`crate::io::gates`]).
+//!
+//! Reply shapes and error texts are Redis 7.0's for a cluster node with no
+//! hostname set (the differential tests compare them with redis-server's);
+//! MYSHARDID is Redis 7.2's. An emulated node's id is the server's `run_id`,
+//! its advertised address the local address of the connection asking, its
+//! config epoch 0, as on a Redis node given every slot with `CLUSTER
+//! ADDSLOTSRANGE 0 16383`. The cluster bus port is `port + 10000` unless
+//! `cluster-port` says otherwise.
 
 use bytes::Bytes;
 
@@ -428,7 +431,8 @@ fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
     match &cx.shared.cluster {
         Some(c) => {
             let st = c.lock();
-            st.nodes
+            let mut nodes: Vec<NodeView> = st
+                .nodes
                 .values()
                 .filter(|n| !n.handshake)
                 .map(|n| NodeView {
@@ -442,7 +446,11 @@ fn view(cx: &ConnCtx<'_>) -> Vec<NodeView> {
                     ranges: st.ranges_of(&n.id),
                     shard_id: n.shard_id(),
                 })
-                .collect()
+                .collect();
+            // By first slot served (nodes with none last): the order Redis
+            // leaves to its hash table, made stable.
+            nodes.sort_by_key(|n| n.ranges.first().map_or(u32::MAX, |r| u32::from(r.0)));
+            nodes
         }
         None => vec![NodeView {
             id: cx.shared.run_id.clone(),
@@ -545,8 +553,21 @@ fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     match &cx.shared.cluster {
         Some(c) => {
             let st = c.lock();
-            for n in st.nodes.values() {
-                out.push_str(&st.node_line(n, false));
+            // By first slot served (nodes with none last), as CLUSTER SLOTS.
+            let mut lines: Vec<(u32, String)> = st
+                .nodes
+                .values()
+                .map(|n| {
+                    let first = st
+                        .ranges_of(&n.id)
+                        .first()
+                        .map_or(u32::MAX, |r| u32::from(r.0));
+                    (first, st.node_line(n, false))
+                })
+                .collect();
+            lines.sort();
+            for (_, line) in lines {
+                out.push_str(&line);
                 out.push('\n');
             }
         }
@@ -746,24 +767,56 @@ fn help(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     cluster_enabled(cx)?;
     const LINES: &[&str] = &[
         "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ADDSLOTS <slot> [<slot> ...]",
+        "    Assign slots to current node.",
+        "ADDSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+        "    Assign slots which are between <start-slot> and <end-slot> to current node.",
+        "BUMPEPOCH",
+        "    Advance the cluster config epoch.",
+        "COUNT-FAILURE-REPORTS <node-id>",
+        "    Return number of failure reports for <node-id>.",
         "COUNTKEYSINSLOT <slot>",
         "    Return the number of keys in <slot>.",
+        "DELSLOTS <slot> [<slot> ...]",
+        "    Delete slots information from current node.",
+        "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+        "    Delete slots information which are between <start-slot> and <end-slot>.",
+        "FLUSHSLOTS",
+        "    Delete current node own slots information.",
+        "FORGET <node-id>",
+        "    Remove a node from the cluster.",
         "GETKEYSINSLOT <slot> <count>",
         "    Return key names stored by current node in a slot.",
         "INFO",
         "    Return information about the cluster.",
         "KEYSLOT <key>",
         "    Return the hash slot for <key>.",
+        "LINKS",
+        "    Return information about all network links between this node and its peers.",
+        "MEET <ip> <port> [<bus-port>]",
+        "    Connect nodes into a working cluster.",
         "MYID",
         "    Return the node id.",
+        "MYSHARDID",
+        "    Return the node's shard id.",
         "NODES",
         "    Return cluster configuration seen by node. Output format:",
         "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+        "REPLICAS <node-id>",
+        "    Return <node-id> replicas (none: shardstream has no replicas).",
+        "RESET [HARD|SOFT]",
+        "    Reset current node (default: soft).",
+        "SAVECONFIG",
+        "    Force saving cluster configuration on disk.",
+        "SET-CONFIG-EPOCH <epoch>",
+        "    Set config epoch of current node.",
+        "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
+        "    Set slot state.",
+        "SHARDS",
+        "    Return information about slot range mappings and the nodes associated with them.",
         "SLOTS",
         "    Return information about slots range mappings. Each range is made of:",
         "    start, end, master and replicas IP addresses, ports and ids",
-        "SHARDS",
-        "    Return information about slot range mappings and the nodes associated with them.",
         "HELP",
         "    Prints this help.",
     ];
