@@ -142,13 +142,23 @@ fn parse_xschedule(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// Bulk string: the entry's token `<due-ms>-<n>` (for XUNSCHEDULE; it is not
 /// the stream ID the entry will get).
 /// # Errors
-/// Those of [`parse_xschedule_req`]; `WrongType` when `key` holds another type now.
+/// Those of [`parse_xschedule_req`]; `WrongType` when `key` holds another
+/// type now; `ERR invalid expire time in 'xschedule' command` when now + `IN`
+/// passes 2^63-1 ms (Redis's EXPIRE overflow check).
 /// # Source
 /// shardstream; README "Delayed delivery".
 pub fn apply_xschedule(db: &mut ShardDb, cx: &ExecCtx, req: Xschedule) -> Result<Reply, CmdError> {
     db.get_stream(cx.db, &req.key, cx.now_ms)?;
+    // A due time past what a signed 64-bit ms clock holds is refused, as
+    // Redis refuses an EXPIRE whose time overflows.
     let due_ms = match req.due {
-        Due::In(ms) => cx.now_ms.saturating_add(ms),
+        Due::In(ms) => cx
+            .now_ms
+            .checked_add(ms)
+            .filter(|&d| d <= i64::MAX as u64)
+            .ok_or_else(|| CmdError::InvalidExpire {
+                cmd: "xschedule".into(),
+            })?,
         Due::At(at) => at,
     };
     let p = Pending {
@@ -224,5 +234,11 @@ mod tests {
         assert_eq!(crate::shard::delayed::deliver_due(&mut db, 2000, 10), 0);
         assert_eq!(exec(&mut db, "SET str v"), Reply::Ok);
         assert!(exec(&mut db, "XSCHEDULE str IN 1 f v").is_error());
+        assert_eq!(
+            exec(&mut db, "XSCHEDULE s IN 9223372036854775807 f v"),
+            Reply::Error(crate::error::CmdError::InvalidExpire {
+                cmd: "xschedule".into()
+            })
+        );
     }
 }
