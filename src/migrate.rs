@@ -33,12 +33,18 @@ pub const IDLE_CLOSE: Duration = Duration::from_secs(10);
 /// as a broken connection rather than buffered without bound.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
+/// [`TargetConn::last_db`] of a socket with no known database (Redis's
+/// -1). As in Redis the marker is also a database number: MIGRATE to
+/// database -1 sends no SELECT on such a socket.
+pub const NO_DB: i64 = -1;
+
 /// One open connection to a target instance.
 pub struct TargetConn {
     stream: BufReader<TcpStream>,
     /// The database the last successful MIGRATE selected on this socket
-    /// (Redis's `last_dbid`); `None`: unknown, send SELECT.
-    pub last_db: Option<i64>,
+    /// (Redis's `last_dbid`), or [`NO_DB`]: MIGRATE sends SELECT when its
+    /// database differs from this.
+    pub last_db: i64,
     last_use: Instant,
 }
 
@@ -149,7 +155,7 @@ impl SocketCache {
                 name.to_string(),
                 TargetConn {
                     stream: BufReader::new(stream),
-                    last_db: None,
+                    last_db: NO_DB,
                     last_use: now,
                 },
             );
@@ -247,11 +253,12 @@ mod tests {
         let name = format!("127.0.0.1:{port}");
         let mut cache = SocketCache::default();
         let t = Duration::from_millis(500);
-        cache.get(&name, "127.0.0.1", port, t).unwrap().last_db = Some(3);
         assert_eq!(
             cache.get(&name, "127.0.0.1", port, t).unwrap().last_db,
-            Some(3)
+            NO_DB
         );
+        cache.get(&name, "127.0.0.1", port, t).unwrap().last_db = 3;
+        assert_eq!(cache.get(&name, "127.0.0.1", port, t).unwrap().last_db, 3);
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.close_idle(Instant::now()), 0);
         assert_eq!(cache.close_idle(Instant::now() + IDLE_CLOSE), 1);

@@ -25,7 +25,7 @@ use crate::cmd::dump::{dump_key, Dumped};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::io::codec::encode_command;
-use crate::migrate::{is_timeout, ConnectError, SocketCache, TargetConn};
+use crate::migrate::{is_timeout, ConnectError, SocketCache, TargetConn, NO_DB};
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
 
@@ -228,7 +228,9 @@ fn atoi(b: &[u8]) -> i64 {
 /// then, as one pipeline on the cached socket for `host:port` (connected
 /// within the timeout; every write and read waits at most the timeout):
 /// `AUTH [username] password` when asked, `SELECT db` unless the socket's
-/// last successful MIGRATE selected that database, one `RESTORE key ttl
+/// last successful MIGRATE selected that database (as in Redis, a socket
+/// with none counts as having database -1, so `db` -1 sends no SELECT
+/// there), one `RESTORE key ttl
 /// payload [REPLACE]` per key (`RESTORE-ASKING` when this server is in
 /// cluster mode; `ttl` the ms left, 0 for none). One reply line is read per
 /// command. Without COPY, every key the target restored is deleted here
@@ -305,7 +307,7 @@ fn exchange(
                 return (Vec::new(), error(ERR_IO_WRITE));
             }
         };
-        let select = conn.last_db != Some(req.db);
+        let select = conn.last_db != req.db;
         let pipeline = encode_pipeline(req, keys, select, restore);
         let trip = round_trip(conn, &pipeline, req, select, keys.len());
         let (failed, text) = match trip {
@@ -442,7 +444,7 @@ fn round_trip(
         match failed {
             Some(e) => {
                 if target_error.is_none() {
-                    conn.last_db = None;
+                    conn.last_db = NO_DB;
                     target_error = Some(String::from_utf8_lossy(&e[1..]).into_owned());
                 }
             }
@@ -450,7 +452,7 @@ fn round_trip(
         }
     }
     if target_error.is_none() && lost.is_none() {
-        conn.last_db = Some(req.db);
+        conn.last_db = req.db;
     }
     Trip::Replies {
         restored,
