@@ -636,3 +636,43 @@ fn strings_and_streams_migrate_into_redis() {
     assert_eq!(r.raw(&["XRANGE", "st", "-", "+"]), range);
     assert_eq!(r.raw(&["XPENDING", "st", "g1"]), pending);
 }
+
+#[test]
+fn credentials_are_redacted_in_monitor_and_slowlog() {
+    let src = TestServer::start(2);
+    let mut m = src.client();
+    let mut c = src.client();
+    assert_eq!(m.raw(&["MONITOR"]), "+OK");
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        "+OK"
+    );
+    c.raw(&[
+        "MIGRATE",
+        "127.0.0.1",
+        "1",
+        "",
+        "0",
+        "100",
+        "COPY",
+        "AUTH2",
+        "bob",
+        "pw",
+        "KEYS",
+        "nope",
+    ]);
+    let line = m.read_reply();
+    assert!(
+        line.ends_with(r#""COPY" "AUTH2" "(redacted)" "(redacted)" "KEYS" "nope""#),
+        "{line}"
+    );
+    let slow = c.raw(&["SLOWLOG", "GET", "1"]);
+    assert!(
+        slow.contains("AUTH2\r\n$10\r\n(redacted)\r\n$10\r\n(redacted)\r\n$4\r\nKEYS"),
+        "{slow}"
+    );
+    assert!(
+        !slow.contains("bob") && !slow.contains("$2\r\npw"),
+        "{slow}"
+    );
+}

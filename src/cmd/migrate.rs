@@ -118,6 +118,32 @@ pub fn key_indexes(argv: &[Bytes]) -> Vec<usize> {
     vec![3]
 }
 
+/// Indexes of the MIGRATE arguments MONITOR and SLOWLOG show as
+/// `(redacted)`: AUTH's password, AUTH2's username and password, as the
+/// option parser meets them (up to `KEYS` or the first bad option).
+///
+/// # Source
+/// The `redactClientCommandArgument` calls of `migrateCommand`.
+pub fn redacted_args(argv: &[Bytes]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut j = 6;
+    while j < argv.len() {
+        let more = argv.len() - 1 - j;
+        let word = &argv[j];
+        if is(word, "AUTH") && more >= 1 {
+            out.push(j + 1);
+            j += 1;
+        } else if is(word, "AUTH2") && more >= 2 {
+            out.extend([j + 1, j + 2]);
+            j += 2;
+        } else if !is(word, "COPY") && !is(word, "REPLACE") {
+            break;
+        }
+        j += 1;
+    }
+    out
+}
+
 /// `MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
 /// [AUTH password | AUTH2 username password] [KEYS key [key ...]]`
 ///
@@ -541,6 +567,15 @@ mod tests {
         let m = parse(&argv("MIGRATE h 1 k 0 5 AUTH2 u p")).unwrap();
         assert_eq!(m.username.as_deref(), Some(&b"u"[..]));
         assert_eq!(m.password.as_deref(), Some(&b"p"[..]));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        let r = |line: &str| redacted_args(&argv(line));
+        assert_eq!(r("MIGRATE h 1 k 0 5 COPY AUTH2 u p KEYS"), [8, 9]);
+        assert_eq!(r("MIGRATE h 1 \"\" 0 5 AUTH pw KEYS AUTH x"), [7]);
+        assert_eq!(r("MIGRATE h 1 k 0 5 AUTH"), Vec::<usize>::new());
+        assert_eq!(r("MIGRATE h 1 k 0 5 bogus AUTH pw"), Vec::<usize>::new());
     }
 
     #[test]
