@@ -676,3 +676,60 @@ fn credentials_are_redacted_in_monitor_and_slowlog() {
         "{slow}"
     );
 }
+
+#[test]
+fn command_docs_give_the_8x_arguments() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let docs = c.raw(&["COMMAND", "DOCS", "migrate"]);
+    for want in [
+        "key-selector",
+        "empty-string",
+        "destination-db",
+        "authentication",
+        "$5\r\nauth2",
+        "$5\r\nAUTH2",
+        "$4\r\nkeys",
+        "3.0.6",
+    ] {
+        assert!(docs.contains(want), "{want} not in {docs}");
+    }
+    let docs = c.raw(&["COMMAND", "DOCS", "restore-asking"]);
+    assert!(docs.contains("An internal command for migrating keys in a cluster."));
+    assert!(docs.contains("IDLETIME"), "{docs}");
+}
+
+#[test]
+fn migrated_keys_stay_gone_after_a_restart() {
+    let dir = std::env::temp_dir().join(format!("ss-migrate-aof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = Config {
+        shards: 2,
+        dir: dir.clone(),
+        appendonly: true,
+        ..test_config()
+    };
+    let dst = TestServer::start(2);
+    {
+        let src = TestServer::with_config(cfg.clone());
+        let mut s = src.client();
+        for k in ["a", "b", "c"] {
+            s.raw(&["SET", k, "v"]);
+        }
+        assert_eq!(
+            s.raw(&migrate(dst.addr, &["", "0", "5000", "KEYS", "a", "b"])),
+            "+OK"
+        );
+        assert_eq!(
+            s.raw(&migrate(dst.addr, &["c", "0", "5000", "COPY"])),
+            "+OK"
+        );
+    }
+    let src = TestServer::with_config(cfg);
+    let mut s = src.client();
+    assert_eq!(s.raw(&["EXISTS", "a", "b", "c"]), ":1");
+    assert_eq!(s.raw(&["GET", "c"]), "$1\r\nv");
+    drop(src);
+    let _ = std::fs::remove_dir_all(&dir);
+}
