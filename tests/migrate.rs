@@ -733,3 +733,60 @@ fn migrated_keys_stay_gone_after_a_restart() {
     drop(src);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fake target on a loopback port: for each connection it accepts, reads
+/// the request until the client pauses, then sends the next canned answer
+/// (`None`: closes without answering). Returns its address and a handle
+/// yielding how many connections it accepted.
+fn fake_target(answers: Vec<Option<&'static str>>) -> (SocketAddr, std::thread::JoinHandle<usize>) {
+    use std::io::{Read, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        let mut accepted = 0;
+        for answer in answers {
+            let (mut sock, _) = l.accept().unwrap();
+            accepted += 1;
+            sock.set_read_timeout(Some(Duration::from_millis(150)))
+                .unwrap();
+            let mut buf = [0u8; 4096];
+            while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+            if let Some(a) = answer {
+                sock.write_all(a.as_bytes()).unwrap();
+            }
+            let _ = sock.shutdown(std::net::Shutdown::Write);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        accepted
+    });
+    (addr, handle)
+}
+
+#[test]
+fn a_socket_closed_before_any_reply_is_retried_once() {
+    let (to, fake) = fake_target(vec![None, Some("+OK\r\n+OK\r\n")]);
+    let src = TestServer::start(1);
+    let mut s = src.client();
+    s.raw(&["SET", "k", "v"]);
+    assert_eq!(s.raw(&migrate(to, &["k", "0", "2000"])), "+OK");
+    assert_eq!(fake.join().unwrap(), 2);
+    assert_eq!(s.raw(&["EXISTS", "k"]), ":0");
+}
+
+#[test]
+fn keys_restored_before_a_lost_reply_are_still_moved() {
+    // SELECT and the first RESTORE answered, then the target goes away:
+    // no retry once a RESTORE reply was read.
+    let (to, fake) = fake_target(vec![Some("+OK\r\n+OK\r\n")]);
+    let src = TestServer::start(1);
+    let mut s = src.client();
+    s.raw(&["SET", "a", "1"]);
+    s.raw(&["SET", "b", "2"]);
+    assert_eq!(
+        s.raw(&migrate(to, &["", "0", "2000", "KEYS", "a", "b"])),
+        "-IOERR error or timeout reading to target instance"
+    );
+    assert_eq!(fake.join().unwrap(), 1);
+    assert_eq!(s.raw(&["EXISTS", "a"]), ":0");
+    assert_eq!(s.raw(&["EXISTS", "b"]), ":1");
+}

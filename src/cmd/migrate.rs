@@ -471,7 +471,9 @@ fn round_trip(
             Some(e) => {
                 if target_error.is_none() {
                     conn.last_db = NO_DB;
-                    target_error = Some(String::from_utf8_lossy(&e[1..]).into_owned());
+                    // As addReplyErrorFormat: no line breaks in an error.
+                    let text = String::from_utf8_lossy(&e[1..]).replace(['\r', '\n'], " ");
+                    target_error = Some(text);
                 }
             }
             None => restored.push(j),
