@@ -68,7 +68,7 @@ pub struct Migrate {
     pub port: i64,
     /// `host:port` as spelled in the command: the socket cache key.
     pub target: String,
-    /// The keys to move: argv[3], or those after `KEYS`.
+    /// The keys to move: `argv[3]`, or those after `KEYS`.
     pub keys: Vec<Bytes>,
     /// `destination-db`, sent as `SELECT db` (the target judges its range).
     pub db: i64,
@@ -86,11 +86,11 @@ pub struct Migrate {
 }
 
 /// MIGRATE's keys as `COMMAND GETKEYS`, routing and cluster slot checks
-/// see them ([`Keys::Migrate`]): argv[3], unless a `KEYS` option followed by
-/// at least one argument appears among the options from argv[6] on (AUTH
+/// see them ([`Keys::Migrate`]): `argv[3]`, unless a `KEYS` option followed by
+/// at least one argument appears among the options from `argv[6]` on (AUTH
 /// passes over its password, AUTH2 over its two arguments, other words are
 /// passed over). Then the keys are the arguments after `KEYS`, or none when
-/// argv[3] is not empty (the parser reports that error).
+/// `argv[3]` is not empty (the parser reports that error).
 ///
 /// # Source
 /// `migrateGetKeys`, redis/src/db.c (7.0; the same in 8.x), as `COMMAND

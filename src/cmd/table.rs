@@ -92,7 +92,7 @@ pub enum Keys {
     /// not a positive integer or runs past the arguments gives no keys (the
     /// parser reports the error).
     NumKeys { at: u8 },
-    /// MIGRATE: the key at argv[3], or, with the `KEYS` option (argv[3]
+    /// MIGRATE: the key at `argv[3]`, or, with the `KEYS` option (`argv[3]`
     /// empty), every argument after `KEYS`; see
     /// [`crate::cmd::migrate::key_indexes`]. `COMMAND INFO` reports 3 3 1
     /// and `movablekeys`, as Redis does.
