@@ -48,6 +48,10 @@ pub struct Tunables {
     /// `hz` (1..=500): how many times a second each shard runs its timer
     /// (active expiry, waiter sweep, AOF tick); see [`Tunables::timer_period_ms`].
     pub hz: std::sync::atomic::AtomicU32,
+    /// Whether this node presents itself as a cluster node
+    /// ([`crate::cmd::cluster::is_cluster_mode`]), fixed at start: MIGRATE
+    /// sends RESTORE-ASKING rather than RESTORE when it is set.
+    pub cluster_enabled: AtomicBool,
 }
 
 impl Default for Tunables {
@@ -78,6 +82,9 @@ impl Tunables {
             ],
             busy_reply_threshold_ms: AtomicU64::new(cfg.busy_reply_threshold_ms),
             hz: std::sync::atomic::AtomicU32::new(cfg.hz),
+            cluster_enabled: AtomicBool::new(
+                cfg.cluster_emulated || cfg.cluster_enabled || cfg.cluster_config.is_some(),
+            ),
         }
     }
 

@@ -19,6 +19,8 @@
 //!   function libraries, and each shard thread's sandboxed Lua 5.1 state.
 //! * [`server`]: spawning threads, shared state; [`config`]: settings.
 //! * [`cluster`]: Redis Cluster: the slot map, nodes.conf, the cluster bus.
+//! * [`migrate`]: MIGRATE's outgoing connections to target instances,
+//!   cached per shard.
 //!
 //! # Threads
 //! One shard thread per core (`--shards`), each a Redis-like event loop over
@@ -50,6 +52,7 @@ pub mod ldouble;
 pub mod list;
 pub mod listener;
 pub mod logging;
+pub mod migrate;
 pub mod monitor;
 pub mod rdb;
 pub mod reply;

@@ -94,7 +94,8 @@ pub fn now_us() -> u64 {
 }
 
 /// One MONITOR line, CRLF included. AUTH's arguments (and HELLO's after
-/// AUTH) are shown as `(redacted)`, as Redis 7 shows them.
+/// AUTH, and MIGRATE's AUTH/AUTH2 credentials) are shown as `(redacted)`,
+/// as Redis 7 shows them.
 pub fn format_line(now_us: u64, db: usize, addr: &Endpoint, argv: &[Bytes]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
     let peer = match addr {
@@ -115,11 +116,17 @@ pub fn format_line(now_us: u64, db: usize, addr: &Endpoint, argv: &[Bytes]) -> V
             .map_or(usize::MAX, |i| i + 1),
         _ => usize::MAX,
     };
+    let secrets = match argv.first() {
+        Some(a) if a.eq_ignore_ascii_case(b"MIGRATE") => crate::cmd::migrate::redacted_args(argv),
+        _ => Vec::new(),
+    };
     for (j, a) in argv.iter().enumerate() {
         if j > 0 {
             out.push(b' ');
         }
-        if j >= redact_from && (argv[0].eq_ignore_ascii_case(b"AUTH") || j < redact_from + 2) {
+        if secrets.contains(&j)
+            || j >= redact_from && (argv[0].eq_ignore_ascii_case(b"AUTH") || j < redact_from + 2)
+        {
             out.extend_from_slice(b"\"(redacted)\"");
         } else {
             repr(&mut out, a);

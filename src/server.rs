@@ -863,6 +863,11 @@ fn start_with(
         cluster,
         scripts: Arc::new(crate::script::Registry::new(shards)),
     });
+    // Shards see the cluster mode through their tunables (MIGRATE).
+    shared.tunables.cluster_enabled.store(
+        crate::cmd::cluster::is_cluster_mode(&shared),
+        Ordering::Relaxed,
+    );
 
     let mut shard_threads = Vec::new();
     let (ready_tx, ready_rx) = crossbeam_channel::unbounded();

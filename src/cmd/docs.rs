@@ -17,6 +17,9 @@
 //! additions the redis.io command pages: KEEPREF/DELREF/ACKED, XDELEX and
 //! XACKDEL (8.2), XREADGROUP CLAIM (8.4), XADD IDMP and XCFGSET (8.6), XNACK
 //! and XIDMPRECORD (8.8), XREAD/XREADGROUP MAXCOUNT/MAXSIZE (8.10).
+//! MIGRATE follows the redis.io page of 8.x (`key-selector`,
+//! `authentication` with `auth` / `auth2`, `keys`), 7.2's renaming of 7.0's
+//! `key_or_empty_string`, `password`, `username_password` and `key`.
 //! XGROUPLATENCY and the XSCHEDULE family are shardstream's own. SET lists
 //! only the arguments shardstream accepts (not 8.4's IFEQ/IFNE/IFDEQ/IFDNE).
 //! `tests/ops.rs` compares the entries with a real redis-server.
@@ -189,6 +192,17 @@ const IDMP: Arg = oneof(
 )
 .since("8.6.0")
 .opt();
+
+/// RESTORE's and RESTORE-ASKING's arguments.
+const RESTORE_ARGS: &[Arg] = &[
+    key(),
+    int("ttl"),
+    s("serialized-value"),
+    tok("replace", "REPLACE").since("3.0.0").opt(),
+    tok("absttl", "ABSTTL").since("5.0.0").opt(),
+    int("seconds").token("IDLETIME").since("5.0.0").opt(),
+    int("frequency").token("FREQ").since("5.0.0").opt(),
+];
 
 /// Arguments by command table row name.
 pub const DOCS: &[(&str, &[Arg])] = &[
@@ -729,6 +743,34 @@ pub const DOCS: &[(&str, &[Arg])] = &[
         &[key(), int("count").token("SAMPLES").opt()],
     ),
     ("MGET", &[key().multi()]),
+    (
+        "MIGRATE",
+        &[
+            s("host"),
+            int("port"),
+            oneof("key-selector", &[key(), tok("empty-string", "")]),
+            int("destination-db"),
+            int("timeout"),
+            tok("copy", "COPY").since("3.0.0").opt(),
+            tok("replace", "REPLACE").since("3.0.0").opt(),
+            oneof(
+                "authentication",
+                &[
+                    s("auth").display("password").token("AUTH").since("4.0.7"),
+                    block("auth2", &[s("username"), s("password")])
+                        .token("AUTH2")
+                        .since("6.0.0"),
+                ],
+            )
+            .opt(),
+            Arg::new("keys", ArgType::Key(1))
+                .display("key")
+                .token("KEYS")
+                .since("3.0.6")
+                .opt()
+                .multi(),
+        ],
+    ),
     ("MSET", &[block("data", &[key(), s("value")]).multi()]),
     ("MSETNX", &[block("data", &[key(), s("value")]).multi()]),
     ("OBJECT|ENCODING", &[key()]),
@@ -777,18 +819,8 @@ pub const DOCS: &[(&str, &[Arg])] = &[
     ("PTTL", &[key()]),
     ("RENAME", &[key(), Arg::new("newkey", ArgType::Key(1))]),
     ("RENAMENX", &[key(), Arg::new("newkey", ArgType::Key(1))]),
-    (
-        "RESTORE",
-        &[
-            key(),
-            int("ttl"),
-            s("serialized-value"),
-            tok("replace", "REPLACE").since("3.0.0").opt(),
-            tok("absttl", "ABSTTL").since("5.0.0").opt(),
-            int("seconds").token("IDLETIME").since("5.0.0").opt(),
-            int("frequency").token("FREQ").since("5.0.0").opt(),
-        ],
-    ),
+    ("RESTORE", RESTORE_ARGS),
+    ("RESTORE-ASKING", RESTORE_ARGS),
     ("RPOP", &[key(), int("count").since("6.2.0").opt()]),
     (
         "RPOPLPUSH",

@@ -1,6 +1,7 @@
-//! DUMP and RESTORE: a key's value in Redis's serialization format (see
-//! [`crate::rdb`]), so values move between shardstream and Redis (MIGRATE
-//! done by hand, `redis-cli --cluster import`-style tools, backups of one key).
+//! DUMP, RESTORE and RESTORE-ASKING: a key's value in Redis's serialization
+//! format (see [`crate::rdb`]), so values move between shardstream and Redis
+//! (MIGRATE, which serializes with [`dump_key`]; `redis-cli --cluster
+//! import`-style tools, backups of one key).
 //!
 //! RESTORE decodes the payload on the connection's thread (it is pure and can
 //! be large); the owning shard only checks the key and stores the value.
@@ -40,6 +41,20 @@ pub const SPECS: &[CommandSpec] = &[
         parse_restore,
         FanMerge::Refuse,
     ),
+    // RESTORE for a slot being imported, without ASKING first: what MIGRATE
+    // sends in cluster mode (`restoreCommand` serves both).
+    CommandSpec::keyed(
+        "RESTORE-ASKING",
+        -4,
+        Flags::WRITE.with(Flags::DENYOOM).with(Flags::ASKING),
+        Keys::FIRST,
+        "server",
+        &["keyspace", "write", "slow", "dangerous"],
+        "An internal command for migrating keys in a cluster.",
+        "3.0.0",
+        parse_restore,
+        FanMerge::Refuse,
+    ),
 ];
 
 /// `BUSYKEY Target key name already exists.`
@@ -74,6 +89,8 @@ fn parse_dump(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 }
 
 /// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`
+///
+/// Also `RESTORE-ASKING`, which takes the same arguments.
 ///
 /// # Errors
 /// Option errors come first, as in Redis: `ERR syntax error` (unknown
@@ -116,6 +133,36 @@ pub fn parse_restore(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     Ok(on_shard(move |db, cx| apply_restore(db, cx, req)))
 }
 
+/// A live key serialized as DUMP serializes it, with its time to live.
+pub struct Dumped {
+    /// The DUMP payload (RDB version from `dump-payload-version`).
+    pub payload: Vec<u8>,
+    /// Time to live left, ms: at least 1 for a key with a TTL; 0 for none
+    /// (RESTORE's `ttl` argument).
+    pub ttl_ms: u64,
+}
+
+/// Look `key` up as a read (a keyspace hit or miss is counted) and
+/// serialize it: DUMP's payload and what MIGRATE sends. `None` for a
+/// missing or expired key.
+/// # Source
+/// `createDumpPayload` and the TTL computation of `migrateCommand`,
+/// redis/src/cluster.c.
+pub fn dump_key(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Option<Dumped> {
+    let version = db
+        .tunables
+        .dump_payload_version
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let hit = db.get(cx.db, key, cx.now_ms).map(|e| Dumped {
+        payload: rdb::dump_payload(&e.value, version),
+        ttl_ms: e
+            .expire_at_ms
+            .map_or(0, |at| at.saturating_sub(cx.now_ms).max(1)),
+    });
+    db.count_lookup(hit.is_some());
+    hit
+}
+
 /// `DUMP key` on the owning shard.
 ///
 /// # Reply
@@ -124,16 +171,8 @@ pub fn parse_restore(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// # Source
 /// `dumpCommand` / `createDumpPayload`.
 pub fn apply_dump(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
-    let version = db
-        .tunables
-        .dump_payload_version
-        .load(std::sync::atomic::Ordering::Relaxed);
-    let hit = db
-        .get(cx.db, key, cx.now_ms)
-        .map(|e| rdb::dump_payload(&e.value, version));
-    db.count_lookup(hit.is_some());
-    match hit {
-        Some(p) => Reply::Bulk(p.into()),
+    match dump_key(db, cx, key) {
+        Some(d) => Reply::Bulk(d.payload.into()),
         None => Reply::NullBulk,
     }
 }

@@ -27,6 +27,7 @@ pub mod keys;
 pub mod latency;
 pub mod list;
 pub mod memory;
+pub mod migrate;
 pub mod monitor;
 pub mod object;
 pub mod persistence;
@@ -74,6 +75,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     slowlog::SPECS,
     debug::SPECS,
     dump::SPECS,
+    migrate::SPECS,
     monitor::SPECS,
     group_latency::SPECS,
     list::SPECS,

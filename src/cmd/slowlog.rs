@@ -67,12 +67,19 @@ impl SlowLog {
         t >= 0 && ns / 1000 >= t as u64
     }
 
-    /// Record a slow command (arguments trimmed as Redis does).
+    /// Record a slow command (arguments trimmed as Redis does; MIGRATE's
+    /// credentials shown as `(redacted)`).
     ///
     /// # Source
     /// `slowlogCreateEntry`, redis/src/slowlog.c.
     pub fn push(&self, argv: &[Bytes], duration_us: u64, addr: String, name: String) {
         let mut kept: Vec<Bytes> = Vec::with_capacity(argv.len().min(MAX_ARGC));
+        let secrets = match argv.first() {
+            Some(a) if a.eq_ignore_ascii_case(b"MIGRATE") => {
+                crate::cmd::migrate::redacted_args(argv)
+            }
+            _ => Vec::new(),
+        };
         for (i, a) in argv.iter().enumerate() {
             if i == MAX_ARGC - 1 && argv.len() > MAX_ARGC {
                 kept.push(Bytes::from(format!(
@@ -80,6 +87,10 @@ impl SlowLog {
                     argv.len() - MAX_ARGC + 1
                 )));
                 break;
+            }
+            if secrets.contains(&i) {
+                kept.push(Bytes::from_static(b"(redacted)"));
+                continue;
             }
             if a.len() > MAX_STRING {
                 let mut s = a[..MAX_STRING].to_vec();

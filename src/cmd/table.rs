@@ -35,6 +35,9 @@ impl Flags {
     pub const NO_AUTH: Flags = Flags(1 << 11);
     pub const NO_MULTI: Flags = Flags(1 << 12);
     pub const ALLOW_BUSY: Flags = Flags(1 << 13);
+    /// Served for a slot being imported without a preceding ASKING (Redis's
+    /// `CMD_ASKING`: RESTORE-ASKING, what MIGRATE sends in cluster mode).
+    pub const ASKING: Flags = Flags(1 << 14);
 
     const NAMES: &'static [(Flags, &'static str)] = &[
         (Flags::WRITE, "write"),
@@ -47,6 +50,7 @@ impl Flags {
         (Flags::LOADING, "loading"),
         (Flags::STALE, "stale"),
         (Flags::SKIP_MONITOR, "skip_monitor"),
+        (Flags::ASKING, "asking"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
         (Flags::NO_MULTI, "no_multi"),
@@ -88,6 +92,11 @@ pub enum Keys {
     /// not a positive integer or runs past the arguments gives no keys (the
     /// parser reports the error).
     NumKeys { at: u8 },
+    /// MIGRATE: the key at `argv[3]`, or, with the `KEYS` option (`argv[3]`
+    /// empty), every argument after `KEYS`; see
+    /// [`crate::cmd::migrate::key_indexes`]. `COMMAND INFO` reports 3 3 1
+    /// and `movablekeys`, as Redis does.
+    Migrate,
 }
 
 impl Keys {
@@ -130,6 +139,9 @@ pub enum FanMerge {
     /// shard held, `:0` and no change when any key exists, else every part
     /// runs and the answer is `:1`.
     AtomicIfNoneExist,
+    /// MIGRATE: `+NOKEY` when every part said NOKEY, else the first part's
+    /// error (parts in order of their first key), else `+OK`.
+    NoKeyOrOk,
 }
 
 /// Parses one argv (or one shard's part of it) into a shard request.
@@ -304,6 +316,7 @@ impl CommandSpec {
                 }
                 (at + 1..=at + n).collect()
             }
+            Keys::Migrate => crate::cmd::migrate::key_indexes(argv),
         }
     }
 
@@ -314,6 +327,8 @@ impl CommandSpec {
             Keys::Range { first, last, step } => (first.into(), last.into(), step.into()),
             // Redis reports XREAD/XREADGROUP as movablekeys with 0 0 0.
             Keys::AfterStreamsToken | Keys::NumKeys { .. } => (0, 0, 0),
+            // Redis: the first key spec (argv[3]), plus movablekeys.
+            Keys::Migrate => (3, 3, 1),
         }
     }
 }
@@ -409,7 +424,10 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
 pub fn reply_command_info(spec: &CommandSpec) -> Reply {
     let (first, last, step) = spec.key_triple();
     let mut flags: Vec<Reply> = spec.flags.names().into_iter().map(Reply::simple).collect();
-    if matches!(spec.keys, Keys::AfterStreamsToken | Keys::NumKeys { .. }) {
+    if matches!(
+        spec.keys,
+        Keys::AfterStreamsToken | Keys::NumKeys { .. } | Keys::Migrate
+    ) {
         flags.push(Reply::simple("movablekeys"));
     }
     Reply::Array(vec![

@@ -196,6 +196,7 @@ pub fn route_keyed(
     let merge: Merge = match merge {
         FanMerge::SumInt => Box::new(merge_sum),
         FanMerge::AllOk => Box::new(merge_ok),
+        FanMerge::NoKeyOrOk => Box::new(merge_nokey_or_ok),
         FanMerge::KeyOrder => Box::new(move |replies: Vec<Reply>| {
             if let Some(e) = first_error(&replies) {
                 return e;
@@ -712,6 +713,22 @@ pub fn merge_ok(parts: Vec<Reply>) -> Reply {
     first_error(&parts).unwrap_or(Reply::Ok)
 }
 
+/// Fan-out merge for MIGRATE over several shards ([`FanMerge::NoKeyOrOk`]):
+/// the first error (in part order), else `+NOKEY` when no part found any of
+/// its keys, else `+OK`.
+pub fn merge_nokey_or_ok(parts: Vec<Reply>) -> Reply {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    if parts
+        .iter()
+        .all(|r| *r == Reply::simple(crate::cmd::migrate::NOKEY))
+    {
+        return Reply::simple(crate::cmd::migrate::NOKEY);
+    }
+    Reply::Ok
+}
+
 /// Fan-out merge: concatenate array replies (KEYS).
 pub fn merge_concat(parts: Vec<Reply>) -> Reply {
     if let Some(e) = first_error(&parts) {
@@ -748,7 +765,8 @@ pub fn split_by_shard(
         ),
         Keys::AfterStreamsToken => (1, argv.len(), Some(key_idx.len())),
         Keys::None => (1, argv.len(), None),
-        Keys::NumKeys { .. } => (1, last + 1, None),
+        // MIGRATE splits only in its KEYS form, where the keys end argv.
+        Keys::NumKeys { .. } | Keys::Migrate => (1, last + 1, None),
     };
     // NumKeys: each part's key count replaces the count before the keys.
     let numkeys_at = matches!(spec.keys, Keys::NumKeys { .. }).then(|| first - 1);

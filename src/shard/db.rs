@@ -261,6 +261,8 @@ pub struct ShardDb {
     /// Sequence number of the last cross-shard transaction this shard
     /// coordinated (its AOF blocks are tagged with it); resumed after a restart.
     pub tx_seq: u64,
+    /// MIGRATE's open sockets to target instances (see [`crate::migrate`]).
+    pub migrate_sockets: crate::migrate::SocketCache,
     /// The latest time a command passed in, ms (creation time of new keys).
     clock_ms: u64,
     /// xorshift64 state for LFU increments and eviction sampling.
@@ -288,6 +290,7 @@ impl ShardDb {
             hold: None,
             coordinate: Vec::new(),
             tx_seq: 0,
+            migrate_sockets: Default::default(),
             clock_ms: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(id.0),
             _not_send: PhantomData,

@@ -868,11 +868,14 @@ impl ShardThread {
     }
 
     /// Once a second: close clients idle longer than `timeout` (never blocked
-    /// ones, as Redis), and turn the INFO peak windows over.
+    /// ones, as Redis), close MIGRATE sockets idle for 10 s, and turn the
+    /// INFO peak windows over.
     ///
     /// # Source
-    /// `clientsCronHandleTimeout`, redis/src/timeout.c.
+    /// `clientsCronHandleTimeout`, redis/src/timeout.c;
+    /// `migrateCloseTimedoutSockets`, redis/src/cluster.c.
     fn cron(&mut self) {
+        self.db.migrate_sockets.close_idle(Instant::now());
         if self.me == 0 && self.last_peak_rotate.elapsed() >= PEAK_PERIOD {
             self.last_peak_rotate = Instant::now();
             self.shared.stats.recent_max_input_bytes.rotate();
