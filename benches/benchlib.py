@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts in this folder: free loopback
-ports, waiting for a server to listen, and where cargo puts the binaries."""
+ports (also pairs for cluster nodes), waiting for a server to listen, and
+where cargo puts the binaries."""
 import json
 import os
 import socket
@@ -17,6 +18,28 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def cluster_ports(n, bus_offset=10000):
+    """`n` free ports P on 127.0.0.1 whose cluster bus port P + 10000 is free
+    too. Candidates come from the kernel (bind to port 0), never a fixed list."""
+    def bindable(port):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                return False
+    ports = []
+    for _ in range(1000):
+        p = free_port()
+        taken = set(ports) | {q + bus_offset for q in ports}
+        if (p + bus_offset <= 65535 and p not in taken
+                and p + bus_offset not in taken and bindable(p + bus_offset)):
+            ports.append(p)
+            if len(ports) == n:
+                return ports
+    sys.exit("no free port pairs P, P+10000 on 127.0.0.1")
 
 
 def wait_up(port, secs=20):
