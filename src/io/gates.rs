@@ -281,7 +281,8 @@ fn gate_cluster(
     let Some(cluster) = &shared.cluster else {
         return Ok(());
     };
-    let asking = session.asking;
+    // RESTORE-ASKING (what MIGRATE sends) carries its own ASKING.
+    let asking = session.asking || spec.flags.has(Flags::ASKING);
     if spec.name != "ASKING" && (session.multi.is_none() || spec.name == "EXEC") {
         session.asking = false;
     }
