@@ -220,18 +220,36 @@ impl ClusterState {
         self.owner(slot) == Some(&self.myself)
     }
 
-    /// Set the owner of `slot` (no checks; see the commands below).
+    /// Set the owner of `slot` (no checks; see the commands below). The
+    /// owner is stored as the node table's own copy of the id.
     pub fn set_owner(&mut self, slot: u16, node: Option<NodeId>) {
+        let node = node.map(|n| match self.nodes.get_key_value(&n) {
+            Some((k, _)) => k.clone(),
+            None => n,
+        });
         if let Some(o) = self.owner.get_mut(usize::from(slot)) {
             *o = node;
         }
     }
 
+    /// Whether slot owner `o` is node `id` (`key`: the node's id as the
+    /// node table holds it). Owners are always clones of that key (see
+    /// [`ClusterState::set_owner`]), so a pointer comparison decides; an id
+    /// the table does not hold is compared as text.
+    fn owned_by(o: &Option<NodeId>, key: Option<&NodeId>, id: &str) -> bool {
+        match (o, key) {
+            (Some(o), Some(k)) => Arc::ptr_eq(o, k),
+            (Some(o), None) => &**o == id,
+            (None, _) => false,
+        }
+    }
+
     /// The slots `id` serves, as sorted inclusive ranges.
     pub fn ranges_of(&self, id: &str) -> Vec<(u16, u16)> {
+        let key = self.nodes.get_key_value(id).map(|(k, _)| k);
         let mut out: Vec<(u16, u16)> = Vec::new();
         for (s, o) in self.owner.iter().enumerate() {
-            if o.as_deref() != Some(id) {
+            if !Self::owned_by(o, key, id) {
                 continue;
             }
             let s = s as u16;
@@ -245,9 +263,10 @@ impl ClusterState {
 
     /// How many slots `id` serves.
     pub fn slot_count(&self, id: &str) -> usize {
+        let key = self.nodes.get_key_value(id).map(|(k, _)| k);
         self.owner
             .iter()
-            .filter(|o| o.as_deref() == Some(id))
+            .filter(|o| Self::owned_by(o, key, id))
             .count()
     }
 
@@ -412,9 +431,13 @@ impl ClusterState {
 
     /// CLUSTER SETSLOT `slot` STABLE: no longer migrating or importing.
     pub fn set_stable(&mut self, slot: u16) -> Changed {
-        self.migrating.remove(&slot);
-        self.importing.remove(&slot);
-        Changed::ALL
+        let m = self.migrating.remove(&slot).is_some();
+        let i = self.importing.remove(&slot).is_some();
+        if m || i {
+            Changed::ALL
+        } else {
+            Changed::NONE
+        }
     }
 
     /// CLUSTER SETSLOT `slot` NODE `node`: `node` serves `slot` from now on.
