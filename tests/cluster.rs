@@ -157,7 +157,7 @@ fn readonly_readwrite_asking_and_help() {
     let help = c.raw(&["CLUSTER", "HELP"]);
     assert!(
         help.starts_with(
-            "*21\r\n+CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+            "*53\r\n+CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
         ),
         "{help:?}"
     );

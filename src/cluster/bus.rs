@@ -266,11 +266,15 @@ pub fn spawn(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Result<JoinHandl
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(std_listener);
+    let Some(cluster) = shared.cluster.clone() else {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "the cluster bus runs only on a cluster node",
+        ));
+    };
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    if let Some(c) = &shared.cluster {
-        c.set_bus_waker(waker);
-    }
+    cluster.set_bus_waker(waker);
     std::thread::Builder::new()
         .name("cluster-bus".into())
         .spawn(move || {
@@ -280,6 +284,7 @@ pub fn spawn(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Result<JoinHandl
                 links: HashMap::new(),
                 next_token: 2,
                 shared,
+                cluster,
                 last_cron_ms: 0,
             };
             bus.run();
@@ -292,6 +297,7 @@ struct Bus {
     links: HashMap<Token, Link>,
     next_token: usize,
     shared: Arc<Shared>,
+    cluster: Arc<Cluster>,
     last_cron_ms: u64,
 }
 
@@ -301,10 +307,7 @@ fn now_ms() -> u64 {
 
 impl Bus {
     fn cluster(&self) -> &Cluster {
-        self.shared
-            .cluster
-            .as_deref()
-            .expect("the bus runs only in cluster mode")
+        &self.cluster
     }
 
     fn run(&mut self) {
@@ -465,7 +468,7 @@ impl Bus {
 
     /// Handle one message that arrived on `token`.
     fn handle(&mut self, token: Token, m: Msg) {
-        let cluster = self.shared.cluster.clone().expect("cluster mode");
+        let cluster = self.cluster.clone();
         cluster.messages_received.fetch_add(1, Ordering::Relaxed);
         let now = now_ms();
         let Some(link) = self.links.get(&token) else {
@@ -501,8 +504,8 @@ impl Bus {
             // A handshake answered: the placeholder takes the sender's real id.
             if outbound && m.kind == "pong" {
                 if let Some(hid) = &link_node {
-                    if st.nodes.get(hid).is_some_and(|n| n.handshake) {
-                        let mut node = st.nodes.remove(hid).expect("checked");
+                    let placeholder = st.nodes.get(hid).is_some_and(|n| n.handshake);
+                    if let Some(mut node) = placeholder.then(|| st.nodes.remove(hid)).flatten() {
                         if sender != me
                             && !st.nodes.contains_key(&sender)
                             && st.may_add(&sender, now)
@@ -615,8 +618,8 @@ impl Bus {
     /// Timers: open missing links, PING, flag silent nodes, drop stale
     /// handshakes, refresh CLUSTER LINKS.
     fn cron(&mut self, now: u64) {
-        let cluster = self.shared.cluster.clone().expect("cluster mode");
-        let timeout = cluster.node_timeout_ms;
+        let cluster = self.cluster.clone();
+        let timeout = cluster.node_timeout_ms();
         let linked: Vec<NodeId> = self
             .links
             .values()
@@ -657,6 +660,11 @@ impl Bus {
             }
             for (t, l) in &self.links {
                 let Some(id) = &l.node else { continue };
+                // A node forgotten (CLUSTER FORGET, RESET) loses its link.
+                if l.outbound && !st.nodes.contains_key(id) {
+                    stale_links.push(*t);
+                    continue;
+                }
                 let pending = st.nodes.get(id).map_or(0, |n| n.ping_sent_ms);
                 if l.outbound && pending != 0 && now.saturating_sub(pending) > timeout / 2 {
                     stale_links.push(*t);

@@ -291,8 +291,8 @@ pub struct Cluster {
     version: AtomicU64,
     /// nodes.conf (`None` for a static topology file, which is re-read instead).
     conf_path: Option<PathBuf>,
-    /// `cluster-node-timeout`, ms.
-    pub node_timeout_ms: u64,
+    /// `cluster-node-timeout`, ms (CONFIG SET changes it).
+    node_timeout_ms: AtomicU64,
     /// Wakes the bus thread to tell the other nodes of a change.
     bus: OnceLock<Arc<mio::Waker>>,
     /// Bus messages sent and received (CLUSTER INFO).
@@ -321,7 +321,7 @@ impl Cluster {
             view: ArcSwap::from_pointee(view),
             version: AtomicU64::new(1),
             conf_path,
-            node_timeout_ms: node_timeout_ms.max(1),
+            node_timeout_ms: AtomicU64::new(node_timeout_ms.max(1)),
             bus: OnceLock::new(),
             messages_sent: AtomicU64::new(0),
             messages_received: AtomicU64::new(0),
@@ -361,7 +361,8 @@ impl Cluster {
         let timeout = config.cluster_node_timeout_ms;
         if let Some(path) = &config.cluster_config {
             let topo = Topology::load(path, &config.bind, port)?;
-            let state = state_of_topology(&topo, now_ms);
+            let mut state = state_of_topology(&topo, now_ms);
+            state.require_full_coverage = config.cluster_require_full_coverage;
             return Ok(Cluster::new(state, None, timeout, false));
         }
         let path = if config.cluster_config_file.is_absolute() {
@@ -390,6 +391,35 @@ impl Cluster {
         let cluster = Cluster::new(state, Some(path), timeout, learn_ip);
         cluster.save()?;
         Ok(cluster)
+    }
+
+    /// `cluster-node-timeout`, ms.
+    pub fn node_timeout_ms(&self) -> u64 {
+        self.node_timeout_ms.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET of the cluster settings that may change while running:
+    /// `cluster-node-timeout`, `cluster-require-full-coverage`,
+    /// `cluster-announce-ip` (as in Redis; the others are fixed at start).
+    pub fn apply_config(&self, cfg: &crate::config::Config) {
+        self.node_timeout_ms
+            .store(cfg.cluster_node_timeout_ms.max(1), Ordering::Relaxed);
+        self.change(|st| {
+            let mut changed = Changed::NONE;
+            if st.require_full_coverage != cfg.cluster_require_full_coverage {
+                st.require_full_coverage = cfg.cluster_require_full_coverage;
+                changed.view = true;
+            }
+            let ip = &cfg.cluster_announce_ip;
+            if !ip.is_empty() && st.me().ip != *ip {
+                let me = st.myself.clone();
+                if let Some(n) = st.nodes.get_mut(&me) {
+                    n.ip = ip.clone();
+                }
+                changed = Changed::ALL;
+            }
+            ((), changed)
+        });
     }
 
     /// Whether the state comes from a static topology file (not saved).

@@ -598,7 +598,7 @@ impl ClusterState {
     ) -> (Changed, Vec<NodeId>) {
         let mut changed = Changed::NONE;
         let mut stale_against: Vec<NodeId> = Vec::new();
-        let Some(sid) = self.nodes.get(sender).map(|n| n.id.clone()) else {
+        let Some(sid) = self.nodes.get_key_value(sender).map(|(k, _)| k.clone()) else {
             return (changed, stale_against);
         };
         if let Some(n) = self.nodes.get_mut(sender) {
@@ -609,10 +609,12 @@ impl ClusterState {
         }
         for &(a, b) in slots {
             for s in a..=b {
-                let cur = self.owner(s).cloned();
-                if cur.as_ref() == Some(&sid) {
+                // Owners share the node table's ids: the usual case (the
+                // sender already owns it) is one pointer compare.
+                if self.owner(s).is_some_and(|c| Arc::ptr_eq(c, &sid)) {
                     continue;
                 }
+                let cur = self.owner(s).cloned();
                 if self.importing.contains_key(&s) {
                     continue;
                 }

@@ -349,6 +349,8 @@ const IMMUTABLE: &[&str] = &[
     "cluster-config",
     "cluster-mode",
     "cluster-enabled",
+    "cluster-config-file",
+    "cluster-port",
     "tcp-backlog",
     "enable-debug-command",
     "unixsocket",
@@ -484,6 +486,9 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     let aof_turned_on = !cfg.appendonly && next.appendonly;
     *cfg = next;
     cx.shared.tunables.update(&cfg);
+    if let Some(c) = &cx.shared.cluster {
+        c.apply_config(&cfg);
+    }
     cx.shared
         .cmdstats
         .latency_tracking
