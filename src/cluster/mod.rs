@@ -183,10 +183,11 @@ impl SlotView {
     pub fn admit(
         &self,
         slot: u16,
-        keys: Vec<Bytes>,
+        keys: &[&Bytes],
         asking: bool,
         migrate: bool,
     ) -> Result<Option<TransitCheck>, CmdError> {
+        let owned = || keys.iter().map(|k| (*k).clone()).collect::<Vec<Bytes>>();
         let route = self.route(slot);
         if route == SlotRoute::Unserved {
             return Err(CmdError::msg("CLUSTERDOWN Hash slot not served"));
@@ -199,10 +200,11 @@ impl SlotView {
             SlotRoute::Migrating(_) | SlotRoute::Importing(_) if migrate => Ok(None),
             SlotRoute::Migrating(to) => Ok(Some(TransitCheck {
                 slot,
-                keys,
+                keys: owned(),
                 ask: Some(to.to_string()),
             })),
             SlotRoute::Importing(_) if asking => {
+                let keys = owned();
                 Ok((distinct(&keys) > 1).then_some(TransitCheck {
                     slot,
                     keys,
@@ -610,34 +612,36 @@ mod tests {
         assert_eq!(v.route(5), SlotRoute::Migrating("127.0.0.1:7001"));
         assert_eq!(v.route(200), SlotRoute::Importing("127.0.0.1:7001"));
         assert_eq!(v.route(300), SlotRoute::Moved("127.0.0.1:7001"));
-        let k = |s: &str| vec![Bytes::from(s.to_string())];
+        let x = Bytes::from("x");
+        let y = Bytes::from("y");
+        let k = |_: &str| vec![&x];
         assert_eq!(
-            v.admit(300, k("x"), false, false).unwrap_err().to_string(),
+            v.admit(300, &k("x"), false, false).unwrap_err().to_string(),
             "MOVED 300 127.0.0.1:7001"
         );
         assert_eq!(
-            v.admit(200, k("x"), false, false).unwrap_err().to_string(),
+            v.admit(200, &k("x"), false, false).unwrap_err().to_string(),
             "MOVED 200 127.0.0.1:7001",
             "importing without ASKING"
         );
-        assert!(v.admit(200, k("x"), true, false).unwrap().is_none());
-        let check = v.admit(5, k("x"), false, false).unwrap().unwrap();
+        assert!(v.admit(200, &k("x"), true, false).unwrap().is_none());
+        let check = v.admit(5, &k("x"), false, false).unwrap().unwrap();
         assert_eq!(
             check.decide(|_| false).unwrap_err().to_string(),
             "ASK 5 127.0.0.1:7001"
         );
         assert!(check.decide(|_| true).is_ok());
         assert!(
-            v.admit(5, k("x"), false, true).unwrap().is_none(),
+            v.admit(5, &k("x"), false, true).unwrap().is_none(),
             "MIGRATE runs"
         );
-        let two = vec![Bytes::from("x"), Bytes::from("y")];
-        let check = v.admit(5, two.clone(), false, false).unwrap().unwrap();
+        let two = vec![&x, &y];
+        let check = v.admit(5, &two, false, false).unwrap().unwrap();
         assert_eq!(
             check.decide(|k| k == b"x").unwrap_err().to_string(),
             TRYAGAIN
         );
-        let check = v.admit(200, two, true, false).unwrap().unwrap();
+        let check = v.admit(200, &two, true, false).unwrap().unwrap();
         assert_eq!(
             check.decide(|k| k == b"x").unwrap_err().to_string(),
             TRYAGAIN
@@ -645,13 +649,13 @@ mod tests {
         s.set_owner(300, None);
         let v = SlotView::of(&s);
         assert_eq!(
-            v.admit(1, k("x"), false, false).unwrap_err().to_string(),
+            v.admit(1, &k("x"), false, false).unwrap_err().to_string(),
             "CLUSTERDOWN The cluster is down"
         );
         s.require_full_coverage = false;
         let v = SlotView::of(&s);
         assert_eq!(
-            v.admit(300, k("x"), false, false).unwrap_err().to_string(),
+            v.admit(300, &k("x"), false, false).unwrap_err().to_string(),
             "CLUSTERDOWN Hash slot not served"
         );
     }

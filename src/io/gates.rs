@@ -286,14 +286,16 @@ fn gate_cluster(
     if spec.name != "ASKING" && (session.multi.is_none() || spec.name == "EXEC") {
         session.asking = false;
     }
-    let keys_of = |spec: &CommandSpec, argv: &[Bytes], out: &mut Vec<Bytes>| {
+    // The keys, borrowed: cloned only when a slot in transit needs them on
+    // the shard.
+    fn keys_of<'a>(spec: &CommandSpec, argv: &'a [Bytes], out: &mut Vec<&'a Bytes>) {
         out.extend(
             spec.key_indexes(argv)
                 .into_iter()
-                .filter_map(|i| argv.get(i).cloned()),
+                .filter_map(|i| argv.get(i)),
         )
-    };
-    let mut keys = Vec::new();
+    }
+    let mut keys: Vec<&Bytes> = Vec::new();
     let exec = spec.name == "EXEC";
     if exec {
         let Some(queue) = &session.multi else {
@@ -320,13 +322,13 @@ fn gate_cluster(
             .tunables
             .cluster_allow_local_multislot
             .load(Ordering::Relaxed);
-        let here = |k: &Bytes| view.route(slot_of(k).0) == crate::cluster::SlotRoute::Here;
+        let here = |k: &&Bytes| view.route(slot_of(k).0) == crate::cluster::SlotRoute::Here;
         if allow && view.ok && keys.iter().all(here) {
             return Ok(());
         }
         return Err(CmdError::CrossSlot);
     }
-    let check = view.admit(slot, keys, asking, spec.name == "MIGRATE")?;
+    let check = view.admit(slot, &keys, asking, spec.name == "MIGRATE")?;
     // A transaction on a slot in transit runs here with the keys it finds
     // (its keys are not checked one by one against the migration).
     if !exec && session.multi.is_none() {
