@@ -372,6 +372,11 @@ impl Cluster {
         } else {
             config.dir.join(&config.cluster_config_file)
         };
+        // The data directory is created when missing, as the AOF does.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
         let mut state = match std::fs::read_to_string(&path) {
             Ok(text) if !text.trim().is_empty() => ClusterState::from_conf(&text, now_ms)
                 .map_err(|e| format!("cluster config file {}: {e}", path.display()))?,
