@@ -472,3 +472,18 @@ fn cluster_subcommand_errors_match_redis() {
         "a served slot while the cluster is down"
     );
 }
+
+#[test]
+fn a_cluster_node_creates_its_data_directory() {
+    let dir = std::env::temp_dir().join(format!(
+        "shardstream-cluster-bus-{}-mkdir-{}",
+        std::process::id(),
+        free_port()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let node = Node::start_in(dir.join("not/yet"), free_port());
+    assert!(node.info().contains("cluster_state:fail"));
+    assert!(dir.join("not/yet/nodes.conf").exists());
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}
