@@ -589,6 +589,15 @@ impl Bus {
             if m.kind == "ping" || m.kind == "meet" {
                 replies.push(Msg::from_state("pong", &st));
             }
+            // An incoming link is named by its sender once that is a known
+            // node (CLUSTER LINKS `from`).
+            if !outbound
+                && link_node.is_none()
+                && sender != me
+                && st.nodes.get(&sender).is_some_and(|n| !n.handshake)
+            {
+                rename = Some(sender.clone());
+            }
             cluster.after(&st, changed);
         }
         if let Some(id) = rename {
