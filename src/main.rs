@@ -150,8 +150,13 @@ impl Banner {
 
     fn log(&self, handle: &shardstream::server::ServerHandle) {
         let port = handle.shared.addr.port();
+        let mode = if handle.shared.cluster.is_some() {
+            "cluster"
+        } else {
+            "standalone"
+        };
         log::info!(
-            "Running mode=standalone, port={port}, shards={}, pid={}.",
+            "Running mode={mode}, port={port}, shards={}, pid={}.",
             self.shards,
             std::process::id()
         );

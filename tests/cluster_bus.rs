@@ -457,6 +457,10 @@ fn cluster_subcommand_errors_match_redis() {
         CLUSTER COUNTKEYSINSLOT 16384
         CLUSTER GETKEYSINSLOT 100 10
         CLUSTER RESET BOGUS
+        CLUSTER RESET SOFT extra
+        SELECT 99999999999
+        SELECT 1
+        SELECT 0
         CLUSTER COUNT-FAILURE-REPORTS abc
         CLUSTER REPLICAS abc
         CLUSTER SAVECONFIG
@@ -485,5 +489,92 @@ fn a_cluster_node_creates_its_data_directory() {
     assert!(node.info().contains("cluster_state:fail"));
     assert!(dir.join("not/yet/nodes.conf").exists());
     drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A PING frame from a node nobody knows (the bus answers it with a PONG).
+fn ping_frame() -> Vec<u8> {
+    let body = format!(
+        "{{\"type\":\"ping\",\"sender\":\"{}\",\"ip\":\"\",\"port\":1,\"cport\":2,\
+         \"current_epoch\":0,\"config_epoch\":0,\"slots\":[],\"gossip\":[]}}",
+        "e".repeat(40)
+    );
+    let mut f = (body.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(body.as_bytes());
+    f
+}
+
+/// Whether the bus at `port` answers a PING with a PONG within 3 s.
+fn bus_answers(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    if s.write_all(&ping_frame()).is_err() {
+        return false;
+    }
+    let mut len = [0u8; 4];
+    if s.read_exact(&mut len).is_err() {
+        return false;
+    }
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).is_ok() && String::from_utf8_lossy(&body).contains("\"pong\"")
+}
+
+#[test]
+fn the_bus_survives_bad_frames_and_running_out_of_descriptors() {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!(
+        "shardstream-cluster-bus-{}-fd-{}",
+        std::process::id(),
+        free_port()
+    ));
+    let (port, cport) = (free_port(), free_port());
+    // A child server with few descriptors, so they run out quickly.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 128 && exec {} --port {port} --bind 127.0.0.1 --cluster-enabled yes \
+             --cluster-port {cport} --dir {} --appendonly no --shards 2 --no-pin",
+            env!("CARGO_BIN_EXE_shardstream"),
+            dir.display()
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream");
+    assert!(eventually(10, || bus_answers(cport)), "bus up");
+    // Garbage, a huge length, half a frame: each closes only its link.
+    for bad in [
+        b"garbage garbage garbage\r\n".to_vec(),
+        vec![0xff, 0xff, 0xff, 0xff, 1, 2, 3],
+        ping_frame()[..20].to_vec(),
+        {
+            let mut f = 5u32.to_be_bytes().to_vec();
+            f.extend_from_slice(b"{\"a\":");
+            f
+        },
+    ] {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", cport)).unwrap();
+        let _ = s.write_all(&bad);
+    }
+    assert!(bus_answers(cport), "bus answers after bad frames");
+    // Exhaust the descriptors on the bus port, then give them back.
+    let bus: std::net::SocketAddr = format!("127.0.0.1:{cport}").parse().unwrap();
+    let hog: Vec<std::net::TcpStream> = (0..300)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&bus, Duration::from_millis(100)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(hog);
+    assert!(
+        eventually(10, || bus_answers(cport)),
+        "the bus accepts again once descriptors are free"
+    );
+    let mut c = RespClient::connect(format!("127.0.0.1:{port}").parse().unwrap());
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+    let _ = child.kill();
+    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -137,3 +137,27 @@ fn no_cross_slot_error_when_standalone() {
     assert_eq!(reply, ":0");
     assert_eq!(c.raw(&["EXISTS", "e"]), ":0");
 }
+
+/// Redis cuts the unknown-command argument list at 128 bytes, quotes and
+/// spaces included, and SELECT reads a 32-bit int first.
+#[test]
+fn unknown_command_arguments_and_select_range_as_redis_server() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (mut ours, mut theirs) = (srv.client(), redis.client());
+    let long = "x".repeat(50);
+    let many: Vec<String> = (0..40).map(|i| (i % 10).to_string()).collect();
+    let mut cases: Vec<Vec<String>> = vec![
+        vec!["FOO".into(), long.clone(), long.clone(), long.clone(), long],
+        std::iter::once("FOO".to_string()).chain(many).collect(),
+        vec!["FOO".into(), "y".repeat(200)],
+    ];
+    for arg in ["99999999999", "-99999999999", "2147483648", "-1", "16"] {
+        cases.push(vec!["SELECT".into(), arg.into()]);
+    }
+    for case in cases {
+        assert_eq!(ours.raw(&case), theirs.raw(&case), "{case:?}");
+    }
+}

@@ -46,8 +46,12 @@ use crate::server::Shared;
 pub const PING_INTERVAL_MS: u64 = 500;
 /// How often the bus looks at its links and timers, ms.
 const CRON_MS: u64 = 100;
-/// Largest frame accepted, bytes: a longer one closes the link.
-const MAX_FRAME: usize = 8 << 20;
+/// Largest frame accepted, bytes: a longer one closes the link. A PING
+/// about a thousand nodes is about 100 KiB.
+const MAX_FRAME: usize = 1 << 20;
+/// Handshakes one message may start: a node learns of the others from later
+/// messages, and a forged message cannot start thousands at once.
+const MAX_NEW_PER_MESSAGE: usize = 16;
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -286,6 +290,7 @@ pub fn spawn(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Result<JoinHandl
                 shared,
                 cluster,
                 last_cron_ms: 0,
+                accept_pending: false,
             };
             bus.run();
         })
@@ -299,6 +304,8 @@ struct Bus {
     shared: Arc<Shared>,
     cluster: Arc<Cluster>,
     last_cron_ms: u64,
+    /// An accept failed (not for lack of connections): retry on the cron.
+    accept_pending: bool,
 }
 
 fn now_ms() -> u64 {
@@ -344,6 +351,9 @@ impl Bus {
             }
             if now.saturating_sub(self.last_cron_ms) >= CRON_MS {
                 self.last_cron_ms = now;
+                if self.accept_pending {
+                    self.accept();
+                }
                 self.cron(now);
             }
         }
@@ -382,10 +392,19 @@ impl Bus {
                         last_ping_ms: 0,
                     });
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.accept_pending = false;
+                    return;
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
-                    log::warn!("cluster bus: accept failed: {e}");
+                    // Out of descriptors, say: connections stay queued and
+                    // no new readiness event will come for them, so the
+                    // cron tries again until the queue is drained.
+                    if !self.accept_pending {
+                        log::warn!("cluster bus: accept failed: {e}");
+                    }
+                    self.accept_pending = true;
                     return;
                 }
             }
@@ -577,11 +596,13 @@ impl Bus {
                         changed.merge(Changed::ALL);
                     }
                 }
+                let mut started = 0;
                 for (id, ip, port, cport) in &m.gossip {
                     if *id == *me || st.nodes.contains_key(id.as_str()) || !valid_id(id) {
                         continue;
                     }
-                    if !ip.is_empty() && st.may_add(id, now) {
+                    if started < MAX_NEW_PER_MESSAGE && !ip.is_empty() && st.may_add(id, now) {
+                        started += 1;
                         changed.merge(st.start_handshake(ip, *port, *cport, false, now));
                     }
                 }
@@ -702,10 +723,19 @@ impl Bus {
 
     /// Open an outgoing link to a node and queue its first message.
     fn open(&mut self, id: NodeId, ip: &str, cport: u16, meet: bool, now: u64) {
-        let Ok(ip) = ip.parse::<std::net::IpAddr>() else {
-            return;
-        };
-        let Ok(stream) = TcpStream::connect(SocketAddr::new(ip, cport)) else {
+        let stream = ip
+            .parse::<std::net::IpAddr>()
+            .ok()
+            .and_then(|ip| TcpStream::connect(SocketAddr::new(ip, cport)).ok());
+        let Some(stream) = stream else {
+            // Unreachable counts as unanswered: the node turns `fail?`
+            // after the timeout, as when a connect fails in Redis.
+            let mut st = self.cluster().lock();
+            if let Some(n) = st.nodes.get_mut(&id) {
+                if n.ping_sent_ms == 0 {
+                    n.ping_sent_ms = now;
+                }
+            }
             return;
         };
         let _ = stream.set_nodelay(true);

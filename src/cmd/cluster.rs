@@ -866,6 +866,15 @@ fn real_cluster(cx: &ConnCtx<'_>, sub: &str) -> Result<Arc<Cluster>, CmdError> {
     })
 }
 
+/// Redis's `addReplySubcommandSyntaxError` for a CLUSTER subcommand given
+/// the wrong number of arguments past its table arity (MEET, RESET).
+fn subcommand_syntax(argv: &[Bytes]) -> CmdError {
+    CmdError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+        text(&argv[1])
+    ))
+}
+
 /// Parse slot numbers (`ERR Invalid or out of range slot`).
 fn slot_list(args: &[Bytes]) -> Result<Vec<u16>, CmdError> {
     args.iter()
@@ -1027,10 +1036,7 @@ fn when_empty(
 fn meet(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let c = real_cluster(cx, "MEET")?;
     if argv.len() > 5 {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
-            text(&argv[1])
-        )));
+        return Err(subcommand_syntax(argv));
     }
     // Redis parses the ports as integers first, then refuses an address
     // it cannot reach (bad IP, port out of 1-65535) as a whole.
@@ -1185,10 +1191,13 @@ fn myshardid(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> 
 /// `CLUSTER RESET`, redis.io (3.0).
 fn reset(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let c = real_cluster(cx, "RESET")?;
+    if argv.len() > 3 {
+        return Err(subcommand_syntax(argv));
+    }
     let hard = match argv.get(2).map(|a| text(a).to_ascii_uppercase()) {
         None => false,
-        Some(m) if m == "SOFT" && argv.len() == 3 => false,
-        Some(m) if m == "HARD" && argv.len() == 3 => true,
+        Some(m) if m == "SOFT" => false,
+        Some(m) if m == "HARD" => true,
         Some(_) => return Err(CmdError::Syntax),
     };
     Ok(when_empty(

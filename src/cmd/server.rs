@@ -298,12 +298,19 @@ fn quit(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `SELECT index`
 ///
 /// # Errors
-/// `ERR value is not an integer or out of range` for a non-integer;
-/// `ERR DB index is out of range` outside `0..databases`; `ERR SELECT is not
+/// `ERR value is not an integer or out of range` for a non-integer; `ERR
+/// value is out of range, value must between -2147483648 and 2147483647`
+/// past a 32-bit int (Redis's `getIntFromObjectOrReply`); `ERR DB index is
+/// out of range` outside `0..databases`; `ERR SELECT is not
 /// allowed in cluster mode` for a database other than 0 on a multi-node
 /// cluster node (Redis Cluster has only database 0).
 fn select(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let idx = crate::cmd::args::int_arg(&argv[1])?;
+    if i32::try_from(idx).is_err() {
+        return Err(CmdError::msg(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
     if cx.shared.cluster.is_some() && idx != 0 {
         return Err(CmdError::msg("ERR SELECT is not allowed in cluster mode"));
     }

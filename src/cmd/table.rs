@@ -405,13 +405,15 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
     let name = String::from_utf8_lossy(&argv[0]);
     let mut args = Vec::new();
     let mut total = 0;
+    // Redis appends `'<arg>' ` while the list is under 128 bytes, each arg
+    // cut to what is left of the 128 (quotes and spaces count).
     for a in &argv[1..] {
         if total >= 128 {
             break;
         }
-        let t = String::from_utf8_lossy(&a[..a.len().min(128 - total)]).into_owned();
-        total += t.len();
-        args.push(t);
+        let cut = &a[..a.len().min(128 - total)];
+        total += cut.len() + 3;
+        args.push(String::from_utf8_lossy(cut).into_owned());
     }
     CmdError::UnknownCommand {
         name: name.chars().take(128).collect(),
