@@ -559,7 +559,7 @@ impl Bus {
                         n.ip = sender_ip.clone();
                         n.port = m.port;
                         n.cport = m.cport;
-                        changed.merge(Changed::ALL);
+                        changed.merge(Changed::LOCAL);
                     }
                     if m.kind == "pong" {
                         n.pong_recv_ms = now;

@@ -468,6 +468,8 @@ impl Cluster {
             if let Err(e) = self.write(st) {
                 log::error!("{e}");
             }
+        }
+        if changed.gossip {
             self.wake_bus();
         }
     }

@@ -118,26 +118,40 @@ pub enum Transit {
 /// What a change did, for the caller to act on.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Changed {
-    /// The configuration changed: save nodes.conf and tell the other nodes.
+    /// The configuration changed: save nodes.conf.
     pub config: bool,
     /// Slot ownership, transit or addresses changed: republish the slot view.
     pub view: bool,
+    /// What this node tells the others changed (its slots, its epoch, a new
+    /// node): send every node a PONG now rather than at the next PING.
+    pub gossip: bool,
 }
 
 impl Changed {
     pub const NONE: Changed = Changed {
         config: false,
         view: false,
+        gossip: false,
     };
     pub const ALL: Changed = Changed {
         config: true,
         view: true,
+        gossip: true,
+    };
+    /// Saved and seen here, nothing to tell: slots in transit (local to the
+    /// two nodes the operator talks to), and what this node learnt from
+    /// another (whose own messages spread it).
+    pub const LOCAL: Changed = Changed {
+        config: true,
+        view: true,
+        gossip: false,
     };
 
     /// Both changes together.
     pub fn merge(&mut self, o: Changed) {
         self.config |= o.config;
         self.view |= o.view;
+        self.gossip |= o.gossip;
     }
 }
 
@@ -413,7 +427,7 @@ impl ClusterState {
         }
         let id = self.known(node)?;
         self.migrating.insert(slot, id);
-        Ok(Changed::ALL)
+        Ok(Changed::LOCAL)
     }
 
     /// CLUSTER SETSLOT `slot` IMPORTING `node`.
@@ -426,7 +440,7 @@ impl ClusterState {
         }
         let id = self.known(node)?;
         self.importing.insert(slot, id);
-        Ok(Changed::ALL)
+        Ok(Changed::LOCAL)
     }
 
     /// CLUSTER SETSLOT `slot` STABLE: no longer migrating or importing.
@@ -434,7 +448,7 @@ impl ClusterState {
         let m = self.migrating.remove(&slot).is_some();
         let i = self.importing.remove(&slot).is_some();
         if m || i {
-            Changed::ALL
+            Changed::LOCAL
         } else {
             Changed::NONE
         }
@@ -470,11 +484,16 @@ impl ClusterState {
             self.migrating.remove(&slot);
         }
         let was_importing = id == self.myself && self.importing.remove(&slot).is_some();
+        // This node's own claim changes when it gains or loses the slot:
+        // only then do the others need telling now.
+        let mine = self.is_mine(slot) || id == self.myself;
         self.set_owner(slot, Some(id));
-        if was_importing {
-            self.bump_epoch();
-        }
-        Ok(Changed::ALL)
+        let bumped = was_importing && self.bump_epoch();
+        Ok(if mine || bumped {
+            Changed::ALL
+        } else {
+            Changed::LOCAL
+        })
     }
 
     /// The id of a known node.
@@ -555,6 +574,7 @@ impl ClusterState {
         Changed {
             config: false,
             view: true,
+            gossip: false,
         }
     }
 
@@ -637,7 +657,7 @@ impl ClusterState {
                             self.migrating.remove(&s);
                         }
                         self.set_owner(s, Some(sid.clone()));
-                        changed = Changed::ALL;
+                        changed.merge(Changed::LOCAL);
                     }
                 }
             }
