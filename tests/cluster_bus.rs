@@ -152,6 +152,12 @@ fn three_nodes_meet_converge_and_redirect() {
     assert!(info.contains("cluster_slots_assigned:16384"), "{info}");
     assert!(info.contains("cluster_current_epoch:3"), "{info}");
     assert!(info.contains("cluster_my_epoch:2"), "{info}");
+    for field in [
+        "cluster_stats_messages_ping_sent:",
+        "cluster_stats_messages_pong_received:",
+    ] {
+        assert!(info.contains(field), "{info}");
+    }
     // foo hashes to 12182: the third node's.
     let third = format!("127.0.0.1:{}", nodes[2].port());
     assert_eq!(

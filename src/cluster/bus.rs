@@ -481,14 +481,14 @@ impl Bus {
         if failed {
             self.close(token);
         } else {
-            self.cluster().messages_sent.fetch_add(1, Ordering::Relaxed);
+            self.cluster().messages.sent(&msg.kind);
         }
     }
 
     /// Handle one message that arrived on `token`.
     fn handle(&mut self, token: Token, m: Msg) {
         let cluster = self.cluster.clone();
-        cluster.messages_received.fetch_add(1, Ordering::Relaxed);
+        cluster.messages.received(&m.kind);
         let now = now_ms();
         let Some(link) = self.links.get(&token) else {
             return;
@@ -755,7 +755,7 @@ impl Bus {
         };
         link.rbuf.reserve(4096);
         self.register(link);
-        self.cluster().messages_sent.fetch_add(1, Ordering::Relaxed);
+        self.cluster().messages.sent(&first.kind);
         let mut st = self.cluster().lock();
         if let Some(n) = st.nodes.get_mut(&id) {
             if n.ping_sent_ms == 0 {

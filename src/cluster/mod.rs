@@ -269,6 +269,57 @@ impl TransitCheck {
     }
 }
 
+/// The bus message types, in the order CLUSTER INFO lists them (Redis's
+/// type numbers: ping, pong, meet, ..., update).
+pub const MESSAGE_TYPES: [&str; 4] = ["ping", "pong", "meet", "update"];
+
+/// Bus messages sent and received, by type.
+#[derive(Debug, Default)]
+pub struct MessageStats {
+    sent: [AtomicU64; 4],
+    received: [AtomicU64; 4],
+}
+
+impl MessageStats {
+    fn at(counts: &[AtomicU64; 4], kind: &str) {
+        if let Some(i) = MESSAGE_TYPES.iter().position(|t| *t == kind) {
+            counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One message of `kind` sent.
+    pub fn sent(&self, kind: &str) {
+        Self::at(&self.sent, kind);
+    }
+
+    /// One message of `kind` received.
+    pub fn received(&self, kind: &str) {
+        Self::at(&self.received, kind);
+    }
+
+    /// CLUSTER INFO's `cluster_stats_messages_*` fields in Redis's order:
+    /// each type sent (only those sent at least once), the total sent, then
+    /// the same for received.
+    ///
+    /// # Source
+    /// `genClusterInfoString`, redis/src/cluster.c (7.0).
+    pub fn info_fields(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for (dir, counts) in [("sent", &self.sent), ("received", &self.received)] {
+            let mut total = 0;
+            for (t, n) in MESSAGE_TYPES.iter().zip(counts.iter()) {
+                let n = n.load(Ordering::Relaxed);
+                total += n;
+                if n > 0 {
+                    out.push((format!("cluster_stats_messages_{t}_{dir}"), n));
+                }
+            }
+            out.push((format!("cluster_stats_messages_{dir}"), total));
+        }
+        out
+    }
+}
+
 /// Per-link facts for CLUSTER LINKS, kept by the bus thread.
 #[derive(Debug, Clone)]
 pub struct LinkInfo {
@@ -297,9 +348,8 @@ pub struct Cluster {
     node_timeout_ms: AtomicU64,
     /// Wakes the bus thread to tell the other nodes of a change.
     bus: OnceLock<Arc<mio::Waker>>,
-    /// Bus messages sent and received (CLUSTER INFO).
-    pub messages_sent: AtomicU64,
-    pub messages_received: AtomicU64,
+    /// Bus messages sent and received, by type (CLUSTER INFO).
+    pub messages: MessageStats,
     /// CLUSTER LINKS.
     pub links: Mutex<Vec<LinkInfo>>,
     /// Whether the bus learns this node's address from its peers (no
@@ -325,8 +375,7 @@ impl Cluster {
             conf_path,
             node_timeout_ms: AtomicU64::new(node_timeout_ms.max(1)),
             bus: OnceLock::new(),
-            messages_sent: AtomicU64::new(0),
-            messages_received: AtomicU64::new(0),
+            messages: MessageStats::default(),
             links: Mutex::new(Vec::new()),
             learn_ip,
             synced_epochs: Mutex::new(None),

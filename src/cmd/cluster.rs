@@ -589,15 +589,18 @@ fn nodes(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `CLUSTER INFO`
 ///
 /// # Reply
-/// Verbatim string of `field:value\r\n` lines, Redis 7.0's fields in its order:
-/// state ok, all 16384 slots assigned and ok, the topology's node count as
-/// known nodes and size (1 without a topology), its epochs.
+/// Verbatim string of `field:value\r\n` lines, Redis 7.0's fields in its
+/// order: state (`ok` when every slot is served, or coverage is not
+/// required), slots assigned / ok / pfail / fail, known nodes, size (masters
+/// serving slots), current and own config epochs, bus messages sent and
+/// received per type (ping, pong, meet, update; only those seen) and in
+/// all. An emulated node reports one node owning every slot.
 /// # Source
 /// `genClusterInfoString`, redis/src/cluster.c (7.0).
 fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     cluster_enabled(cx)?;
     let all = SLOTS as usize;
-    let (ok, assigned, pfail, known, size, current_epoch, my_epoch, sent, received) =
+    let (ok, assigned, pfail, known, size, current_epoch, my_epoch, messages) =
         match &cx.shared.cluster {
             Some(c) => {
                 let st = c.lock();
@@ -609,30 +612,42 @@ fn info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
                     st.size(),
                     st.current_epoch,
                     st.me().config_epoch,
-                    c.messages_sent.load(std::sync::atomic::Ordering::Relaxed),
-                    c.messages_received
-                        .load(std::sync::atomic::Ordering::Relaxed),
+                    c.messages.info_fields(),
                 )
             }
-            None => (true, all, 0, 1, 1, CONFIG_EPOCH, CONFIG_EPOCH, 0, 0),
+            None => (
+                true,
+                all,
+                0,
+                1,
+                1,
+                CONFIG_EPOCH,
+                CONFIG_EPOCH,
+                crate::cluster::MessageStats::default().info_fields(),
+            ),
         };
-    let fields: [(&str, String); 12] = [
-        ("cluster_state", if ok { "ok" } else { "fail" }.into()),
-        ("cluster_slots_assigned", assigned.to_string()),
-        ("cluster_slots_ok", (assigned - pfail).to_string()),
-        ("cluster_slots_pfail", pfail.to_string()),
-        ("cluster_slots_fail", "0".into()),
-        ("cluster_known_nodes", known.to_string()),
-        ("cluster_size", size.to_string()),
-        ("cluster_current_epoch", current_epoch.to_string()),
-        ("cluster_my_epoch", my_epoch.to_string()),
-        ("cluster_stats_messages_sent", sent.to_string()),
-        ("cluster_stats_messages_received", received.to_string()),
-        ("total_cluster_links_buffer_limit_exceeded", "0".into()),
+    let mut fields: Vec<(String, String)> = vec![
+        (
+            "cluster_state".into(),
+            if ok { "ok" } else { "fail" }.into(),
+        ),
+        ("cluster_slots_assigned".into(), assigned.to_string()),
+        ("cluster_slots_ok".into(), (assigned - pfail).to_string()),
+        ("cluster_slots_pfail".into(), pfail.to_string()),
+        ("cluster_slots_fail".into(), "0".into()),
+        ("cluster_known_nodes".into(), known.to_string()),
+        ("cluster_size".into(), size.to_string()),
+        ("cluster_current_epoch".into(), current_epoch.to_string()),
+        ("cluster_my_epoch".into(), my_epoch.to_string()),
     ];
+    fields.extend(messages.into_iter().map(|(k, v)| (k, v.to_string())));
+    fields.push((
+        "total_cluster_links_buffer_limit_exceeded".into(),
+        "0".into(),
+    ));
     let mut out = String::new();
     for (name, value) in fields {
-        out.push_str(name);
+        out.push_str(&name);
         out.push(':');
         out.push_str(&value);
         out.push_str("\r\n");
