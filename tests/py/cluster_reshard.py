@@ -51,6 +51,9 @@ servers has). What it does:
    check` is clean.
 6. The same again while 500 slots move back from the new node to the first
    one (skip with --no-reshard-back).
+7. The same again while the new node is emptied (all its slots resharded to
+   the first) and removed with `redis-cli --cluster del-node`; the three
+   others must then agree without it (skip with --no-del-node).
 
 All nodes are killed at the end, also on failure (their logs are printed
 then). Prints PASS or FAIL with every failed check, exits 1 on FAIL.
@@ -410,6 +413,7 @@ class ReshardTest:
         self.rc = None
         self.pre_7_2 = False
         self.last_view = ""
+        self.members_now = 4  # nodes in the cluster (3 after del-node)
 
     # ---- cluster plumbing
 
@@ -661,14 +665,15 @@ class ReshardTest:
             f"{ {n.port: n.r.dbsize() for n in self.nodes} }")
 
     def verify_topology(self, label):
-        for n in self.nodes:
+        count = self.members_now
+        for n in self.members(count):
             info = n.cluster_info()
             got = {k: info.get(k) for k in ("cluster_state", "cluster_slots_assigned",
                                             "cluster_slots_ok", "cluster_known_nodes",
                                             "cluster_size")}
             want = {"cluster_state": "ok", "cluster_slots_assigned": "16384",
-                    "cluster_slots_ok": "16384", "cluster_known_nodes": "4",
-                    "cluster_size": "4"}
+                    "cluster_slots_ok": "16384", "cluster_known_nodes": str(count),
+                    "cluster_size": str(count)}
             self.fail.check(got == want, f"{label}: {n.addr}: CLUSTER INFO {got}, want {want}")
             open_slots = [x for line in n.cluster_nodes() for x in line.split()[8:]
                           if x.startswith("[")]
@@ -753,8 +758,33 @@ class ReshardTest:
         finally:
             traffic.stop()
         self.report_traffic(traffic)
+        if not steps_ok:
+            return
+        self.verify(model, traffic.errors, "after reshard back")
+
+        if a.no_del_node or self.fail.items:
+            return
+        # Empty the 4th node (reshard all its slots to the first) and remove
+        # it with del-node, under traffic; the other three go on alone.
+        traffic = Traffic(model, a.rate, a.readers, model.hot, self.pre_7_2)
+        traffic.start()
+        try:
+            left = sum(1 for port in self.slot_owners().values() if port == p4.port)
+            steps_ok = self.run_cli_step(
+                f"reshard the {left} slots of {p4.addr} to {p1.addr}", "--cluster", "reshard",
+                p1.addr, "--cluster-from", p4.id, "--cluster-to", p1.id,
+                "--cluster-slots", str(left), "--cluster-yes")
+            steps_ok = steps_ok and self.run_cli_step(
+                "del-node", "--cluster", "del-node", p1.addr, p4.id, timeout=60)
+            self.members_now = 3
+            steps_ok = steps_ok and self.wait_agreed(3, "del-node")
+            time.sleep(0.5)
+        finally:
+            traffic.stop()
+        self.report_traffic(traffic)
         if steps_ok:
-            self.verify(model, traffic.errors, "after reshard back")
+            self.fail.check(p4.r.dbsize() == 0, f"{p4.addr} still holds keys after del-node")
+            self.verify(model, traffic.errors, "after del-node")
 
     @staticmethod
     def report_traffic(traffic):
@@ -789,6 +819,8 @@ def parse_args(argv):
                     help="writer XADDs per second at most (0: as fast as it goes)")
     ap.add_argument("--readers", type=int, default=2, help="group reader threads")
     ap.add_argument("--no-reshard-back", action="store_true", help="skip the second reshard")
+    ap.add_argument("--no-del-node", action="store_true",
+                    help="skip emptying and removing the 4th node")
     ap.add_argument("--keep", action="store_true", help="keep the node directories on PASS")
     return ap.parse_args(argv), extra
 
