@@ -19,18 +19,15 @@ use crate::error::CmdError;
 use crate::route::slot::{slot_of, ShardId};
 use crate::stream::Stream;
 
-/// Strings shorter than this are copied when stored (see [`ShardDb::set`]), bytes.
-pub const OWN_COPY_MAX_BYTES: usize = 64 * 1024;
-
-/// `b` as a string value to store: a copy of its own when shorter than
-/// [`OWN_COPY_MAX_BYTES`] (so the store does not keep the read buffer it
-/// came from alive, and need not copy it again), else `b` itself.
+/// `b` as a string value to store: a copy in an allocation of its own.
+/// An argument is a slice of the connection's read buffer, which holds the
+/// commands around it too; kept as it is, a stored value would keep that
+/// whole buffer alive, and deleting (or evicting) the key would free nothing
+/// while another key still shared it — `maxmemory` eviction then ran on and
+/// emptied the keyspace. Large values are copied too: the copy costs less
+/// than the read that brought them.
 pub fn own_small(b: &Bytes) -> Bytes {
-    if b.len() < OWN_COPY_MAX_BYTES {
-        Bytes::copy_from_slice(b)
-    } else {
-        b.clone()
-    }
+    Bytes::copy_from_slice(b)
 }
 
 /// A value stored under a key. `Clone` + `Send` so an AOF rewrite can copy a
@@ -780,11 +777,11 @@ impl ShardDb {
     /// (and its TTL). Returns the old entry.
     ///
     /// Arguments arrive as zero-copy slices of a connection's read buffer; a
-    /// stored key or small string is copied into an allocation of its own, as
-    /// Redis copies into an sds, so that it neither pins the whole read buffer
-    /// nor shares its reference count with the thread that read it. Values of
-    /// [`OWN_COPY_MAX_BYTES`] or more fill their read buffer anyway and are
-    /// kept as they are (no copy of a big bulk).
+    /// stored key or string is copied into an allocation of its own, as
+    /// Redis copies into an sds, so that it neither pins the read buffer
+    /// (shared with the commands around it, whatever the value's size) nor
+    /// shares its reference count with the thread that read it (see
+    /// [`own_small`]).
     pub fn set(
         &mut self,
         db: usize,
@@ -793,7 +790,7 @@ impl ShardDb {
         expire_at_ms: Option<u64>,
     ) -> Option<Entry> {
         let value = match value {
-            Value::Str(s) if s.len() < OWN_COPY_MAX_BYTES => Value::Str(Bytes::copy_from_slice(&s)),
+            Value::Str(s) => Value::Str(own_small(&s)),
             v => v,
         };
         self.set_owned(db, key, value, expire_at_ms)
@@ -967,11 +964,31 @@ impl ShardDb {
         now_ms: u64,
         max_keys: usize,
     ) -> usize {
+        self.evict_bytes(policy, samples, now_ms, max_keys, usize::MAX)
+            .0
+    }
+
+    /// [`evict`](Self::evict), stopping also once the evicted keys' values
+    /// add up to `max_bytes` (their MEMORY USAGE estimate). Returns (keys,
+    /// bytes) evicted.
+    ///
+    /// # Source
+    /// `performEvictions`, redis/src/evict.c: it evicts until what it freed
+    /// covers what was over the limit, then measures again.
+    pub fn evict_bytes(
+        &mut self,
+        policy: EvictionPolicy,
+        samples: usize,
+        now_ms: u64,
+        max_keys: usize,
+        max_bytes: usize,
+    ) -> (usize, usize) {
         if policy == EvictionPolicy::NoEviction {
-            return 0;
+            return (0, 0);
         }
         let mut evicted = 0;
-        while evicted < max_keys {
+        let mut freed = 0usize;
+        while evicted < max_keys && freed < max_bytes {
             // (score: lower is evicted first, db, key)
             let mut best: Option<(u64, usize, Bytes)> = None;
             for db in 0..self.dbs.len() {
@@ -1010,12 +1027,14 @@ impl ShardDb {
             let Some((_, db, key)) = best else {
                 break;
             };
-            self.ks(db).remove(&key);
+            if let Some(e) = self.ks(db).remove(&key) {
+                freed = freed.saturating_add(e.value.memory_usage_bytes() + key.len());
+            }
             self.blocking.mark_ready(db, &key);
             self.aof.record(db, now_ms, &[b"DEL", &key]);
             evicted += 1;
         }
-        evicted
+        (evicted, freed)
     }
 
     /// Remove every key of database `db`. Returns how many were removed.

@@ -787,7 +787,7 @@ impl ShardThread {
             .used_memory_cached_bytes
             .store(used, Ordering::Relaxed);
         if used > self.limits.maxmemory_bytes {
-            self.evict();
+            self.evict(used);
         }
     }
 
@@ -801,7 +801,13 @@ impl ShardThread {
     /// # Source
     /// `performEvictions`, redis/src/evict.c (run there before each command;
     /// here once per loop iteration, at most every millisecond).
-    fn evict(&mut self) {
+    ///
+    /// Each shard frees its share of what is over the limit (by the evicted
+    /// values' size) and then waits for the next sample: memory that
+    /// eviction cannot give back (client buffers, allocator caches) must not
+    /// make it empty the keyspace, as Redis stops once what it freed covers
+    /// the excess.
+    fn evict(&mut self, used: u64) {
         let policy = self.shared.tunables.eviction_policy();
         if policy == crate::config::EvictionPolicy::NoEviction {
             return;
@@ -812,11 +818,17 @@ impl ShardThread {
             .maxmemory_samples
             .load(Ordering::Relaxed);
         let now = now_ms();
+        let over = used.saturating_sub(self.limits.maxmemory_bytes);
+        let share = usize::try_from(over / u64::from(self.shared.shards.max(1)))
+            .unwrap_or(usize::MAX)
+            .max(1);
         let mut total = 0;
+        let mut freed = 0usize;
         let mut stuck = false;
         for _ in 0..64 {
-            let n = self.db.evict(policy, samples, now, 16);
+            let (n, bytes) = self.db.evict_bytes(policy, samples, now, 16, share - freed);
             total += n;
+            freed = freed.saturating_add(bytes);
             if n == 0 {
                 stuck = true;
                 break;
@@ -826,7 +838,7 @@ impl ShardThread {
                 .stats
                 .used_memory_cached_bytes
                 .store(used, Ordering::Relaxed);
-            if used <= self.limits.maxmemory_bytes {
+            if used <= self.limits.maxmemory_bytes || freed >= share {
                 break;
             }
         }
