@@ -539,18 +539,28 @@ fn the_bus_survives_bad_frames_and_running_out_of_descriptors() {
     ));
     let (port, cport) = (free_port(), free_port());
     // A child server with few descriptors, so they run out quickly.
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 128 && exec {} --port {port} --bind 127.0.0.1 --cluster-enabled yes \
+    /// Kills the child server however the test ends.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Reap(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 128 && exec {} --port {port} --bind 127.0.0.1 --cluster-enabled yes \
              --cluster-port {cport} --dir {} --appendonly no --shards 2 --no-pin",
-            env!("CARGO_BIN_EXE_shardstream"),
-            dir.display()
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn shardstream");
+                env!("CARGO_BIN_EXE_shardstream"),
+                dir.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn shardstream"),
+    );
     assert!(eventually(10, || bus_answers(cport)), "bus up");
     // Garbage, a huge length, half a frame: each closes only its link.
     for bad in [
@@ -580,7 +590,5 @@ fn the_bus_survives_bad_frames_and_running_out_of_descriptors() {
     );
     let mut c = RespClient::connect(format!("127.0.0.1:{port}").parse().unwrap());
     assert_eq!(c.raw(&["PING"]), "+PONG");
-    let _ = child.kill();
-    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
