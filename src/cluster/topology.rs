@@ -85,7 +85,7 @@ pub struct Topology {
 
 /// Node id for a node name: SHA-1 of the name, 40 lowercase hex characters.
 pub fn node_id(name: &str) -> String {
-    sha1_smol::Sha1::from(name.as_bytes()).digest().to_string()
+    super::sha1_hex(name)
 }
 
 /// Parse one slot range token: `a-b` or `a`, each in `0..16384`, `a <= b`.

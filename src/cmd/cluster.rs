@@ -934,6 +934,31 @@ fn change_ok(
     Ok(Reply::Ok.into())
 }
 
+/// ADDSLOTS, ADDSLOTSRANGE, DELSLOTS, DELSLOTSRANGE: parse the slots (one
+/// by one, or `start end` pairs with `ranges`) and add them to this node or
+/// unassign them.
+fn change_slots(
+    cx: &ConnCtx<'_>,
+    argv: &[Bytes],
+    sub: &str,
+    ranges: bool,
+    add: bool,
+) -> Result<Action, CmdError> {
+    let c = real_cluster(cx, sub)?;
+    let slots = if ranges {
+        slot_ranges(&argv[2..], &sub.to_ascii_lowercase())?
+    } else {
+        slot_list(&argv[2..])?
+    };
+    change_ok(&c, |st| {
+        if add {
+            st.add_slots(&slots)
+        } else {
+            st.del_slots(&slots)
+        }
+    })
+}
+
 /// `CLUSTER ADDSLOTS slot [slot ...]` — this node serves the given slots.
 ///
 /// # Reply
@@ -944,9 +969,7 @@ fn change_ok(
 /// # Source
 /// `CLUSTER ADDSLOTS`, redis.io and redis/src/cluster.c (7.0).
 fn addslots(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    let c = real_cluster(cx, "ADDSLOTS")?;
-    let slots = slot_list(&argv[2..])?;
-    change_ok(&c, |st| st.add_slots(&slots))
+    change_slots(cx, argv, "ADDSLOTS", false, true)
 }
 
 /// `CLUSTER ADDSLOTSRANGE start end [start end ...]` — ADDSLOTS for ranges.
@@ -956,9 +979,7 @@ fn addslots(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// # Source
 /// `CLUSTER ADDSLOTSRANGE`, redis.io (7.0).
 fn addslotsrange(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    let c = real_cluster(cx, "ADDSLOTSRANGE")?;
-    let slots = slot_ranges(&argv[2..], "addslotsrange")?;
-    change_ok(&c, |st| st.add_slots(&slots))
+    change_slots(cx, argv, "ADDSLOTSRANGE", true, true)
 }
 
 /// `CLUSTER DELSLOTS slot [slot ...]` — the slots become unassigned here.
@@ -969,9 +990,7 @@ fn addslotsrange(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdErro
 /// # Source
 /// `CLUSTER DELSLOTS`, redis.io (3.0).
 fn delslots(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    let c = real_cluster(cx, "DELSLOTS")?;
-    let slots = slot_list(&argv[2..])?;
-    change_ok(&c, |st| st.del_slots(&slots))
+    change_slots(cx, argv, "DELSLOTS", false, false)
 }
 
 /// `CLUSTER DELSLOTSRANGE start end [start end ...]` — DELSLOTS for ranges.
@@ -979,9 +998,7 @@ fn delslots(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// # Source
 /// `CLUSTER DELSLOTSRANGE`, redis.io (7.0).
 fn delslotsrange(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    let c = real_cluster(cx, "DELSLOTSRANGE")?;
-    let slots = slot_ranges(&argv[2..], "delslotsrange")?;
-    change_ok(&c, |st| st.del_slots(&slots))
+    change_slots(cx, argv, "DELSLOTSRANGE", true, false)
 }
 
 /// `CLUSTER FLUSHSLOTS` — unassign every slot of this node; its databases

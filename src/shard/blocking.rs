@@ -331,13 +331,26 @@ impl Waiters {
             .collect();
         let mut out = Vec::new();
         for (id, err) in refused {
-            if let Some(w) = self.unregister(id) {
-                if w.ticket.claim() {
-                    out.push((w.reply_to, Reply::Error(err)));
-                }
-            }
+            self.refuse(id, err, &mut out);
         }
         out
+    }
+
+    /// Drop waiter `id` and, if its ticket is still unclaimed, answer it `err`.
+    fn refuse(&mut self, id: u64, err: crate::error::CmdError, out: &mut Vec<(ReplyTo, Reply)>) {
+        if let Some(w) = self.unregister(id) {
+            if w.ticket.claim() {
+                out.push((w.reply_to, Reply::Error(err)));
+            }
+        }
+    }
+
+    /// The waiter ids on `key`, in arrival order.
+    fn ids_on(&self, key: &(usize, Bytes)) -> Vec<u64> {
+        self.by_key
+            .get(key)
+            .map(|q| q.iter().copied().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -358,28 +371,12 @@ pub fn serve_ready(
         for key in ready {
             let exists = db.is_live(key.0, &key.1, now_ms);
             if let Some(err) = redirect(&key.1, exists) {
-                let ids: Vec<u64> = db
-                    .blocking
-                    .by_key
-                    .get(&key)
-                    .map(|q| q.iter().copied().collect())
-                    .unwrap_or_default();
-                for id in ids {
-                    if let Some(w) = db.blocking.unregister(id) {
-                        if w.ticket.claim() {
-                            out.push((w.reply_to, Reply::Error(err.clone())));
-                        }
-                    }
+                for id in db.blocking.ids_on(&key) {
+                    db.blocking.refuse(id, err.clone(), out);
                 }
                 continue;
             }
-            let ids: Vec<u64> = db
-                .blocking
-                .by_key
-                .get(&key)
-                .map(|q| q.iter().copied().collect())
-                .unwrap_or_default();
-            for id in ids {
+            for id in db.blocking.ids_on(&key) {
                 let Some(mut w) = db.blocking.waiters.remove(&id) else {
                     continue;
                 };

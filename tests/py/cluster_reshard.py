@@ -62,13 +62,17 @@ import argparse
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 import redis
+
+# Free port pairs (client port P, bus port P + 10000) come from the
+# benchmarks' helpers, shared with benches/cluster-reshard.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benches"))
+from benchlib import cluster_ports  # noqa: E402
 from redis.cluster import RedisCluster
 
 GROUP = "g"
@@ -88,34 +92,6 @@ def id_key(entry_id: str) -> tuple:
     """A stream ID as a sortable (ms, seq) pair."""
     ms, seq = entry_id.split("-")
     return int(ms), int(seq)
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def cluster_ports(n: int) -> list:
-    """`n` loopback ports P, each with P + 10000 free too (the bus port).
-
-    Candidates come from the kernel (bind to port 0), never from a fixed
-    list, so parallel runs don't collide."""
-    ports = []
-    for _ in range(1000):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        taken = set(ports) | {q + BUS_OFFSET for q in ports}
-        if (p + BUS_OFFSET <= 65535 and p not in taken
-                and p + BUS_OFFSET not in taken and port_free(p + BUS_OFFSET)):
-            ports.append(p)
-            if len(ports) == n:
-                return ports
-    raise RuntimeError("no free port pairs P, P+10000 on 127.0.0.1")
 
 
 def wait_until(pred, secs: float, step: float = 0.1) -> bool:
@@ -746,45 +722,52 @@ class ReshardTest:
 
         if a.no_reshard_back or self.fail.items:
             return
-        traffic = Traffic(model, a.rate, a.readers, model.hot, self.pre_7_2)
-        traffic.start()
-        try:
-            steps_ok = self.run_cli_step(
+        def reshard_back():
+            ok = self.run_cli_step(
                 f"reshard {a.slots_back} slots back to {p1.addr}", "--cluster", "reshard",
                 p1.addr, "--cluster-from", p4.id, "--cluster-to", p1.id,
                 "--cluster-slots", str(a.slots_back), "--cluster-yes")
-            steps_ok = steps_ok and self.cli_check("after reshard back")
-            time.sleep(0.5)
-        finally:
-            traffic.stop()
-        self.report_traffic(traffic)
+            return ok and self.cli_check("after reshard back")
+
+        traffic, steps_ok = self.under_traffic(model, reshard_back)
         if not steps_ok:
             return
         self.verify(model, traffic.errors, "after reshard back")
 
         if a.no_del_node or self.fail.items:
             return
+
         # Empty the 4th node (reshard all its slots to the first) and remove
         # it with del-node, under traffic; the other three go on alone.
-        traffic = Traffic(model, a.rate, a.readers, model.hot, self.pre_7_2)
-        traffic.start()
-        try:
+        def remove_p4():
             left = sum(1 for port in self.slot_owners().values() if port == p4.port)
-            steps_ok = self.run_cli_step(
+            ok = self.run_cli_step(
                 f"reshard the {left} slots of {p4.addr} to {p1.addr}", "--cluster", "reshard",
                 p1.addr, "--cluster-from", p4.id, "--cluster-to", p1.id,
                 "--cluster-slots", str(left), "--cluster-yes")
-            steps_ok = steps_ok and self.run_cli_step(
+            ok = ok and self.run_cli_step(
                 "del-node", "--cluster", "del-node", p1.addr, p4.id, timeout=60)
             self.members_now = 3
-            steps_ok = steps_ok and self.wait_agreed(3, "del-node")
-            time.sleep(0.5)
-        finally:
-            traffic.stop()
-        self.report_traffic(traffic)
+            return ok and self.wait_agreed(3, "del-node")
+
+        traffic, steps_ok = self.under_traffic(model, remove_p4)
         if steps_ok:
             self.fail.check(p4.r.dbsize() == 0, f"{p4.addr} still holds keys after del-node")
             self.verify(model, traffic.errors, "after del-node")
+
+    def under_traffic(self, model, step):
+        """Run `step` with a fresh writer and readers going; report them.
+        Returns (traffic, what `step` returned)."""
+        a = self.args
+        traffic = Traffic(model, a.rate, a.readers, model.hot, self.pre_7_2)
+        traffic.start()
+        try:
+            ok = step()
+            time.sleep(0.5)  # let the readers drain what was just written
+        finally:
+            traffic.stop()
+        self.report_traffic(traffic)
+        return traffic, ok
 
     @staticmethod
     def report_traffic(traffic):
