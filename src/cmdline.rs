@@ -85,7 +85,7 @@ Examples:
 
 Some directives (see the README, \"Command line and configuration\"):
        --bind ADDR --port N (0 = no TCP) --unixsocket PATH --unixsocketperm OCTAL
-       --shards N --no-pin --cluster-config FILE
+       --shards N --pin-threads yes|no --cluster-config FILE
        --dir DIR --appendonly yes|no --appendfsync always|everysec|no
        --requirepass PASS --maxclients N --maxmemory BYTES --databases N
        --logfile FILE --loglevel debug|verbose|notice|warning --pidfile FILE
@@ -478,6 +478,23 @@ mod tests {
         assert_eq!(st.warnings.len(), 2, "{:?}", st.warnings);
         assert!(st.warnings.iter().any(|w| w.contains("'activerehashing'")));
         assert!(st.warnings.iter().any(|w| w.contains("io-threads 4")));
+    }
+
+    #[test]
+    fn pinning_is_opt_in() {
+        let run = |args: &[&str]| match parse(&argv(args)).unwrap() {
+            Invocation::Run(st) => st.config.pin,
+            _ => panic!("not a run"),
+        };
+        assert!(!run(&["--port", "7000"]));
+        assert!(run(&["--pin-threads", "yes"]));
+        assert!(!run(&["--pin-threads", "yes", "--no-pin"]));
+        let cfg = match parse(&argv(&["--pin-threads", "yes"])).unwrap() {
+            Invocation::Run(st) => st.config,
+            _ => panic!("not a run"),
+        };
+        assert_eq!(cfg.get("pin-threads").as_deref(), Some("yes"));
+        assert!(parse(&argv(&["--pin-threads", "maybe"])).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! parses its argv). Directive names are Redis's (`port`, `bind`,
 //! `unixsocket`, `requirepass`, `maxclients`, `databases`, `dir`,
 //! `proto-max-bulk-len`, ...), plus shardstream's own (`shards`,
-//! `cluster-config`, `no-pin`). Redis directives shardstream does not
+//! `cluster-config`, `pin-threads`, `no-pin`). Redis directives shardstream does not
 //! implement are refused with a reason ([`UNSUPPORTED_FATAL`]) or accepted
 //! with a warning ([`UNSUPPORTED_IGNORED`]); any other name is an error.
 
@@ -175,6 +175,8 @@ pub struct Config {
     pub port: u16,
     pub shards: u16,
     pub io_threads: u16,
+    /// `pin-threads` (default no; `no-pin yes` is the older spelling of
+    /// `pin-threads no`): pin shard threads to cores when there are enough.
     pub pin: bool,
     pub dir: PathBuf,
     pub requirepass: Option<String>,
@@ -428,7 +430,7 @@ impl Default for Config {
                 .map(|n| n.get() as u16)
                 .unwrap_or(1),
             io_threads: 1,
-            pin: true,
+            pin: false,
             dir: PathBuf::from("./data"),
             requirepass: None,
             maxclients: 10000,
@@ -698,6 +700,7 @@ impl Config {
             "port" => self.port = int_in(value, 0, 65535)? as u16,
             "shards" => self.shards = value.parse().map_err(|_| bad())?,
             "io-threads" => self.io_threads = value.parse().map_err(|_| bad())?,
+            "pin-threads" => self.pin = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
             "no-pin" => self.pin = !parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
             "dir" => self.dir = PathBuf::from(value),
             "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
@@ -921,6 +924,7 @@ impl Config {
             "port" => self.port.to_string(),
             "shards" => self.shards.to_string(),
             "io-threads" => self.io_threads.to_string(),
+            "pin-threads" => if self.pin { "yes" } else { "no" }.to_string(),
             "dir" => self.dir.display().to_string(),
             "requirepass" => self.requirepass.clone().unwrap_or_default(),
             "maxclients" => self.maxclients.to_string(),
@@ -1042,6 +1046,7 @@ impl Config {
         "port",
         "shards",
         "io-threads",
+        "pin-threads",
         "dir",
         "requirepass",
         "maxclients",

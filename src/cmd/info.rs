@@ -9,7 +9,7 @@
 //! connection's thread.
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
@@ -18,7 +18,7 @@ use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
 use crate::error::CmdError;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
-use crate::server::Shared;
+use crate::server::{Shared, ThreadStats};
 use crate::shard::db::ShardDb;
 
 /// Table rows of this family.
@@ -256,6 +256,9 @@ struct Snapshot {
     evicted_keys: u64,
     net_in: u64,
     net_out: u64,
+    /// INFO `total_reads_processed` / `total_writes_processed`.
+    reads: u64,
+    writes: u64,
     errors: u64,
     blocked_clients: u64,
     /// INFO clients `total_blocking_keys` / `total_blocking_keys_on_nokey`.
@@ -375,8 +378,10 @@ impl Snapshot {
             commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
             evicted_keys: st.evicted_keys.load(Ordering::Relaxed),
-            net_in: st.total_net_input_bytes.load(Ordering::Relaxed),
-            net_out: st.total_net_output_bytes.load(Ordering::Relaxed),
+            net_in: thread_sum(shared, |t| &t.net_input_bytes),
+            net_out: thread_sum(shared, |t| &t.net_output_bytes),
+            reads: thread_sum(shared, |t| &t.reads_processed),
+            writes: thread_sum(shared, |t| &t.writes_processed),
             errors: shared.cmdstats.total_errors(),
             errorstats: shared.cmdstats.error_snapshot(),
             latencystats: Vec::new(),
@@ -449,6 +454,15 @@ impl MemInfo {
 }
 
 /// INFO's `used_memory` now: jemalloc's allocated bytes, else the RSS.
+/// One per-thread counter summed over the shard threads.
+fn thread_sum(shared: &Shared, f: impl Fn(&ThreadStats) -> &AtomicU64) -> u64 {
+    shared
+        .thread_stats
+        .iter()
+        .map(|t| f(t).load(Ordering::Relaxed))
+        .sum()
+}
+
 pub fn used_memory_bytes() -> u64 {
     MemInfo::read().used
 }
@@ -655,6 +669,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("pubsub_channels:0");
             line!("pubsub_patterns:0");
             line!("total_error_replies:{}", s.errors);
+            line!("total_reads_processed:{}", s.reads);
+            line!("total_writes_processed:{}", s.writes);
             line!(
                 "client_query_buffer_limit_disconnections:{}",
                 s.qbuf_disconnections

@@ -352,6 +352,7 @@ const IMMUTABLE: &[&str] = &[
     "port",
     "shards",
     "io-threads",
+    "pin-threads",
     "databases",
     "cluster-config",
     "cluster-mode",
@@ -552,13 +553,16 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
     for c in [
         &st.total_connections_received,
         &st.rejected_connections,
-        &st.total_net_input_bytes,
-        &st.total_net_output_bytes,
         &st.total_error_replies,
         &st.client_query_buffer_limit_disconnections,
         &st.client_output_buffer_limit_disconnections,
     ] {
         c.store(0, Ordering::Relaxed);
+    }
+    for t in &cx.shared.thread_stats {
+        for c in t.io_counters() {
+            c.store(0, Ordering::Relaxed);
+        }
     }
     cx.shared.cmdstats.reset();
     let parts = (0..cx.shared.shards)

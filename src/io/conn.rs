@@ -232,10 +232,19 @@ pub struct Session {
     pub shared: Arc<ClientShared>,
 }
 
+/// Most encoded output [`Conn::defer_write`] keeps back, bytes (Redis's
+/// `NET_MAX_WRITES_PER_EVENT`, the most it writes to one client per event).
+pub const DEFER_WRITE_BYTES: usize = 64 * 1024;
+
 /// A reply slot in the connection's in-order queue.
 pub enum Pending {
     /// Sent to a shard; the reply has not arrived yet.
     Waiting,
+    /// One request sent to another shard thread, not a blocking one: its
+    /// reply comes back in that thread's next reply message, so the ready
+    /// replies before it may wait for it and leave in one write
+    /// ([`Conn::defer_write`]).
+    Hop,
     /// Ready to be written.
     Ready(Reply),
     /// Fanned out over several shards: parts collected so far, then merged.
@@ -299,6 +308,10 @@ pub struct Conn {
     /// last had nothing in flight (see [`Conn::must_flush`]).
     pub sent_to: u64,
     pub streak: u32,
+    /// A reply message from another shard thread filled one of this
+    /// connection's slots since its output was last considered (see
+    /// [`Conn::defer_write`]).
+    pub answered: bool,
 }
 
 impl Conn {
@@ -400,7 +413,7 @@ impl Conn {
         let slot = self.slots.get_mut(idx as usize)?;
         match slot {
             Pending::Waiting if matches!(reply, Reply::Rerun) => return Some(Then::Rerun),
-            Pending::Waiting => *slot = Pending::Ready(reply),
+            Pending::Waiting | Pending::Hop => *slot = Pending::Ready(reply),
             Pending::Fan { parts, left, .. } => {
                 if let Some(p) = parts.get_mut(usize::from(part)) {
                     if p.is_none() {
@@ -543,6 +556,24 @@ impl Conn {
         }
         self.output_soft_since = None;
         false
+    }
+
+    /// Whether to keep the encoded replies unwritten for now: the next reply
+    /// due is a [`Pending::Hop`] still out, and no reply message answered this
+    /// connection since the last write. The ready prefix then leaves with
+    /// that hop's reply, in one write, as Redis writes a pipeline's replies
+    /// once per event-loop turn — instead of one write (and one read by the
+    /// client) for the local part and another for the rest. A reply message
+    /// always ends the wait, so a client that keeps requests in flight is
+    /// never held for more than one hop, and at most [`DEFER_WRITE_BYTES`]
+    /// wait.
+    pub fn defer_write(&mut self) -> bool {
+        let answered = std::mem::take(&mut self.answered);
+        !answered
+            && matches!(self.slots.front(), Some(Pending::Hop))
+            && self.output_bytes() < DEFER_WRITE_BYTES
+            && !self.dead
+            && self.close_after.is_none()
     }
 
     /// Whether the connection should be closed now (after QUIT's reply was written).

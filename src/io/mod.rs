@@ -215,6 +215,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         streak_shard: ShardId(thread),
         sent_to: 0,
         streak: 0,
+        answered: false,
     })
 }
 
@@ -496,7 +497,11 @@ fn dispatch(
         Routed::One(shard, req) => {
             shared.count_call(name, false, false);
             out.count(conn, shard);
-            let seq = conn.push_slot(Pending::Waiting);
+            let seq = conn.push_slot(if shard.0 == out.me {
+                Pending::Waiting
+            } else {
+                Pending::Hop
+            });
             let mut job = conn.job(out.me, seq, 0, req);
             job.cmd = shared
                 .cmdstats

@@ -165,6 +165,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 now_ms: now_ms(),
                 stopping: false,
                 cluster_version: 0,
+                io: IoCounts::default(),
             };
             t.run();
             if !t.aof.shutdown(&mut t.db) {
@@ -287,6 +288,19 @@ struct ShardThread {
     stopping: bool,
     /// The cluster slot map version last looked at (blocked clients).
     cluster_version: u64,
+    /// Socket traffic since the last [`ShardThread::publish_stats`].
+    io: IoCounts,
+}
+
+/// A shard thread's socket counters, added to its [`crate::server::ThreadStats`]
+/// once per loop iteration (counting into shared atomics per read and write
+/// would move a cache line between cores each time).
+#[derive(Default)]
+struct IoCounts {
+    net_input_bytes: u64,
+    net_output_bytes: u64,
+    reads: u64,
+    writes: u64,
 }
 
 impl ShardThread {
@@ -447,11 +461,12 @@ impl ShardThread {
         if read.more {
             self.read_again.push(id);
         }
-        let stats = &self.shared.stats;
-        stats
-            .total_net_input_bytes
-            .fetch_add(read.bytes, Ordering::Relaxed);
-        stats.recent_max_input_bytes.observe(conn.rbuf.len() as u64);
+        self.io.net_input_bytes += read.bytes;
+        self.io.reads += 1;
+        self.shared
+            .stats
+            .recent_max_input_bytes
+            .observe(conn.rbuf.len() as u64);
         conn.session
             .shared
             .last_interaction_ms
@@ -480,6 +495,9 @@ impl ShardThread {
                 ShardMsg::Batch(jobs) => self.run_jobs(jobs, now),
                 ShardMsg::Replies(replies) => {
                     for (to, reply) in replies {
+                        if let Some(conn) = self.conns.get_mut(&to.conn) {
+                            conn.answered = true;
+                        }
                         self.deliver(to, reply);
                     }
                 }
@@ -869,6 +887,17 @@ impl ShardThread {
             st.blocking_keys.store(keys, Ordering::Relaxed);
             st.blocking_keys_nokey.store(nokey, Ordering::Relaxed);
         }
+        let io = std::mem::take(&mut self.io);
+        for (counter, n) in [
+            (&st.net_input_bytes, io.net_input_bytes),
+            (&st.net_output_bytes, io.net_output_bytes),
+            (&st.reads_processed, io.reads),
+            (&st.writes_processed, io.writes),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        }
         let local = std::mem::take(&mut self.out.local_commands);
         let remote = std::mem::take(&mut self.out.remote_commands);
         if local > 0 {
@@ -1007,37 +1036,44 @@ impl ShardThread {
                 .stats
                 .recent_max_output_bytes
                 .observe(conn.output_bytes() as u64);
-            let written = io::write_conn(conn);
-            // Ask for WRITABLE only while output is left over (as Redis
-            // installs its write handler): otherwise every ACK on an
-            // edge-triggered socket would wake the loop for nothing.
-            let pending = conn.output_bytes() > 0 && !conn.dead;
-            if pending != conn.want_write {
-                let interest = if pending {
-                    Interest::READABLE | Interest::WRITABLE
-                } else {
-                    Interest::READABLE
-                };
-                let token = Token(id as usize);
-                if self
-                    .poll
-                    .registry()
-                    .reregister(&mut conn.sock, token, interest)
-                    .is_ok()
-                {
-                    conn.want_write = pending;
+            // When the rest of this pipeline's replies come back from another
+            // shard in a moment, write them all then.
+            let written = if conn.defer_write() {
+                0
+            } else {
+                if conn.output_bytes() > 0 {
+                    self.io.writes += 1;
                 }
-            }
+                let written = io::write_conn(conn);
+                // Ask for WRITABLE only while output is left over (as Redis
+                // installs its write handler): otherwise every ACK on an
+                // edge-triggered socket would wake the loop for nothing.
+                let pending = conn.output_bytes() > 0 && !conn.dead;
+                if pending != conn.want_write {
+                    let interest = if pending {
+                        Interest::READABLE | Interest::WRITABLE
+                    } else {
+                        Interest::READABLE
+                    };
+                    let token = Token(id as usize);
+                    if self
+                        .poll
+                        .registry()
+                        .reregister(&mut conn.sock, token, interest)
+                        .is_ok()
+                    {
+                        conn.want_write = pending;
+                    }
+                }
+                written
+            };
             if written > 0 {
                 conn.session
                     .shared
                     .last_interaction_ms
                     .store(now_ms, Ordering::Relaxed);
             }
-            self.shared
-                .stats
-                .total_net_output_bytes
-                .fetch_add(written, Ordering::Relaxed);
+            self.io.net_output_bytes += written;
             conn.session
                 .shared
                 .omem_bytes
