@@ -2,6 +2,7 @@
 """Every engine figure side by side with redis-server, in one run and one table.
 
     python3 benches/engine-vs-redis.py [--runs 3] [--secs 5] [--requests 1000000]
+                                       [--also NAME='ARGS' ...]
 
 Starts redis-server (no persistence) and two shardstream servers (release
 build, no AOF, scratch directories) on free loopback ports: one with
@@ -17,6 +18,8 @@ whole set `--runs` times, and the table shows per-cell medians:
 * `loadgen --rate 0` (closed loop, 2 producers / 2 consumers): delivered
   entries/s; `loadgen xadd -c 50 -P 16`: XADDs/s (higher is better).
 
+`--also NAME='--shards 2 --no-pin yes'` adds a column for one more
+shardstream server started with those arguments (for A/B runs of a setting).
 The ratio columns are shardstream / redis-server. Needs redis-server and
 redis-benchmark (apt-get install redis-server redis-tools).
 """
@@ -60,6 +63,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--secs", type=int, default=5, help="seconds per loadgen run")
     ap.add_argument("--requests", type=int, default=1000000, help="requests per redis-benchmark run")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=ARGS",
+                    help="one more shardstream column, started with ARGS")
     opts = ap.parse_args()
     for tool in ("redis-server", "redis-benchmark"):
         if not shutil.which(tool):
@@ -79,13 +84,17 @@ def main():
             ["redis-server", "--port", str(rp), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         servers.append(("redis", rp))
-        for shards in (1, default_shards):
+        variants = [(f"ss{s}", ["--shards", str(s)]) for s in (1, default_shards)]
+        for also in opts.also:
+            name, _, args = also.partition("=")
+            variants.append((name, args.split()))
+        for name, args in variants:
             p = free_port()
             procs.append(subprocess.Popen(
-                [shard_bin, "--port", str(p), "--shards", str(shards), "--appendonly", "no",
-                 "--dir", os.path.join(tmp, f"data-{shards}")],
+                [shard_bin, "--port", str(p), "--appendonly", "no",
+                 "--dir", os.path.join(tmp, f"data-{name}"), *args],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            servers.append((f"ss{shards}", p))
+            servers.append((name, p))
         for _, p in servers:
             wait_up(p)
 
