@@ -16,7 +16,11 @@ whole set `--runs` times, and the table shows per-cell medians:
   producers and 2 consumers at COUNT 10: p50 / p99 / p99.9 in µs (lower is
   better);
 * `loadgen --rate 0` (closed loop, 2 producers / 2 consumers): delivered
-  entries/s; `loadgen xadd -c 50 -P 16`: XADDs/s (higher is better).
+  entries/s; `loadgen xadd -c 50 -P 16`: XADDs/s (higher is better). Each
+  once on one stream (one shard's work, whatever the shard count) and once
+  on two partitioned streams (`--partition`: on different shards, each
+  producer, consumer or client on its own stream), which is what a second
+  core can speed up.
 
 `--also NAME='--shards 2 --no-pin yes'` adds a column for one more
 shardstream server started with those arguments (for A/B runs of a setting).
@@ -115,11 +119,17 @@ def main():
                 return {"p50": l["p50"], "p99": l["p99"], "p99.9": l["p99.9"],
                         "verdict": j.get("verdict", "?")}
             rows.append((f"latency {rate // 1000}k/s µs", False, lat_run))
+        closed = ["--rate", "0", "--producers", "2", "--consumers", "2"]
         rows.append(("loadgen --rate 0 delivered/s", True, lambda p: loadgen(
-            loadgen_bin, p, secs, ["--rate", "0", "--producers", "2", "--consumers", "2"],
+            loadgen_bin, p, secs, closed, tmp)["rate_delivered"]))
+        rows.append(("  2 streams --partition", True, lambda p: loadgen(
+            loadgen_bin, p, secs, [*closed, "--streams", "2", "--partition"],
             tmp)["rate_delivered"]))
         rows.append(("loadgen xadd -c50 -P16 ops/s", True, lambda p: loadgen(
             loadgen_bin, p, secs, ["-c", "50", "-P", "16"], tmp, sub=["xadd"])["ops_per_s"]))
+        rows.append(("  2 keys --partition", True, lambda p: loadgen(
+            loadgen_bin, p, secs, ["-c", "50", "-P", "16", "--keys", "2", "--partition"], tmp,
+            sub=["xadd"])["ops_per_s"]))
 
         results = {}  # (row, server) -> list of values
         for run in range(opts.runs):

@@ -89,8 +89,17 @@ pub struct LatencyArgs {
     #[arg(long, default_value_t = 1)]
     pub streams: usize,
     /// Put all stream keys in one hash slot (`{loadgen}:N`) instead of spreading them.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "partition")]
     pub hash_tag: bool,
+    /// Partitioned streams, as a sharded deployment runs them: stream `i`'s key
+    /// lies in the `i`-th of `--streams` equal hash-slot ranges (so the
+    /// streams land on different shards), and each consumer reads only its
+    /// own streams (stream `i` goes to consumer `i % consumers`). Producer `p`
+    /// writes entries `p, p + producers, ...` round-robin over the streams, so
+    /// with `--streams` a multiple of `--producers` each producer writes only
+    /// its own streams too.
+    #[arg(long)]
+    pub partition: bool,
     /// Key prefix of the streams.
     #[arg(long, default_value = "loadgen")]
     pub key_prefix: String,
@@ -194,8 +203,13 @@ pub struct XaddArgs {
     #[arg(long, default_value_t = 1)]
     pub keys: usize,
     /// Put all stream keys in one hash slot.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "partition")]
     pub hash_tag: bool,
+    /// Partitioned streams: key `i` lies in the `i`-th of `--keys` equal
+    /// hash-slot ranges (different shards), and client `c` writes only key
+    /// `c % keys` instead of going round-robin over all of them.
+    #[arg(long, conflicts_with = "multi")]
+    pub partition: bool,
     /// Send transactions instead: each is MULTI, one XADD to each of N
     /// streams, EXEC, and the streams' keys are spread over the hash-slot
     /// space (key i in the i-th of N equal slot ranges), so they land on

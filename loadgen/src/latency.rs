@@ -52,6 +52,13 @@ pub struct Shared {
     /// consumers flush into it once a second. The `.hlog` intervals and the
     /// JSON timeline come from here.
     pub per_second: Mutex<Vec<Histogram<u64>>>,
+    /// Closed loop: producers waiting for the backlog to drain sleep on
+    /// `drained` (under `drain_lock`) until a consumer reads entries, instead
+    /// of waking every few µs to look (which costs the client CPU the server
+    /// could use).
+    drain_lock: Mutex<()>,
+    drained: std::sync::Condvar,
+    drain_waiters: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -66,7 +73,40 @@ impl Shared {
             error_samples: Mutex::new(Vec::new()),
             live: Mutex::new(new_histogram()),
             per_second: Mutex::new(Vec::new()),
+            drain_lock: Mutex::new(()),
+            drained: std::sync::Condvar::new(),
+            drain_waiters: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Entries sent and not yet read.
+    pub fn backlog(&self) -> u64 {
+        self.sent
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.received.load(Ordering::Relaxed))
+    }
+
+    /// A consumer read `n` entries: count them and wake producers waiting
+    /// for the backlog to drain.
+    pub fn note_received(&self, n: u64) {
+        self.received.fetch_add(n, Ordering::SeqCst);
+        if self.drain_waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.drain_lock.lock();
+            self.drained.notify_all();
+        }
+    }
+
+    /// Closed loop: wait until the backlog is at most `limit` (or 1 ms
+    /// passed, so the run's end and stops are seen).
+    pub fn wait_backlog_below(&self, limit: u64) {
+        let Ok(guard) = self.drain_lock.lock() else {
+            return;
+        };
+        self.drain_waiters.fetch_add(1, Ordering::SeqCst);
+        if self.backlog() > limit {
+            let _ = self.drained.wait_timeout(guard, Duration::from_millis(1));
+        }
+        self.drain_waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Add `h` into second `sec` of the timeline.
@@ -148,6 +188,21 @@ pub fn stream_keys(prefix: &str, n: usize, hash_tag: bool) -> Vec<String> {
             } else {
                 format!("{prefix}:{i}")
             }
+        })
+        .collect()
+}
+
+/// `n` stream keys, key `i` in the `i`-th of `n` equal ranges of the
+/// hash-slot space (so on different shards of an n-shard server).
+pub fn spread_keys(prefix: &str, n: usize) -> Vec<String> {
+    let n = n.max(1);
+    (0..n)
+        .map(|i| {
+            let (lo, hi) = (i * 16384 / n, (i + 1) * 16384 / n);
+            (0u64..)
+                .map(|j| format!("{prefix}:{i}:{j}"))
+                .find(|k| (lo..hi).contains(&usize::from(slot_of(k.as_bytes()))))
+                .unwrap_or_else(|| format!("{prefix}:{i}"))
         })
         .collect()
 }
@@ -409,7 +464,11 @@ pub fn run(args: &LatencyArgs, url: &str, target_desc: String) -> Result<RunOutp
     let mut admin = Router::new(url, topo.clone(), cluster);
     let info = server_info(&mut admin);
 
-    let keys = stream_keys(&args.key_prefix, args.streams, args.hash_tag);
+    let keys = if args.partition {
+        spread_keys(&args.key_prefix, args.streams)
+    } else {
+        stream_keys(&args.key_prefix, args.streams, args.hash_tag)
+    };
     for k in &keys {
         keyed(&mut admin, k, redis::cmd("DEL").arg(k)).map_err(|e| format!("DEL {k}: {e}"))?;
         keyed(
@@ -443,7 +502,16 @@ pub fn run(args: &LatencyArgs, url: &str, target_desc: String) -> Result<RunOutp
         max_backlog: max_backlog(args),
     });
 
-    let sets = read_sets(&keys, cluster);
+    let sets = if args.partition {
+        keys.iter()
+            .map(|k| ReadSet {
+                keys: vec![k.clone()],
+                slot: slot_of(k.as_bytes()),
+            })
+            .collect()
+    } else {
+        read_sets(&keys, cluster)
+    };
     let consumers = args.consumers.max(1);
     if sets.len() > consumers && !args.quiet {
         eprintln!(
@@ -621,6 +689,9 @@ mod tests {
 
     #[test]
     fn keys_sets_and_schedule() {
+        let spread = spread_keys("lg", 2);
+        assert!(slot_of(spread[0].as_bytes()) < 8192, "{spread:?}");
+        assert!(slot_of(spread[1].as_bytes()) >= 8192, "{spread:?}");
         let keys = stream_keys("lg", 4, true);
         assert_eq!(keys[3], "{lg}:3");
         assert_eq!(read_sets(&keys, true).len(), 1);

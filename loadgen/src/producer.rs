@@ -83,12 +83,9 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
                 }
                 // Closed loop: send only as fast as the consumers drain, so the
                 // run measures sustainable throughput, not a growing queue.
-                let backlog = shared
-                    .sent
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(shared.received.load(Ordering::Relaxed));
-                if batch.is_empty() && backlog + depth as u64 > plan.max_backlog {
-                    std::thread::sleep(Duration::from_micros(50));
+                let limit = plan.max_backlog.saturating_sub(depth as u64);
+                if batch.is_empty() && shared.backlog() > limit {
+                    shared.wait_backlog_below(limit);
                     continue;
                 }
                 while batch.len() < depth {

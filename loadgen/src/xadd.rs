@@ -17,7 +17,7 @@ use redis::{RedisResult, Value};
 use serde::Serialize;
 
 use crate::cli::XaddArgs;
-use crate::latency::{new_histogram, payload, server_info, stream_keys};
+use crate::latency::{new_histogram, payload, server_info, spread_keys, stream_keys};
 use crate::report::{percentiles, Percentiles};
 use crate::target::{slot_of, Router, Topology};
 
@@ -90,6 +90,8 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     let info = server_info(&mut admin);
     let keys = Arc::new(if args.multi > 0 {
         spread_keys(&args.key_prefix, args.multi)
+    } else if args.partition {
+        spread_keys(&args.key_prefix, args.keys)
     } else {
         stream_keys(&args.key_prefix, args.keys, args.hash_tag)
     });
@@ -158,21 +160,6 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     })
 }
 
-/// `n` stream keys, key `i` in the `i`-th of `n` equal ranges of the
-/// hash-slot space (so on different shards of an n-shard server).
-fn spread_keys(prefix: &str, n: usize) -> Vec<String> {
-    let n = n.max(1);
-    (0..n)
-        .map(|i| {
-            let (lo, hi) = (i * 16384 / n, (i + 1) * 16384 / n);
-            (0u64..)
-                .map(|j| format!("{prefix}:{i}:{j}"))
-                .find(|k| (lo..hi).contains(&usize::from(slot_of(k.as_bytes()))))
-                .unwrap_or_else(|| format!("{prefix}:{i}"))
-        })
-        .collect()
-}
-
 fn client(
     args: &XaddArgs,
     id: usize,
@@ -205,7 +192,9 @@ fn client(
         }
         for _ in 0..n {
             let key = &keys[next % keys.len()];
-            next += 1;
+            if !args.partition {
+                next += 1;
+            }
             let node = router.topo.node_of_slot(slot_of(key.as_bytes()));
             let idx = match by_node.iter().position(|(n, _, _)| *n == node) {
                 Some(i) => i,

@@ -378,6 +378,51 @@ fn closed_loop_measures_sustainable_throughput() {
     let _ = std::fs::remove_file(svg);
 }
 
+/// `--partition` on a 2-shard server: each consumer reads its own stream
+/// (one per shard) and acknowledges each batch with its next read; every
+/// entry arrives once and every one is acknowledged.
+#[test]
+fn partitioned_streams_deliver_and_ack_every_entry() {
+    let json = scratch("partition.json");
+    let out = loadgen(&[
+        "--embedded-shards",
+        "2",
+        "--rate",
+        "0",
+        "--streams",
+        "2",
+        "--partition",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&json).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["verdict"], "ok", "{text}");
+    assert_eq!(v["lost"], 0);
+    assert_eq!(v["duplicates"], 0);
+    assert!(v["sent"].as_u64().unwrap() > 0, "{text}");
+    assert_eq!(v["unique"], v["sent"], "{text}");
+    assert_eq!(v["acked"], v["sent"], "{text}");
+    assert_eq!(v["errors"], 0, "{text}");
+    let _ = std::fs::remove_file(json);
+
+    // Hash tags and partitions exclude each other.
+    let out = loadgen(&["--partition", "--hash-tag", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// A password in `--url` never reaches the output, even in errors.
 #[test]
 fn password_is_redacted_in_errors() {
