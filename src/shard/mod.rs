@@ -645,7 +645,9 @@ impl ShardThread {
         let me = usize::from(self.me);
         for (i, batch) in self.out.batches.iter_mut().enumerate() {
             if i != me && !batch.is_empty() {
-                self.shared.threads[i].send(ShardMsg::Batch(std::mem::take(batch)));
+                // The next batch starts at this one's size: no regrowth.
+                let next = Vec::with_capacity(batch.len());
+                self.shared.threads[i].send(ShardMsg::Batch(std::mem::replace(batch, next)));
             }
         }
     }
@@ -656,7 +658,8 @@ impl ShardThread {
         let me = usize::from(self.me);
         for i in 0..self.replies.len() {
             if i != me && !self.replies[i].is_empty() {
-                let batch = std::mem::take(&mut self.replies[i]);
+                let next = Vec::with_capacity(self.replies[i].len());
+                let batch = std::mem::replace(&mut self.replies[i], next);
                 self.shared.threads[i].send(ShardMsg::Replies(batch));
             }
         }
