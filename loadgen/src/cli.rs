@@ -193,9 +193,15 @@ pub struct LatencyArgs {
 pub struct XaddArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Client threads (one connection per node each).
+    /// Clients (one connection per node each).
     #[arg(long, short = 'c', default_value_t = 50)]
     pub clients: usize,
+    /// Threads driving the clients, each its share of them (0: one per core,
+    /// at most one per client). Each round a thread sends every client's
+    /// pipeline, then reads their replies, as redis-benchmark's one thread
+    /// drives all of its connections.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
     /// XADDs per round trip.
     #[arg(long, short = 'P', default_value_t = 1)]
     pub pipeline: usize,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use redis::{RedisResult, Value};
+use redis::Value;
 use serde::Serialize;
 
 use crate::cli::XaddArgs;
@@ -104,14 +104,27 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     });
     let started = Instant::now();
     let mut threads = Vec::new();
-    for c in 0..args.clients.max(1) {
+    let clients = args.clients.max(1);
+    let nthreads = match args.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        t => t,
+    }
+    .min(clients);
+    for t in 0..nthreads {
         let (args, keys, fields, counters) =
             (args.clone(), keys.clone(), fields.clone(), counters.clone());
-        let router = Router::new(url, topo.clone(), cluster);
+        let mine: Vec<Client> = (t..clients)
+            .step_by(nthreads)
+            .map(|id| Client {
+                next: id,
+                router: Router::new(url, topo.clone(), cluster),
+                packed: Default::default(),
+            })
+            .collect();
         threads.push(
             std::thread::Builder::new()
-                .name(format!("xadd-{c}"))
-                .spawn(move || client(&args, c, &keys, &fields, &counters, router))
+                .name(format!("xadd-{t}"))
+                .spawn(move || drive(&args, mine, &keys, &fields, &counters))
                 .map_err(|e| e.to_string())?,
         );
     }
@@ -160,74 +173,207 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     })
 }
 
-fn client(
+/// One connection of the run: the key it writes next (round-robin over the
+/// keys, or always its own with `--partition`) and its connections per node.
+struct Client {
+    next: usize,
+    router: Router,
+    /// Packed pipelines by the key the round starts at (see [`pipelines`]).
+    packed: std::collections::HashMap<(usize, u64), Vec<Packed>>,
+}
+
+/// One pipeline, packed: `(node, bytes, replies, ops, replies per transaction)`.
+type Packed = (usize, Vec<u8>, usize, u64, usize);
+
+/// Rounds are packed once per starting key and reused while there are at
+/// most this many keys (a round is the same bytes each time it starts
+/// there, `*` IDs included).
+const CACHE_KEYS: usize = 64;
+
+/// A pipeline sent and not read yet.
+struct Flight {
+    /// Index of the client (in its thread) that sent it.
+    client: usize,
+    node: usize,
+    /// Replies to read.
+    replies: usize,
+    /// Ops it carries (XADDs, or transactions).
+    ops: u64,
+    /// Replies per transaction with `--multi` (0: every reply is an op).
+    per_tx: usize,
+    sent_at: Instant,
+}
+
+/// Drive `clients` from one thread, as redis-benchmark drives all of its
+/// connections from one: each round sends every client's pipeline, then
+/// reads the replies. A thread per connection would spend the client's CPU
+/// on context switches, which a 2-core host takes from the server.
+fn drive(
     args: &XaddArgs,
-    id: usize,
+    mut clients: Vec<Client>,
     keys: &[String],
     fields: &[(String, Vec<u8>)],
     counters: &Counters,
-    mut router: Router,
 ) -> Histogram<u64> {
     let mut hist = new_histogram();
     let depth = args.pipeline.max(1) as u64;
-    let mut next = id;
-    loop {
-        if counters.stop.load(Ordering::Relaxed) {
+    let mut flights: Vec<Flight> = Vec::new();
+    while !counters.stop.load(Ordering::Relaxed) {
+        for (ci, c) in clients.iter_mut().enumerate() {
+            let n = if args.requests > 0 {
+                let got = counters.claimed.fetch_add(depth, Ordering::Relaxed);
+                if got >= args.requests {
+                    break;
+                }
+                depth.min(args.requests - got)
+            } else {
+                depth
+            };
+            let start = (c.next % keys.len(), n);
+            let round = match c.packed.remove(&start) {
+                Some(round) => {
+                    if !args.partition && args.multi == 0 {
+                        c.next += n as usize;
+                    }
+                    round
+                }
+                None => pipelines(args, n, c, keys, fields),
+            };
+            for (node, packed, replies, ops, per_tx) in &round {
+                let (node, replies, ops, per_tx) = (*node, *replies, *ops, *per_tx);
+                match c
+                    .router
+                    .conn(node)
+                    .and_then(|k| k.send_packed_command(packed))
+                {
+                    Ok(()) => flights.push(Flight {
+                        client: ci,
+                        node,
+                        replies,
+                        ops,
+                        per_tx,
+                        sent_at: Instant::now(),
+                    }),
+                    Err(e) => {
+                        c.router.handle_error(node, &e);
+                        c.packed.clear();
+                        counters.errors.fetch_add(ops, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            }
+            if keys.len() <= CACHE_KEYS {
+                c.packed.insert(start, round);
+            }
+        }
+        if flights.is_empty() {
             break;
         }
-        let n = if args.requests > 0 {
-            let got = counters.claimed.fetch_add(depth, Ordering::Relaxed);
-            if got >= args.requests {
-                break;
+        for f in flights.drain(..) {
+            let c = &mut clients[f.client];
+            let (ok, failed) = read_flight(&f, &mut c.router);
+            if failed > 0 {
+                // The topology may have changed (MOVED): pack anew.
+                c.packed.clear();
             }
-            depth.min(args.requests - got)
-        } else {
-            depth
-        };
-        // One pipeline per node this batch touches.
-        let mut by_node: Vec<(usize, redis::Pipeline, u64)> = Vec::new();
-        if args.multi > 0 {
-            tx_round(args, n, keys, fields, counters, &mut router, &mut hist);
-            continue;
-        }
-        for _ in 0..n {
-            let key = &keys[next % keys.len()];
-            if !args.partition {
-                next += 1;
-            }
-            let node = router.topo.node_of_slot(slot_of(key.as_bytes()));
-            let idx = match by_node.iter().position(|(n, _, _)| *n == node) {
-                Some(i) => i,
-                None => {
-                    let mut p = redis::pipe();
-                    p.ignore_errors();
-                    by_node.push((node, p, 0));
-                    by_node.len() - 1
-                }
-            };
-            let (_, pipe, count) = &mut by_node[idx];
-            push_xadd(pipe, key, args.maxlen, fields);
-            *count += 1;
-        }
-        for (node, pipe, count) in by_node {
-            round_trip(
-                pipe,
-                node,
-                count,
-                &mut router,
-                &mut hist,
-                counters,
-                |_, r| {
-                    if r.is_ok() {
-                        Tally::Op
-                    } else {
-                        Tally::Error
-                    }
-                },
-            );
+            let us = (f.sent_at.elapsed().as_micros() as u64).max(1);
+            let _ = hist.record_n(us.min(60_000_000), ok);
+            counters.ops.fetch_add(ok, Ordering::Relaxed);
+            counters.errors.fetch_add(failed, Ordering::Relaxed);
         }
     }
     hist
+}
+
+/// The pipelines of one round of client `c`: `(node, pipeline, replies, ops,
+/// replies per transaction)`, one per node its `n` XADDs go to (one in all
+/// with `--multi`: `n` transactions of MULTI, one XADD per key, EXEC).
+fn pipelines(
+    args: &XaddArgs,
+    n: u64,
+    c: &mut Client,
+    keys: &[String],
+    fields: &[(String, Vec<u8>)],
+) -> Vec<Packed> {
+    if args.multi > 0 {
+        let mut pipe = redis::pipe();
+        for _ in 0..n {
+            pipe.cmd("MULTI");
+            for key in keys {
+                push_xadd(&mut pipe, key, args.maxlen, fields);
+            }
+            pipe.cmd("EXEC");
+        }
+        let node = c.router.topo.node_of_slot(slot_of(keys[0].as_bytes()));
+        let per_tx = keys.len() + 2;
+        return vec![(
+            node,
+            pipe.get_packed_pipeline(),
+            per_tx * n as usize,
+            n,
+            per_tx,
+        )];
+    }
+    let mut by_node: Vec<(usize, redis::Pipeline, usize, u64, usize)> = Vec::new();
+    for _ in 0..n {
+        let key = &keys[c.next % keys.len()];
+        if !args.partition {
+            c.next += 1;
+        }
+        let node = c.router.topo.node_of_slot(slot_of(key.as_bytes()));
+        let idx = match by_node.iter().position(|(n, ..)| *n == node) {
+            Some(i) => i,
+            None => {
+                by_node.push((node, redis::pipe(), 0, 0, 0));
+                by_node.len() - 1
+            }
+        };
+        let (_, pipe, replies, ops, _) = &mut by_node[idx];
+        push_xadd(pipe, key, args.maxlen, fields);
+        *replies += 1;
+        *ops += 1;
+    }
+    by_node
+        .into_iter()
+        .map(|(node, pipe, replies, ops, per_tx)| {
+            (node, pipe.get_packed_pipeline(), replies, ops, per_tx)
+        })
+        .collect()
+}
+
+/// Read a flight's replies: `(ops done, ops failed)`. An XADD is done when
+/// it answered (an ID, or nil under NOMKSTREAM); a transaction when its EXEC answered an array. A lost
+/// connection fails what is left of the flight.
+fn read_flight(f: &Flight, router: &mut Router) -> (u64, u64) {
+    let (mut ok, mut failed) = (0u64, 0u64);
+    for i in 0..f.replies {
+        let r = router
+            .conn(f.node)
+            .and_then(|k| k.recv_response())
+            .and_then(|v| match v {
+                Value::ServerError(e) => Err(e.into()),
+                v => Ok(v),
+            });
+        let exec = f.per_tx > 0 && i % f.per_tx == f.per_tx - 1;
+        let counts = f.per_tx == 0 || exec;
+        match r {
+            Ok(Value::Array(_)) if exec => ok += 1,
+            Ok(_) if exec => failed += 1,
+            Ok(_) if counts => ok += 1,
+            Ok(_) => {}
+            Err(e) => {
+                let lost = e.is_io_error() || e.is_connection_dropped();
+                router.handle_error(f.node, &e);
+                if lost {
+                    return (ok, f.ops - ok);
+                }
+                if counts {
+                    failed += 1;
+                }
+            }
+        }
+    }
+    (ok, failed)
 }
 
 /// Queue `XADD key [MAXLEN ~ m] * field value ...` on `pipe`.
@@ -245,87 +391,4 @@ fn push_xadd(
     for (f, v) in fields {
         cmd.arg(f.as_str()).arg(v.as_slice());
     }
-}
-
-/// How a reply of a pipeline counts.
-enum Tally {
-    /// One op done.
-    Op,
-    /// One op failed.
-    Error,
-    /// Part of an op (MULTI's `+OK`, `+QUEUED`).
-    Skip,
-}
-
-/// Send `pipe` (`sent` ops) to `node`; `tally` says how each reply (by
-/// position) counts. Every op done gets the pipeline's round trip as its
-/// latency; a failed round trip counts every op as an error and backs off.
-fn round_trip(
-    pipe: redis::Pipeline,
-    node: usize,
-    sent: u64,
-    router: &mut Router,
-    hist: &mut Histogram<u64>,
-    counters: &Counters,
-    tally: impl Fn(usize, &RedisResult<Value>) -> Tally,
-) {
-    let t0 = Instant::now();
-    let res: RedisResult<Vec<RedisResult<Value>>> = router.conn(node).and_then(|c| pipe.query(c));
-    let us = (t0.elapsed().as_micros() as u64).max(1);
-    match res {
-        Ok(replies) => {
-            let mut ok = 0;
-            for (i, r) in replies.iter().enumerate() {
-                match tally(i, r) {
-                    Tally::Op => ok += 1,
-                    Tally::Skip => {}
-                    Tally::Error => {
-                        if let Err(e) = r {
-                            router.handle_error(node, e);
-                        }
-                        counters.errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            let _ = hist.record_n(us.min(60_000_000), ok);
-            counters.ops.fetch_add(ok, Ordering::Relaxed);
-        }
-        Err(e) => {
-            router.handle_error(node, &e);
-            counters.errors.fetch_add(sent, Ordering::Relaxed);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-/// One pipeline of `n` transactions, each MULTI + one XADD per key + EXEC;
-/// an op is a transaction whose EXEC answered an array.
-fn tx_round(
-    args: &XaddArgs,
-    n: u64,
-    keys: &[String],
-    fields: &[(String, Vec<u8>)],
-    counters: &Counters,
-    router: &mut Router,
-    hist: &mut Histogram<u64>,
-) {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    for _ in 0..n {
-        pipe.cmd("MULTI");
-        for key in keys {
-            push_xadd(&mut pipe, key, args.maxlen, fields);
-        }
-        pipe.cmd("EXEC");
-    }
-    let node = router.topo.node_of_slot(slot_of(keys[0].as_bytes()));
-    let per_tx = keys.len() + 2;
-    round_trip(pipe, node, n, router, hist, counters, |i, r| {
-        let exec = i % per_tx == per_tx - 1;
-        match r {
-            Ok(Value::Array(_)) if exec => Tally::Op,
-            _ if exec => Tally::Error,
-            _ => Tally::Skip,
-        }
-    });
 }

@@ -489,6 +489,51 @@ fn xadd_throughput_against_redis_server() {
     assert_eq!(v["ops"], 2000);
     assert_eq!(v["errors"], 0);
     assert!(v["latency_us"]["p99.9"].as_u64().is_some());
+
+    // Seven clients on three threads, partitioned over three keys: every
+    // XADD lands once, client c on key c % 3 (the keys are kept to count).
+    let out = loadgen(&[
+        "xadd",
+        "--port",
+        &port,
+        "-c",
+        "7",
+        "--threads",
+        "3",
+        "-P",
+        "16",
+        "--keys",
+        "3",
+        "--partition",
+        "--key-prefix",
+        "part",
+        "--keep",
+        "-n",
+        "3000",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(v["ops"], 3000);
+    assert_eq!(v["errors"], 0);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("part:*").query(&mut c).unwrap();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    let total: u64 = keys
+        .iter()
+        .map(|k| redis::cmd("XLEN").arg(k).query::<u64>(&mut c).unwrap())
+        .sum();
+    assert_eq!(total, 3000);
 }
 
 /// `--multi 2`: transactions of two XADDs over streams spread across the
