@@ -64,19 +64,6 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// This reply, owning its bytes when it is a bulk string smaller than
-    /// `max_copy` bytes (a stored string that GET shares with its reply).
-    /// For a reply bound for another thread: the shared bytes' reference
-    /// count would be raised on this core and dropped on that one, a cache
-    /// line moved between cores per reply, which costs more than copying a
-    /// small value.
-    pub fn detached(self, max_copy: usize) -> Reply {
-        match self {
-            Reply::Bulk(b) if b.len() < max_copy => Reply::Bulk(Bytes::copy_from_slice(&b)),
-            r => r,
-        }
-    }
-
     /// A bulk string reply from anything byte-like.
     pub fn bulk(b: impl Into<Bytes>) -> Reply {
         Reply::Bulk(b.into())
@@ -115,26 +102,5 @@ impl From<CmdError> for Reply {
 impl From<Result<Reply, CmdError>> for Reply {
     fn from(r: Result<Reply, CmdError>) -> Reply {
         r.unwrap_or_else(Reply::Error)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detached_copies_small_bulks_only() {
-        let small = Bytes::from(vec![b'x'; 10]);
-        let Reply::Bulk(copy) = Reply::Bulk(small.clone()).detached(64) else {
-            panic!("not a bulk");
-        };
-        assert_eq!(copy, small);
-        assert_ne!(copy.as_ptr(), small.as_ptr());
-        let big = Bytes::from(vec![b'y'; 64]);
-        let Reply::Bulk(same) = Reply::Bulk(big.clone()).detached(64) else {
-            panic!("not a bulk");
-        };
-        assert_eq!(same.as_ptr(), big.as_ptr());
-        assert_eq!(Reply::Int(3).detached(64), Reply::Int(3));
     }
 }

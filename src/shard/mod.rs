@@ -1199,14 +1199,6 @@ impl<'a> Exec<'a> {
                 log_slow(self.shared, argv, ns / 1000, job.reply_to.conn);
             }
         }
-        // Bound for another thread: measured with redis-benchmark GET -P16
-        // over 1000 keys on 2 shards, sharing the stored bytes cost 10% of
-        // the server's CPU in reference counting alone.
-        let reply = if job.reply_to.io != self.db.id.0 {
-            reply.detached(crate::io::conn::BIG_BULK_BYTES)
-        } else {
-            reply
-        };
         self.db.stats.ops += 1;
         if self.panic_after.is_some_and(|n| self.db.stats.ops >= n) {
             panic!(
