@@ -266,3 +266,60 @@ fn pipeline_replies_across_shards_leave_in_one_write() {
     assert_eq!(w.raw(&["XADD", &stream, "1-1", "f", "v"]), "$3\r\n1-1");
     assert!(c.read_reply().contains("1-1"));
 }
+
+/// Each reply is written in the protocol in force when its command ran: a
+/// `HELLO` later in the same pipeline does not change the replies still
+/// due from another shard (found by a newcomer trial: `GET` on the other
+/// shard before `HELLO 3` came back as RESP3's `_`).
+#[test]
+fn hello_in_a_pipeline_switches_only_the_replies_after_it() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let a = key_on(&mut c, 0, "a");
+    let b = key_on(&mut c, 1, "b");
+    for round in 0..5 {
+        let mut wire = Vec::new();
+        for args in [
+            vec!["GET", a.as_str()],
+            vec!["GET", b.as_str()],
+            vec!["HELLO", "3"],
+            vec!["GET", a.as_str()],
+            vec!["GET", b.as_str()],
+            vec!["HELLO", "2"],
+            vec!["GET", b.as_str()],
+            vec!["GET", a.as_str()],
+        ] {
+            wire.extend(common::resp_command(&args));
+        }
+        c.send_raw(&wire);
+        assert_eq!(c.read_reply(), "$-1", "round {round}");
+        assert_eq!(c.read_reply(), "$-1", "round {round}");
+        assert!(c.read_reply().starts_with('%'), "HELLO 3 answers a map");
+        assert_eq!(c.read_reply(), "_", "round {round}");
+        assert_eq!(c.read_reply(), "_", "round {round}");
+        assert!(c.read_reply().starts_with('*'), "HELLO 2 answers an array");
+        assert_eq!(c.read_reply(), "$-1", "round {round}");
+        assert_eq!(c.read_reply(), "$-1", "round {round}");
+    }
+    // Doubles: RESP3's `,` only for the commands after HELLO 3.
+    assert_eq!(c.raw(&["ZADD", &format!("{a}:z"), "1.5", "m"]), ":1");
+    assert_eq!(c.raw(&["ZADD", &format!("{b}:z"), "2.5", "m"]), ":1");
+    let mut wire = Vec::new();
+    for args in [
+        vec!["ZSCORE".to_string(), format!("{b}:z"), "m".into()],
+        vec!["HELLO".into(), "3".into()],
+        vec!["ZSCORE".into(), format!("{a}:z"), "m".into()],
+        vec!["ZSCORE".into(), format!("{b}:z"), "m".into()],
+        vec!["HELLO".into(), "2".into()],
+        vec!["ZSCORE".into(), format!("{a}:z"), "m".into()],
+    ] {
+        wire.extend(common::resp_command(&args));
+    }
+    c.send_raw(&wire);
+    assert_eq!(c.read_reply(), "$3\r\n2.5");
+    assert!(c.read_reply().starts_with('%'));
+    assert_eq!(c.read_reply(), ",1.5");
+    assert_eq!(c.read_reply(), ",2.5");
+    assert!(c.read_reply().starts_with('*'));
+    assert_eq!(c.read_reply(), "$3\r\n1.5");
+}

@@ -312,6 +312,14 @@ pub struct Conn {
     /// connection's slots since its output was last considered (see
     /// [`Conn::defer_write`]).
     pub answered: bool,
+    /// The protocol the next reply to encode is written in: the one in force
+    /// when its command ran, which `HELLO` (or `RESET`) later in the same
+    /// pipeline does not change (`session.resp3` is the protocol of the
+    /// commands being dispatched now).
+    pub out_resp3: bool,
+    /// Protocol changes waiting for their reply to be encoded: from the
+    /// reply with this sequence number on (the `HELLO`'s own), this protocol.
+    pub proto_switches: VecDeque<(u64, bool)>,
 }
 
 impl Conn {
@@ -456,6 +464,20 @@ impl Conn {
         self.wchain_bytes + self.wbuf.len()
     }
 
+    /// Note the session's protocol after a command whose reply slot is
+    /// `seq` (`HELLO 3`, `RESET`): replies from `seq` on are encoded in it,
+    /// earlier ones still in the protocol their commands ran under.
+    pub fn note_protocol(&mut self, seq: u64) {
+        let now = self.session.resp3;
+        let last = self
+            .proto_switches
+            .back()
+            .map_or(self.out_resp3, |&(_, r)| r);
+        if now != last {
+            self.proto_switches.push_back((seq, now));
+        }
+    }
+
     /// Close now, dropping queued replies and output (over an output limit).
     fn drop_output(&mut self) {
         self.dead = true;
@@ -481,7 +503,7 @@ impl Conn {
                 self.wchain.push_back(b);
                 self.wbuf.extend_from_slice(b"\r\n");
             }
-            r => crate::io::codec::encode(&r, self.session.resp3, &mut self.wbuf),
+            r => crate::io::codec::encode(&r, self.out_resp3, &mut self.wbuf),
         }
     }
 
@@ -498,6 +520,13 @@ impl Conn {
         while let Some(Pending::Ready(_)) = self.slots.front() {
             if self.dead {
                 break;
+            }
+            while let Some(&(from, resp3)) = self.proto_switches.front() {
+                if from > self.base_seq {
+                    break;
+                }
+                self.out_resp3 = resp3;
+                self.proto_switches.pop_front();
             }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
                 if matches!(r, Reply::OverOutputLimit) {

@@ -216,6 +216,8 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         sent_to: 0,
         streak: 0,
         answered: false,
+        out_resp3: false,
+        proto_switches: Default::default(),
     })
 }
 
@@ -466,6 +468,7 @@ fn dispatch(
     };
     let name = spec.name;
     let transit = conn.session.transit.take();
+    let proto_before = conn.session.resp3;
     let mut routed = router::route(spec, &argv, &mut conn.session, shared);
     if let Some(check) = transit {
         routed = crate::route::transit::guard(routed, check);
@@ -554,5 +557,11 @@ fn dispatch(
                 conn.hold_until = Some(seq);
             }
         }
+    }
+    if conn.session.resp3 != proto_before {
+        // HELLO / RESET switched protocols: its reply and later ones use
+        // the new one, replies still due from other shards the old one.
+        let seq = conn.next_seq().saturating_sub(1);
+        conn.note_protocol(seq);
     }
 }
