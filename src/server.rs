@@ -398,11 +398,12 @@ impl CmdStats {
     }
 }
 
-/// Per shard thread, written by that thread once per loop iteration and
-/// summed by INFO: single-shard commands its connections ran on their own
-/// thread (no hop) and on another shard (INFO shardstream), and its socket
-/// traffic (INFO stats). Aligned so that two threads' counters never share a
-/// cache line.
+/// Per shard thread, written only by that thread and summed by INFO:
+/// single-shard commands its connections ran on their own thread (no hop)
+/// and on another shard (INFO shardstream), and its socket traffic (INFO
+/// stats). Aligned so that two threads' counters never share a cache line
+/// (one shared counter bumped by every thread per read and write moved
+/// that line between cores each time).
 #[derive(Default)]
 #[repr(align(128))]
 pub struct ThreadStats {
@@ -812,6 +813,10 @@ fn start_with(
         if cores.len() >= usize::from(shards) {
             cores
         } else {
+            log::warn!(
+                "pin-threads yes: {shards} shard threads but {} cores, so no thread is pinned",
+                cores.len()
+            );
             Vec::new()
         }
     } else {

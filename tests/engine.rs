@@ -323,3 +323,20 @@ fn hello_in_a_pipeline_switches_only_the_replies_after_it() {
     assert!(c.read_reply().starts_with('*'));
     assert_eq!(c.read_reply(), "$3\r\n1.5");
 }
+
+/// The byte counters count a command's bytes as they arrive, so an INFO
+/// counts itself, as in Redis (a fresh redis-server answers
+/// `total_net_input_bytes:25` to its first `INFO stats`), also right after
+/// CONFIG RESETSTAT, on either shard thread.
+#[test]
+fn info_counts_its_own_input_bytes() {
+    let srv = TestServer::start(2);
+    let info_bytes = common::resp_command(&["INFO", "stats"]).len() as u64;
+    let mut c = srv.client();
+    assert_eq!(stat(&mut c, "total_net_input_bytes"), info_bytes);
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    assert_eq!(stat(&mut c, "total_net_input_bytes"), info_bytes);
+    assert_eq!(stat(&mut c, "total_reads_processed"), 2);
+    let mut d = srv.client();
+    assert_eq!(stat(&mut d, "total_net_input_bytes"), 3 * info_bytes);
+}

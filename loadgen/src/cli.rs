@@ -85,8 +85,8 @@ pub struct LatencyArgs {
     /// yet read (default: 4 × max(consumers × COUNT, producers × pipeline), at least 1000).
     #[arg(long)]
     pub max_backlog: Option<u64>,
-    /// Stream keys; entries go round-robin over them.
-    #[arg(long, default_value_t = 1)]
+    /// Stream keys; entries go round-robin over them (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = at_least_one())]
     pub streams: usize,
     /// Put all stream keys in one hash slot (`{loadgen}:N`) instead of spreading them.
     #[arg(long, conflicts_with = "partition")]
@@ -193,8 +193,8 @@ pub struct LatencyArgs {
 pub struct XaddArgs {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Clients (one connection per node each).
-    #[arg(long, short = 'c', default_value_t = 50)]
+    /// Clients (one connection per node each), at least 1.
+    #[arg(long, short = 'c', default_value_t = 50, value_parser = at_least_one())]
     pub clients: usize,
     /// Threads driving the clients, each its share of them (0: one per core,
     /// at most one per client). Each round a thread sends every client's
@@ -205,11 +205,11 @@ pub struct XaddArgs {
     /// XADDs per round trip.
     #[arg(long, short = 'P', default_value_t = 1)]
     pub pipeline: usize,
-    /// Stream keys, chosen round-robin per call.
-    #[arg(long, default_value_t = 1)]
+    /// Stream keys, chosen round-robin per call (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = at_least_one())]
     pub keys: usize,
     /// Put all stream keys in one hash slot.
-    #[arg(long, conflicts_with = "partition")]
+    #[arg(long, conflicts_with_all = ["partition", "multi"])]
     pub hash_tag: bool,
     /// Partitioned streams: key `i` lies in the `i`-th of `--keys` equal
     /// hash-slot ranges (different shards), and client `c` writes only key
@@ -284,8 +284,8 @@ pub struct DelayedArgs {
     /// XREADGROUP COUNT.
     #[arg(long, default_value_t = 1000)]
     pub count: usize,
-    /// Stream keys, chosen round-robin.
-    #[arg(long, default_value_t = 8)]
+    /// Stream keys, chosen round-robin (at least 1).
+    #[arg(long, default_value_t = 8, value_parser = at_least_one())]
     pub keys: usize,
     /// Put all stream keys in one hash slot.
     #[arg(long)]

@@ -165,7 +165,6 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 now_ms: now_ms(),
                 stopping: false,
                 cluster_version: 0,
-                io: IoCounts::default(),
             };
             t.run();
             if !t.aof.shutdown(&mut t.db) {
@@ -288,19 +287,6 @@ struct ShardThread {
     stopping: bool,
     /// The cluster slot map version last looked at (blocked clients).
     cluster_version: u64,
-    /// Socket traffic since the last [`ShardThread::publish_stats`].
-    io: IoCounts,
-}
-
-/// A shard thread's socket counters, added to its [`crate::server::ThreadStats`]
-/// once per loop iteration (counting into shared atomics per read and write
-/// would move a cache line between cores each time).
-#[derive(Default)]
-struct IoCounts {
-    net_input_bytes: u64,
-    net_output_bytes: u64,
-    reads: u64,
-    writes: u64,
 }
 
 impl ShardThread {
@@ -461,8 +447,12 @@ impl ShardThread {
         if read.more {
             self.read_again.push(id);
         }
-        self.io.net_input_bytes += read.bytes;
-        self.io.reads += 1;
+        // This thread's own counters (a cache line no other thread writes),
+        // counted as the bytes arrive so an INFO in them counts itself, as
+        // in Redis.
+        let st = &self.shared.thread_stats[usize::from(self.me)];
+        st.net_input_bytes.fetch_add(read.bytes, Ordering::Relaxed);
+        st.reads_processed.fetch_add(1, Ordering::Relaxed);
         self.shared
             .stats
             .recent_max_input_bytes
@@ -890,17 +880,6 @@ impl ShardThread {
             st.blocking_keys.store(keys, Ordering::Relaxed);
             st.blocking_keys_nokey.store(nokey, Ordering::Relaxed);
         }
-        let io = std::mem::take(&mut self.io);
-        for (counter, n) in [
-            (&st.net_input_bytes, io.net_input_bytes),
-            (&st.net_output_bytes, io.net_output_bytes),
-            (&st.reads_processed, io.reads),
-            (&st.writes_processed, io.writes),
-        ] {
-            if n > 0 {
-                counter.fetch_add(n, Ordering::Relaxed);
-            }
-        }
         let local = std::mem::take(&mut self.out.local_commands);
         let remote = std::mem::take(&mut self.out.remote_commands);
         if local > 0 {
@@ -1045,7 +1024,9 @@ impl ShardThread {
                 0
             } else {
                 if conn.output_bytes() > 0 {
-                    self.io.writes += 1;
+                    self.shared.thread_stats[usize::from(self.me)]
+                        .writes_processed
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 let written = io::write_conn(conn);
                 // Ask for WRITABLE only while output is left over (as Redis
@@ -1076,7 +1057,11 @@ impl ShardThread {
                     .last_interaction_ms
                     .store(now_ms, Ordering::Relaxed);
             }
-            self.io.net_output_bytes += written;
+            if written > 0 {
+                self.shared.thread_stats[usize::from(self.me)]
+                    .net_output_bytes
+                    .fetch_add(written, Ordering::Relaxed);
+            }
             conn.session
                 .shared
                 .omem_bytes
