@@ -22,14 +22,19 @@ fn key_on(_c: &mut RespClient, shard: u16, prefix: &str) -> String {
     unreachable!()
 }
 
-/// An INFO shardstream field as an integer.
-fn shard_info(c: &mut RespClient, field: &str) -> u64 {
-    let text = c.raw(&["INFO", "shardstream"]);
+/// An INFO field of `section` as an integer.
+fn info_field(c: &mut RespClient, section: &str, field: &str) -> u64 {
+    let text = c.raw(&["INFO", section]);
     text.split("\r\n")
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO shardstream lacks {field}: {text}"))
+        .unwrap_or_else(|| panic!("INFO {section} lacks {field}: {text}"))
         .parse()
         .unwrap()
+}
+
+/// An INFO shardstream field as an integer.
+fn shard_info(c: &mut RespClient, field: &str) -> u64 {
+    info_field(c, "shardstream", field)
 }
 
 /// The shard thread serving the connection that sends this: the one whose
@@ -208,12 +213,7 @@ fn big_bulk_replies_keep_their_bytes_and_order() {
 
 /// An INFO stats field as an integer.
 fn stat(c: &mut RespClient, field: &str) -> u64 {
-    let text = c.raw(&["INFO", "stats"]);
-    text.split("\r\n")
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO stats lacks {field}: {text}"))
-        .parse()
-        .unwrap()
+    info_field(c, "stats", field)
 }
 
 /// A pipeline whose first reply is ready on the connection's own thread

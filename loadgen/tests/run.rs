@@ -53,6 +53,26 @@ impl Drop for RedisServer {
     }
 }
 
+/// The run's standard output, once it is known to have exited with `code`
+/// (both outputs are shown otherwise).
+fn exited(out: &Output, code: i32) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The `--json` report at `path`: its text (for messages) and its value.
+fn report(path: &std::path::Path) -> (String, Value) {
+    let text = std::fs::read_to_string(path).expect("json written");
+    let v = serde_json::from_str(&text).expect("json parses");
+    (text, v)
+}
+
 fn scratch(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("loadgen-test-{}-{name}", std::process::id()))
 }
@@ -240,21 +260,14 @@ fn saturated_run_says_so_and_loses_nothing() {
         svg.to_str().unwrap(),
         "--quiet",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = exited(&out, 3);
     assert!(
         stdout.contains("verdict  SATURATED (exit 3): nothing lost"),
         "{stdout}"
     );
     assert!(stdout.contains("  - consumers delivered "), "{stdout}");
     assert!(!stdout.contains("FAILED"), "{stdout}");
-    let text = std::fs::read_to_string(&json).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let (text, v) = report(&json);
     assert_eq!(v["verdict"], "saturated");
     assert_eq!(v["passed"], true, "{text}");
     assert_eq!(v["lost"], 0, "{text}");
@@ -299,16 +312,9 @@ fn drain_cut_short_leaves_backlog_not_loss() {
         json.to_str().unwrap(),
         "--quiet",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&json).unwrap();
+    let stdout = exited(&out, 3);
+    let (text, v) = report(&json);
     let _ = std::fs::remove_file(&json);
-    let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["drain"], "capped", "{text}");
     assert_eq!(v["lost"], 0, "{text}");
     let left = v["backlog_left"].as_u64().unwrap();
@@ -349,17 +355,10 @@ fn closed_loop_measures_sustainable_throughput() {
         svg.to_str().unwrap(),
         "--quiet",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = exited(&out, 0);
     assert!(stdout.contains("rate     closed loop: "), "{stdout}");
     assert!(stdout.contains("delivered (max sustainable)"), "{stdout}");
-    let text = std::fs::read_to_string(&json).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let (text, v) = report(&json);
     assert_eq!(v["verdict"], "ok");
     assert_eq!(v["lost"], 0);
     assert_eq!(v["max_backlog"], 500);
@@ -400,15 +399,8 @@ fn partitioned_streams_deliver_and_ack_every_entry() {
         json.to_str().unwrap(),
         "--quiet",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&json).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    exited(&out, 0);
+    let (text, v) = report(&json);
     assert_eq!(v["verdict"], "ok", "{text}");
     assert_eq!(v["lost"], 0);
     assert_eq!(v["duplicates"], 0);
