@@ -485,10 +485,7 @@ impl ShardThread {
                 ShardMsg::Batch(jobs) => self.run_jobs(jobs, now),
                 ShardMsg::Replies(replies) => {
                     for (to, reply) in replies {
-                        if let Some(conn) = self.conns.get_mut(&to.conn) {
-                            conn.answered = true;
-                        }
-                        self.deliver(to, reply);
+                        self.deliver(to, reply, true);
                     }
                 }
                 ShardMsg::Accept(sock, addr) => self.accept(sock, addr),
@@ -655,17 +652,19 @@ impl ShardThread {
         }
         let mine = std::mem::take(&mut self.replies[me]);
         for (to, reply) in mine {
-            self.deliver(to, reply);
+            self.deliver(to, reply, false);
         }
     }
 
     /// Put a reply (or one part of a fan-out's reply) into its connection's
     /// queue; a finished fan-out may start its next step (park the read, or
-    /// run the second pass).
-    fn deliver(&mut self, to: ReplyTo, reply: Reply) {
+    /// run the second pass). `remote`: it came in another thread's reply
+    /// message (see [`Conn::defer_write`]).
+    fn deliver(&mut self, to: ReplyTo, reply: Reply, remote: bool) {
         let Some(conn) = self.conns.get_mut(&to.conn) else {
             return;
         };
+        conn.answered |= remote;
         match conn.fill(to.seq, to.part, reply) {
             Some(Then::Block(plan)) => {
                 start_block(
