@@ -56,6 +56,9 @@ pub struct BlockPlan {
     /// A read over streams of several shards (XREAD / XREADGROUP): woken, it
     /// runs again as a whole from this command line (see [`Rerun`]).
     pub rerun: Option<Rerun>,
+    /// A read on a slot in transit: the key check its shard makes in the
+    /// same step that serves or parks it (see [`crate::route::transit`]).
+    pub transit: Option<crate::cluster::TransitCheck>,
 }
 
 /// What a blocked read over several shards needs to run again when a

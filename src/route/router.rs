@@ -388,6 +388,7 @@ fn route_blocking(
         park,
         timeout_ms,
         rerun,
+        transit: None,
     };
     // A blocking pop over keys of several shards (BLPOP, BZPOPMIN, BLMPOP,
     // BZMPOP: the reply comes from one key) first tries its keys in order
@@ -554,7 +555,12 @@ pub fn start_block(
         Ticket::watched(watch)
     };
     for (shard, part_argv) in &plan.parts {
-        match (plan.park)(part_argv, ticket.clone()) {
+        let parked = (plan.park)(part_argv, ticket.clone());
+        let parked = match &plan.transit {
+            Some(check) => parked.map(|req| crate::route::transit::checked(check.clone(), req)),
+            None => parked,
+        };
+        match parked {
             Ok(req) => {
                 conn.note_sent(*shard);
                 batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req))

@@ -9,44 +9,33 @@
 //! keys are asked for on an importing slot and some are missing).
 
 use crate::cluster::TransitCheck;
-use crate::io::conn::Then;
 use crate::reply::Reply;
 use crate::route::router::Routed;
-use crate::shard::msg::on_shard;
+use crate::shard::msg::{on_shard, ShardReq};
 
 /// `routed` with `check` made first on its shard: a refusal (ASK,
 /// TRYAGAIN) is the reply and the command does not run. A blocking read
-/// checks before it is served or parks. Commands over several shards cannot
-/// be on one slot, so they are returned unchanged.
+/// checks in the same step that serves or parks it, so a key migrated in
+/// between cannot turn the ASK into the missing key's own error. Commands
+/// over several shards cannot be on one slot, so they are returned
+/// unchanged.
 pub fn guard(routed: Routed, check: TransitCheck) -> Routed {
     match routed {
-        Routed::One(shard, req) => Routed::One(
-            shard,
-            on_shard(move |db, cx| {
-                if let Err(e) = check.decide(|k| db.is_live(cx.db, k, cx.now_ms)) {
-                    return Reply::Error(e);
-                }
-                req.apply(db, cx)
-            }),
-        ),
-        Routed::Block(plan) => {
-            let Some(&(shard, _)) = plan.parts.first() else {
-                return Routed::Block(plan);
-            };
-            let first = on_shard(move |db, cx| {
-                match check.decide(|k| db.is_live(cx.db, k, cx.now_ms)) {
-                    Err(e) => Reply::Error(e),
-                    // Go on: serve or park the read.
-                    Ok(()) => Reply::NullArray,
-                }
-            });
-            let single = |mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullArray);
-            Routed::Fan(
-                vec![(shard, first)],
-                Box::new(single),
-                Some(Then::Block(plan)),
-            )
+        Routed::One(shard, req) => Routed::One(shard, checked(check, req)),
+        Routed::Block(mut plan) => {
+            plan.transit = Some(check);
+            Routed::Block(plan)
         }
         other => other,
     }
+}
+
+/// `req`, run only if `check` passes on its shard (its refusal otherwise).
+pub fn checked(check: TransitCheck, req: ShardReq) -> ShardReq {
+    on_shard(move |db, cx| {
+        if let Err(e) = check.decide(|k| db.is_live(cx.db, k, cx.now_ms)) {
+            return Reply::Error(e);
+        }
+        req.apply(db, cx)
+    })
 }
