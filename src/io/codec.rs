@@ -176,7 +176,9 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
     if count <= 0 {
         return Ok(Scan::Empty(pos));
     }
-    let mut args = Vec::new();
+    // Sized by the header up front (growing it cost a reallocation or two
+    // per command), within a bound a hostile header cannot inflate.
+    let mut args = Vec::with_capacity((count as usize).min(1024));
     for _ in 0..count {
         if pos >= buf.len() {
             return Ok(Scan::Need(pos + 1));
