@@ -14,7 +14,7 @@ use crate::reply::Reply;
 use crate::shard::db::ShardDb;
 use crate::stream::id::{parse_id, parse_xadd_id};
 use crate::stream::idmp::{auto_iid, IdmpConfig, MAX_DURATION_S, MAX_MAXSIZE};
-use crate::stream::{IdSpec, RefPolicy, StreamId, TrimSpec, TrimStrategy};
+use crate::stream::{IdSpec, RefPolicy, Stream, StreamId, TrimSpec, TrimStrategy};
 use bytes::Bytes;
 
 /// `arg` as a C string equals `token` (Redis compares `ptr[0]`/`ptr[1]`, so
@@ -473,28 +473,35 @@ pub fn apply_xadd(db: &mut ShardDb, cx: &ExecCtx, req: XaddReq) -> Result<Reply,
             return Ok(Reply::Bulk(id.to_bytes()));
         }
     }
-    let exists = match db.get_stream(cx.db, &req.key, cx.now_ms)? {
-        Some(s) => {
-            s.next_id(req.id, cx.now_ms)?;
-            true
+    // Append, record the IDMP pair, trim: (id, trimmed, how, length after).
+    let add = |stream: &mut Stream| -> Result<_, CmdError> {
+        let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
+        if let Some(m) = &req.idmp {
+            stream.idmp_mut().record(&m.pid, &m.iid, id, cx.now_ms);
         }
-        None => false,
+        let (trimmed, effect) = match req.trim {
+            Some(trim) => stream.trim_reporting(trim, limits),
+            None => (0, crate::stream::TrimEffect::Prefix),
+        };
+        Ok((id, trimmed, effect, stream.len()))
     };
-    if !exists && req.nomkstream {
-        return Ok(Reply::NullBulk);
-    }
-    let Some(stream) = db.stream_for_write(cx.db, &req.key, true, cx.now_ms)? else {
-        return Ok(Reply::NullBulk);
+    // The common case, a stream that exists, takes one key lookup.
+    let added = match db.get_stream_mut(cx.db, &req.key, cx.now_ms)? {
+        Some(stream) => Some(add(stream)?),
+        None => None,
     };
-    let id = stream.append(req.id, &req.fields, cx.now_ms, limits)?;
-    if let Some(m) = &req.idmp {
-        stream.idmp_mut().record(&m.pid, &m.iid, id, cx.now_ms);
-    }
-    let (trimmed, trim_effect) = match req.trim {
-        Some(trim) => stream.trim_reporting(trim, limits),
-        None => (0, crate::stream::TrimEffect::Prefix),
+    let (id, trimmed, trim_effect, len_after) = match added {
+        Some(added) => added,
+        None if req.nomkstream => return Ok(Reply::NullBulk),
+        None => {
+            // A bad ID creates nothing (Redis checks it before creating the key).
+            Stream::default().next_id(req.id, cx.now_ms)?;
+            let Some(stream) = db.stream_for_write(cx.db, &req.key, true, cx.now_ms)? else {
+                return Ok(Reply::NullBulk);
+            };
+            add(stream)?
+        }
     };
-    let len_after = stream.len();
     let id_bytes = id.to_bytes();
     if db.aof.is_enabled() {
         // Effects: the entry with its concrete ID, then the trim as an exact length.
