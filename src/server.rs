@@ -541,9 +541,15 @@ impl Shared {
     /// unknown names only count as processed), and whether it failed or was
     /// rejected before running.
     pub fn count_call(&self, name: &str, failed: bool, rejected: bool) {
+        self.count_call_at(self.cmdstats.index_of(name), failed, rejected);
+    }
+
+    /// [`count_call`](Self::count_call) by command statistics row (from
+    /// [`CmdStats::index_of`]).
+    pub fn count_call_at(&self, stat: Option<usize>, failed: bool, rejected: bool) {
         let st = self.cmdstats.block();
         st.add(&st.processed, 1);
-        if let Some(i) = self.cmdstats.index_of(name) {
+        if let Some(i) = stat {
             if !rejected {
                 st.add(&st.calls[i], 1);
             }

@@ -677,6 +677,44 @@ fn commandstats_counts_subcommands_and_rejections() {
     );
 }
 
+/// A pipeline that repeats a command (looked up once per connection) and
+/// switches between commands, letter case and a container's subcommands
+/// still counts each under its own row, as Redis does.
+#[test]
+fn commandstats_in_a_pipeline_of_mixed_commands() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let mut wire = Vec::new();
+    for args in [
+        &["SET", "k", "1"][..],
+        &["set", "k", "2"],
+        &["GET", "k"],
+        &["CLIENT", "ID"],
+        &["client", "GETNAME"],
+        &["CLIENT", "ID"],
+        &["sEt", "k", "3"],
+        &["NOSUCH", "x"],
+        &["GET"],
+        &["get", "k"],
+    ] {
+        wire.extend(common::resp_command(args));
+    }
+    c.send_raw(&wire);
+    let replies: Vec<String> = (0..10).map(|_| c.read_reply()).collect();
+    assert_eq!(replies[9], "$1\r\n3");
+    assert!(replies[7].starts_with("-ERR unknown command 'NOSUCH'"), "{}", replies[7]);
+    let cs = c.raw(&["INFO", "commandstats"]);
+    let t = body(&cs);
+    let stat = |name: &str| info_field(t, name).as_deref().map(without_usec);
+    let calls = |n: u32, rejected: u32| {
+        Some(format!("calls={n},rejected_calls={rejected},failed_calls=0"))
+    };
+    assert_eq!(stat("cmdstat_set"), calls(3, 0));
+    assert_eq!(stat("cmdstat_get"), calls(2, 1));
+    assert_eq!(stat("cmdstat_client|id"), calls(2, 0));
+    assert_eq!(stat("cmdstat_client|getname"), calls(1, 0));
+}
+
 #[test]
 fn command_introspection() {
     let srv = TestServer::start(1);

@@ -323,6 +323,9 @@ pub struct Conn {
     /// Protocol changes waiting for their reply to be encoded: from the
     /// reply with this sequence number on (the `HELLO`'s own), this protocol.
     pub proto_switches: VecDeque<(u64, bool)>,
+    /// The command row this connection named last, with its command
+    /// statistics row: a pipeline of one command is looked up once.
+    pub cmd_cache: Option<(&'static crate::cmd::CommandSpec, Option<usize>)>,
 }
 
 impl Conn {

@@ -61,18 +61,30 @@ fn warn_cross_protocol(conn: &Conn) {
 /// Redis's reply to a DENYOOM command while over `maxmemory`.
 pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
-/// Run every gate for `argv`. Returns the table row that decides the
-/// command (a container's subcommand row) when it may run; `None` when it
-/// was refused (the refusal is already queued as its reply) or queued inside
-/// MULTI (`+QUEUED` is queued).
-pub fn admit(
-    shared: &Shared,
-    conn: &mut Conn,
-    argv: &mut Option<Vec<Bytes>>,
-) -> Option<&'static CommandSpec> {
+/// A command the gates let through.
+pub struct Admitted {
+    /// The table row that decides the command (a container's subcommand row).
+    pub spec: &'static CommandSpec,
+    /// Its command statistics row (INFO commandstats), if it has one.
+    pub stat: Option<usize>,
+}
+
+/// Run every gate for `argv`. Returns the command when it may run; `None`
+/// when it was refused (the refusal is already queued as its reply) or
+/// queued inside MULTI (`+QUEUED` is queued).
+pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) -> Option<Admitted> {
     let args = argv.as_deref()?;
     conn.session.transit = None;
-    let Some(spec) = table::lookup(&args[0]) else {
+    // The same command as the last one (a pipeline): no table lookup.
+    let cached = conn
+        .cmd_cache
+        .filter(|(s, _)| s.name.as_bytes().eq_ignore_ascii_case(&args[0]));
+    let Some((spec, stat)) = cached.or_else(|| {
+        let spec = table::lookup(&args[0])?;
+        let entry = (spec, shared.cmdstats.index_of(spec.name));
+        conn.cmd_cache = Some(entry);
+        Some(entry)
+    }) else {
         if is_cross_protocol_probe(&args[0]) {
             // No reply, and no earlier pipelined reply either: Redis frees
             // the client asynchronously and skips writing to it.
@@ -90,6 +102,7 @@ pub fn admit(
         reject_cmd(shared, conn, spec, CmdError::arity(spec.name));
         return None;
     }
+    let top = spec;
     let spec = match gate_subcommand(spec, args) {
         Ok(sub) => sub,
         Err(e) => {
@@ -103,7 +116,13 @@ pub fn admit(
         reject(shared, conn, e);
         return None;
     }
-    if let Some(i) = shared.cmdstats.index_of(spec.name) {
+    // A container's statistics row is its subcommand's.
+    let stat = if std::ptr::eq(spec, top) {
+        stat
+    } else {
+        shared.cmdstats.index_of(spec.name)
+    };
+    if let Some(i) = stat {
         conn.session.shared.last_cmd.store(i, Ordering::Relaxed);
     }
     if let Err(e) = gate_auth(spec, &conn.session) {
@@ -146,7 +165,7 @@ pub fn admit(
         conn.push_slot(Pending::Ready(Reply::simple("QUEUED")));
         return None;
     }
-    Some(spec)
+    Some(Admitted { spec, stat })
 }
 
 /// Container commands (CLIENT, CONFIG, COMMAND, CLUSTER): the subcommand row

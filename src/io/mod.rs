@@ -218,6 +218,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         answered: false,
         out_resp3: false,
         proto_switches: Default::default(),
+        cmd_cache: None,
     })
 }
 
@@ -460,13 +461,12 @@ fn dispatch(
     local: &mut dyn RunLocal,
 ) {
     let mut argv = Some(argv);
-    let Some(spec) = gates::admit(shared, conn, &mut argv) else {
+    let Some(gates::Admitted { spec, stat }) = gates::admit(shared, conn, &mut argv) else {
         return;
     };
     let Some(argv) = argv else {
         return;
     };
-    let name = spec.name;
     let transit = conn.session.transit.take();
     let proto_before = conn.session.resp3;
     let mut routed = router::route(spec, &argv, &mut conn.session, shared);
@@ -482,23 +482,23 @@ fn dispatch(
     }
     match routed {
         Routed::Reply(r) => {
-            shared.count_call(name, r.is_error(), false);
+            shared.count_call_at(stat, r.is_error(), false);
             if let Some(e) = r.error_text() {
                 shared.cmdstats.count_error(e);
             }
             conn.push_slot(Pending::Ready(r));
         }
         Routed::Close(r) => {
-            shared.count_call(name, false, false);
+            shared.count_call_at(stat, false, false);
             let seq = conn.push_slot(Pending::Ready(r));
             conn.close_after = Some(seq);
         }
         Routed::Drop => {
-            shared.count_call(name, false, false);
+            shared.count_call_at(stat, false, false);
             conn.dead = true;
         }
         Routed::One(shard, req) => {
-            shared.count_call(name, false, false);
+            shared.count_call_at(stat, false, false);
             out.count(conn, shard);
             let seq = conn.push_slot(if shard.0 == out.me {
                 Pending::Waiting
@@ -506,10 +506,7 @@ fn dispatch(
                 Pending::Hop
             });
             let mut job = conn.job(out.me, seq, 0, req);
-            job.cmd = shared
-                .cmdstats
-                .index_of(name)
-                .map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            job.cmd = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
             job.argv = Some(argv);
             if shard.0 == out.me {
                 local.run_local(out, conn, job);
@@ -519,7 +516,7 @@ fn dispatch(
             }
         }
         Routed::Block(plan) => {
-            shared.count_call(name, false, false);
+            shared.count_call_at(stat, false, false);
             if let [(shard, _)] = plan.parts.as_slice() {
                 // A blocking read on one shard's keys counts toward
                 // handover like any single-shard command (consumers).
@@ -529,12 +526,12 @@ fn dispatch(
             start_block(out.me, shared, &mut out.batches, conn, seq, plan);
         }
         Routed::Fan(parts, merge, then) => {
-            shared.count_call(name, false, false);
+            shared.count_call_at(stat, false, false);
             let seq = conn.push_slot(Pending::Waiting);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
         }
         Routed::Atomic(shards, body, merge, then) => {
-            shared.count_call(name, false, false);
+            shared.count_call_at(stat, false, false);
             let coordinator = shards.iter().copied().min_by_key(|s| s.0);
             let coordinator = coordinator.unwrap_or(ShardId(out.me));
             let others = shards
