@@ -702,12 +702,18 @@ fn commandstats_in_a_pipeline_of_mixed_commands() {
     c.send_raw(&wire);
     let replies: Vec<String> = (0..10).map(|_| c.read_reply()).collect();
     assert_eq!(replies[9], "$1\r\n3");
-    assert!(replies[7].starts_with("-ERR unknown command 'NOSUCH'"), "{}", replies[7]);
+    assert!(
+        replies[7].starts_with("-ERR unknown command 'NOSUCH'"),
+        "{}",
+        replies[7]
+    );
     let cs = c.raw(&["INFO", "commandstats"]);
     let t = body(&cs);
     let stat = |name: &str| info_field(t, name).as_deref().map(without_usec);
     let calls = |n: u32, rejected: u32| {
-        Some(format!("calls={n},rejected_calls={rejected},failed_calls=0"))
+        Some(format!(
+            "calls={n},rejected_calls={rejected},failed_calls=0"
+        ))
     };
     assert_eq!(stat("cmdstat_set"), calls(3, 0));
     assert_eq!(stat("cmdstat_get"), calls(2, 1));

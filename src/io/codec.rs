@@ -68,13 +68,32 @@ pub fn decode(buf: &mut BytesMut, limits: DecodeLimits) -> Result<Decoded, Proto
         return decode_inline(buf);
     }
     // Check the headers (and Redis's limits), then cut the arguments out.
-    match scan_multibulk(buf, limits)? {
-        Scan::Need(n) => Ok(Decoded::Incomplete { min_total: n }),
+    // The argument positions go to a buffer this thread reuses, so a
+    // command costs one allocation (its argument list), not two.
+    thread_local! {
+        static POSITIONS: std::cell::RefCell<Vec<(usize, usize)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    POSITIONS.with_borrow_mut(|args| {
+        args.clear();
+        let decoded = scan_multibulk(buf, limits, args).map(|scan| cut(buf, scan, args));
+        if args.capacity() > 1024 {
+            // A huge command's list is not kept.
+            *args = Vec::new();
+        }
+        decoded
+    })
+}
+
+/// Cut a scanned frame out of `buf` as a command's arguments.
+fn cut(buf: &mut BytesMut, scan: Scan, args: &[(usize, usize)]) -> Decoded {
+    match scan {
+        Scan::Need(n) => Decoded::Incomplete { min_total: n },
         Scan::Empty(consumed) => {
             let _ = buf.split_to(consumed);
-            Ok(Decoded::Command(Vec::new()))
+            Decoded::Command(Vec::new())
         }
-        Scan::Complete { end, args } => {
+        Scan::Complete { end } => {
             let mut frame = buf.split_to(end).freeze();
             let mut argv = Vec::with_capacity(args.len());
             if let Some((&(start, len), rest)) = args.split_last() {
@@ -85,18 +104,15 @@ pub fn decode(buf: &mut BytesMut, limits: DecodeLimits) -> Result<Decoded, Proto
                 frame.truncate(len);
                 argv.push(frame);
             }
-            Ok(Decoded::Command(argv))
+            Decoded::Command(argv)
         }
     }
 }
 
 enum Scan {
     /// The whole frame (`end` bytes) is buffered and its headers are valid;
-    /// `args` are the (start, length) of each bulk in it.
-    Complete {
-        end: usize,
-        args: Vec<(usize, usize)>,
-    },
+    /// the scan's list holds the (start, length) of each bulk in it.
+    Complete { end: usize },
     /// `*0` or `*-1`: an empty command of this many bytes.
     Empty(usize),
     /// At least this many bytes are needed.
@@ -154,7 +170,11 @@ fn header_int(text: &[u8]) -> Option<i64> {
 /// `processMultibulkBuffer`, redis/src/networking.c (7.x): error texts
 /// `invalid multibulk length`, `expected '$', got 'x'`, `invalid bulk length`,
 /// `too big mbulk count string`, `too big bulk count string`.
-fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> {
+fn scan_multibulk(
+    buf: &[u8],
+    limits: DecodeLimits,
+    args: &mut Vec<(usize, usize)>,
+) -> Result<Scan, ProtoError> {
     let cr = match header_end(buf, 1) {
         Ok(cr) => cr,
         Err(Some(need)) => return Ok(Scan::Need(need)),
@@ -176,9 +196,6 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
     if count <= 0 {
         return Ok(Scan::Empty(pos));
     }
-    // Sized by the header up front (growing it cost a reallocation or two
-    // per command), within a bound a hostile header cannot inflate.
-    let mut args = Vec::with_capacity((count as usize).min(1024));
     for _ in 0..count {
         if pos >= buf.len() {
             return Ok(Scan::Need(pos + 1));
@@ -213,7 +230,7 @@ fn scan_multibulk(buf: &[u8], limits: DecodeLimits) -> Result<Scan, ProtoError> 
         }
         args.push((start, len));
     }
-    Ok(Scan::Complete { end: pos, args })
+    Ok(Scan::Complete { end: pos })
 }
 
 /// Decode one inline command (a text line, split like `sdssplitargs`).
