@@ -61,28 +61,57 @@ pub enum Decoded {
 
 /// Decode one command from the front of `buf`, consuming its bytes.
 pub fn decode(buf: &mut BytesMut, limits: DecodeLimits) -> Result<Decoded, ProtoError> {
+    decode_resuming(buf, limits, &mut FrameScan::default())
+}
+
+/// How far the scan of an incomplete multibulk frame got, kept by its
+/// connection: the next scan of the same buffer resumes there. A command of
+/// many arguments arriving over many reads is then scanned once, not once
+/// per read (which was quadratic in its size), as Redis parses its query
+/// buffer incrementally.
+#[derive(Debug, Default)]
+pub struct FrameScan {
+    /// The (start, length) of each argument scanned so far; the list keeps
+    /// its capacity from one command to the next (up to 1024 arguments).
+    args: Vec<(usize, usize)>,
+    /// The frame's argument count; 0 when no scan is under way.
+    count: usize,
+    /// Where the next argument's header starts.
+    pos: usize,
+}
+
+impl FrameScan {
+    fn reset(&mut self) {
+        self.args.clear();
+        if self.args.capacity() > 1024 {
+            self.args = Vec::new();
+        }
+        self.count = 0;
+        self.pos = 0;
+    }
+}
+
+/// [`decode`] for a buffer that only grows at its end between calls until a
+/// command is taken from it: `scan` (empty at first) carries an incomplete
+/// frame's progress from one call to the next.
+pub fn decode_resuming(
+    buf: &mut BytesMut,
+    limits: DecodeLimits,
+    scan: &mut FrameScan,
+) -> Result<Decoded, ProtoError> {
     if buf.is_empty() {
         return Ok(Decoded::Incomplete { min_total: 1 });
     }
     if buf[0] != b'*' {
+        scan.reset();
         return decode_inline(buf);
     }
     // Check the headers (and Redis's limits), then cut the arguments out.
-    // The argument positions go to a buffer this thread reuses, so a
-    // command costs one allocation (its argument list), not two.
-    thread_local! {
-        static POSITIONS: std::cell::RefCell<Vec<(usize, usize)>> =
-            const { std::cell::RefCell::new(Vec::new()) };
+    let decoded = scan_multibulk(buf, limits, scan).map(|s| cut(buf, s, &scan.args));
+    if !matches!(decoded, Ok(Decoded::Incomplete { .. })) {
+        scan.reset();
     }
-    POSITIONS.with_borrow_mut(|args| {
-        args.clear();
-        let decoded = scan_multibulk(buf, limits, args).map(|scan| cut(buf, scan, args));
-        if args.capacity() > 1024 {
-            // A huge command's list is not kept.
-            *args = Vec::new();
-        }
-        decoded
-    })
+    decoded
 }
 
 /// Cut a scanned frame out of `buf` as a command's arguments.
@@ -173,30 +202,20 @@ fn header_int(text: &[u8]) -> Option<i64> {
 fn scan_multibulk(
     buf: &[u8],
     limits: DecodeLimits,
-    args: &mut Vec<(usize, usize)>,
+    st: &mut FrameScan,
 ) -> Result<Scan, ProtoError> {
-    let cr = match header_end(buf, 1) {
-        Ok(cr) => cr,
-        Err(Some(need)) => return Ok(Scan::Need(need)),
-        Err(None) => {
-            if buf.len() > INLINE_MAX_BYTES {
-                return Err(ProtoError("too big mbulk count string".into()));
-            }
-            return Ok(Scan::Need(buf.len() + 1));
+    let (count, mut pos) = if st.count > 0 {
+        (st.count, st.pos)
+    } else {
+        match scan_count(buf, limits)? {
+            Ok(header) => header,
+            Err(scan) => return Ok(scan),
         }
     };
-    let count = match header_int(&buf[1..cr]) {
-        Some(n) if n <= limits.max_multibulk => n,
-        _ => return Err(ProtoError("invalid multibulk length".into())),
-    };
-    if limits.unauthenticated && count > MULTIBULK_MAX_UNAUTH {
-        return Err(ProtoError("unauthenticated multibulk length".into()));
-    }
-    let mut pos = cr + 2;
-    if count <= 0 {
-        return Ok(Scan::Empty(pos));
-    }
-    for _ in 0..count {
+    for _ in st.args.len()..count {
+        // Stopped short of the frame's end: resume at this header next time.
+        st.count = count;
+        st.pos = pos;
         if pos >= buf.len() {
             return Ok(Scan::Need(pos + 1));
         }
@@ -224,13 +243,46 @@ fn scan_multibulk(
         let start = cr + 2;
         // Redis waits for len + 2 bytes, takes len and skips the next two
         // without looking at them.
-        pos = start + len + 2;
-        if pos > buf.len() {
-            return Ok(Scan::Need(pos));
+        let end = start + len + 2;
+        if end > buf.len() {
+            return Ok(Scan::Need(end));
         }
-        args.push((start, len));
+        st.args.push((start, len));
+        pos = end;
     }
     Ok(Scan::Complete { end: pos })
+}
+
+/// The multibulk count header `*<count>\r\n` at the start of `buf`.
+///
+/// # Reply
+/// `Ok(Ok((count, first header)))` for a frame of arguments; `Ok(Err(scan))`
+/// when the header is incomplete or the frame is empty (`*0`, `*-1`).
+fn scan_count(
+    buf: &[u8],
+    limits: DecodeLimits,
+) -> Result<Result<(usize, usize), Scan>, ProtoError> {
+    let cr = match header_end(buf, 1) {
+        Ok(cr) => cr,
+        Err(Some(need)) => return Ok(Err(Scan::Need(need))),
+        Err(None) => {
+            if buf.len() > INLINE_MAX_BYTES {
+                return Err(ProtoError("too big mbulk count string".into()));
+            }
+            return Ok(Err(Scan::Need(buf.len() + 1)));
+        }
+    };
+    let count = match header_int(&buf[1..cr]) {
+        Some(n) if n <= limits.max_multibulk => n,
+        _ => return Err(ProtoError("invalid multibulk length".into())),
+    };
+    if limits.unauthenticated && count > MULTIBULK_MAX_UNAUTH {
+        return Err(ProtoError("unauthenticated multibulk length".into()));
+    }
+    match usize::try_from(count) {
+        Ok(n) if n > 0 => Ok(Ok((n, cr + 2))),
+        _ => Ok(Err(Scan::Empty(cr + 2))),
+    }
 }
 
 /// Decode one inline command (a text line, split like `sdssplitargs`).
@@ -275,6 +327,12 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
     }
 }
 
+/// C's `isspace` in the "C" locale, which `sdssplitargs` uses: Rust's
+/// `is_ascii_whitespace` leaves out the vertical tab (0x0B).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
 /// Split an inline line into arguments: whitespace separated, with `"..."`
 /// (backslash escapes, `\xHH`) and `'...'` quoting. `None` on unbalanced quotes
 /// or a closing quote not followed by a space. A NUL byte ends the line, as
@@ -292,7 +350,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_space(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -327,7 +385,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -344,7 +402,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -502,6 +560,83 @@ mod tests {
             max_multibulk: MULTIBULK_MAX,
             unauthenticated: false,
         }
+    }
+
+    /// Decode everything in `wire`, fed `step` bytes at a time through one
+    /// resumable scan: the commands, then the error if one ends the input.
+    fn decode_in_steps(wire: &[u8], step: usize) -> (Vec<Vec<Bytes>>, Option<String>) {
+        let (mut buf, mut scan) = (BytesMut::new(), FrameScan::default());
+        let mut commands = Vec::new();
+        for chunk in wire.chunks(step) {
+            buf.extend_from_slice(chunk);
+            loop {
+                match decode_resuming(&mut buf, limits(), &mut scan) {
+                    Ok(Decoded::Command(argv)) => commands.push(argv),
+                    Ok(Decoded::Incomplete { min_total }) => {
+                        assert!(min_total > buf.len(), "asks for bytes it has");
+                        break;
+                    }
+                    Err(e) => return (commands, Some(e.0.to_string())),
+                }
+            }
+        }
+        (commands, None)
+    }
+
+    /// A frame arriving over many reads resumes its scan where it stopped,
+    /// and decodes to what it decodes to in one piece, at every split.
+    #[test]
+    fn a_scan_resumes_across_reads() {
+        let mut wire = Vec::new();
+        let many: Vec<String> = (0..300).map(|i| format!("f{i}")).collect();
+        wire.extend(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n");
+        wire.extend(format!("*{}\r\n$4\r\nXADD\r\n", many.len() + 1).bytes());
+        for f in &many {
+            wire.extend(format!("${}\r\n{f}\r\n", f.len()).bytes());
+        }
+        wire.extend(b"*0\r\nPING\r\n*1\r\n$4\r\nPING\r\n");
+        let (whole, err) = decode_in_steps(&wire, wire.len());
+        assert_eq!(err, None);
+        assert_eq!(whole.len(), 5);
+        assert_eq!(whole[1].len(), 301);
+        assert_eq!(&whole[1][300][..], b"f299");
+        for step in [1, 2, 3, 7, 64, 1000] {
+            assert_eq!(
+                decode_in_steps(&wire, step),
+                (whole.clone(), None),
+                "step {step}"
+            );
+        }
+        // A bad header after scanned arguments is found at once, with the
+        // commands before it decoded.
+        let mut bad = wire[..31].to_vec(); // the SET
+        bad.extend(b"*2\r\n$4\r\nECHO\r\n:1\r\n");
+        for step in [1, 5, bad.len()] {
+            let (cmds, err) = decode_in_steps(&bad, step);
+            assert_eq!(cmds.len(), 1, "step {step}");
+            assert_eq!(err.as_deref(), Some("expected '$', got ':'"), "step {step}");
+        }
+    }
+
+    /// Inline splitting skips and ends quotes on C's `isspace` set, vertical
+    /// tab included; an unquoted argument ends only at space, tab, CR, LF,
+    /// as `sdssplitargs` does (redis-server 7.0: `\x0bPING` is PONG,
+    /// `ECHO "hi"\x0b` echoes hi).
+    #[test]
+    fn inline_vertical_tab_is_space_as_in_c() {
+        let words =
+            |l: &[u8]| split_args(l).map(|v| v.iter().map(|b| b.to_vec()).collect::<Vec<_>>());
+        assert_eq!(words(b"\x0bPING"), Some(vec![b"PING".to_vec()]));
+        assert_eq!(
+            words(b"ECHO \"hi\"\x0b"),
+            Some(vec![b"ECHO".to_vec(), b"hi".to_vec()])
+        );
+        assert_eq!(
+            words(b"ECHO 'hi'\x0c"),
+            Some(vec![b"ECHO".to_vec(), b"hi".to_vec()])
+        );
+        assert_eq!(words(b"a\x0bb"), Some(vec![b"a\x0bb".to_vec()]));
+        assert_eq!(words(b"ECHO \"hi\"x"), None);
     }
 
     /// Fuzz finding (codec): a NUL outside quotes made `split_args` loop

@@ -266,6 +266,8 @@ pub struct Conn {
     pub session: Session,
     /// Bytes read and not yet decoded.
     pub rbuf: BytesMut,
+    /// How far decoding got into an incomplete command at the front of `rbuf`.
+    pub scan: crate::io::codec::FrameScan,
     /// Do not try to decode until `rbuf` holds this many bytes.
     pub need_bytes: usize,
     /// Encoded replies not yet written to the socket.

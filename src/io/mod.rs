@@ -196,6 +196,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             shared: client,
         },
         rbuf: BytesMut::with_capacity(16 * 1024),
+        scan: Default::default(),
         need_bytes: 0,
         wbuf: BytesMut::new(),
         wchain: Default::default(),
@@ -307,6 +308,7 @@ pub fn read_conn(
                         .observe(conn.rbuf.len() as u64);
                     conn.dead = true;
                     conn.rbuf = BytesMut::new();
+                    conn.scan = Default::default();
                     break;
                 }
                 if drained {
@@ -423,7 +425,7 @@ pub fn process_input(
             return;
         }
         decode_limits.unauthenticated = !conn.session.authenticated;
-        match codec::decode(&mut conn.rbuf, decode_limits) {
+        match codec::decode_resuming(&mut conn.rbuf, decode_limits, &mut conn.scan) {
             Ok(Decoded::Command(argv)) => {
                 conn.need_bytes = 0;
                 if !argv.is_empty() {
