@@ -104,11 +104,19 @@ impl fmt::Display for CmdError {
                 }
                 Ok(())
             }
-            Self::UnknownSubcommand { cmd, sub } => write!(
-                f,
-                "ERR unknown subcommand '{sub}'. Try {} HELP.",
-                cmd.to_ascii_uppercase()
-            ),
+            Self::UnknownSubcommand { cmd, sub } => {
+                // Redis prints at most 128 bytes of it (`%.128s`).
+                let mut cut = sub.len().min(128);
+                while !sub.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                write!(
+                    f,
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    &sub[..cut],
+                    cmd.to_ascii_uppercase()
+                )
+            }
             Self::Syntax => f.write_str("ERR syntax error"),
             Self::WrongType => {
                 f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -173,3 +181,31 @@ impl fmt::Display for ProtoError {
 }
 
 impl std::error::Error for ProtoError {}
+
+#[cfg(test)]
+mod tests {
+    use super::CmdError;
+
+    /// Redis cuts the subcommand it echoes to 128 bytes (`%.128s`,
+    /// redis-server 7.0: `CLIENT <300 z>` echoes 128 of them).
+    #[test]
+    fn unknown_subcommand_echoes_at_most_128_bytes() {
+        let e = CmdError::UnknownSubcommand {
+            cmd: "client".into(),
+            sub: "z".repeat(300),
+        };
+        let want = format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            "z".repeat(128)
+        );
+        assert_eq!(e.to_string(), want);
+        let short = CmdError::UnknownSubcommand {
+            cmd: "xgroup".into(),
+            sub: "nosub".into(),
+        };
+        assert_eq!(
+            short.to_string(),
+            "ERR unknown subcommand 'nosub'. Try XGROUP HELP."
+        );
+    }
+}

@@ -106,7 +106,13 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
     let spec = match gate_subcommand(spec, args) {
         Ok(sub) => sub,
         Err(e) => {
-            shared.count_call(spec.name, false, true);
+            // As Redis counts them: a known subcommand's arity error on
+            // that subcommand's row, an unknown subcommand on none.
+            let row = args
+                .get(1)
+                .and_then(|sub| table::lookup_sub(spec, sub))
+                .map_or("unknown", |sub| sub.name);
+            shared.count_call(row, false, true);
             reject(shared, conn, e);
             return None;
         }
