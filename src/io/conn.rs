@@ -318,7 +318,7 @@ pub struct Conn {
     /// [`Conn::defer_write`]).
     pub answered: bool,
     /// The protocol the next reply to encode is written in: the one in force
-    /// when its command ran, which `HELLO` (or `RESET`) later in the same
+    /// when its command ran, which a `HELLO` later in the same
     /// pipeline does not change (`session.resp3` is the protocol of the
     /// commands being dispatched now).
     pub out_resp3: bool,
@@ -473,7 +473,7 @@ impl Conn {
     }
 
     /// Note the session's protocol after a command whose reply slot is
-    /// `seq` (`HELLO 3`, `RESET`): replies from `seq` on are encoded in it,
+    /// `seq` (`HELLO 3`): replies from `seq` on are encoded in it,
     /// earlier ones still in the protocol their commands ran under.
     pub fn note_protocol(&mut self, seq: u64) {
         let now = self.session.resp3;

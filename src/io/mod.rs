@@ -558,7 +558,7 @@ fn dispatch(
         }
     }
     if conn.session.resp3 != proto_before {
-        // HELLO / RESET switched protocols: its reply and later ones use
+        // HELLO switched protocols: its reply and later ones use
         // the new one, replies still due from other shards the old one.
         let seq = conn.next_seq().saturating_sub(1);
         conn.note_protocol(seq);
