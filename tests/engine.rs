@@ -11,7 +11,7 @@ use common::{eventually, RespClient, TestServer};
 
 /// A key whose slot a 2-shard server gives to `shard` (slots 0..8191 →
 /// shard 0, 8192..16383 → shard 1), with `prefix` in its name.
-fn key_on(_c: &mut RespClient, shard: u16, prefix: &str) -> String {
+fn key_on(shard: u16, prefix: &str) -> String {
     for i in 0.. {
         let key = format!("{prefix}:{i}");
         let slot = shardstream::route::slot::slot_of(key.as_bytes()).0;
@@ -20,6 +20,14 @@ fn key_on(_c: &mut RespClient, shard: u16, prefix: &str) -> String {
         }
     }
     unreachable!()
+}
+
+/// A 2-shard server, a client, and a key on each shard (`a:…` on shard 0,
+/// `b:…` on shard 1).
+fn two_shards() -> (TestServer, RespClient, String, String) {
+    let srv = TestServer::start(2);
+    let c = srv.client();
+    (srv, c, key_on(0, "a"), key_on(1, "b"))
 }
 
 /// An INFO field of `section` as an integer.
@@ -79,10 +87,7 @@ fn one_shard_never_hops() {
 
 #[test]
 fn pipelined_replies_keep_request_order_across_shards() {
-    let srv = TestServer::start(2);
-    let mut c = srv.client();
-    let a = key_on(&mut c, 0, "a");
-    let b = key_on(&mut c, 1, "b");
+    let (_srv, mut c, a, b) = two_shards();
     // One write carrying 600 commands alternating between the shards.
     let mut wire = Vec::new();
     for i in 0..300 {
@@ -108,8 +113,8 @@ fn pipelined_replies_keep_request_order_across_shards() {
 fn connection_moves_to_the_shard_its_commands_go_to() {
     let srv = TestServer::start(2);
     let mut c = srv.client();
-    let k0 = key_on(&mut c, 0, "k");
-    let k1 = key_on(&mut c, 1, "k");
+    let k0 = key_on(0, "k");
+    let k1 = key_on(1, "k");
     let home = own_thread(&mut c, [&k0, &k1]);
     let other = 1 - home;
     let key = if other == 0 { k0.clone() } else { k1.clone() };
@@ -135,8 +140,8 @@ fn connection_moves_to_the_shard_its_commands_go_to() {
 fn handed_over_connection_blocks_and_can_be_killed() {
     let srv = TestServer::start(2);
     let mut c = srv.client();
-    let k0 = key_on(&mut c, 0, "s");
-    let k1 = key_on(&mut c, 1, "s");
+    let k0 = key_on(0, "s");
+    let k1 = key_on(1, "s");
     let home = own_thread(&mut c, [&k0, &k1]);
     let key = if home == 0 { k1.clone() } else { k0.clone() };
     for _ in 0..64 {
@@ -223,11 +228,8 @@ fn stat(c: &mut RespClient, field: &str) -> u64 {
 /// not hold back the replies before it.
 #[test]
 fn pipeline_replies_across_shards_leave_in_one_write() {
-    let srv = TestServer::start(2);
-    let mut c = srv.client();
+    let (srv, mut c, a, b) = two_shards();
     let mut info = srv.client();
-    let a = key_on(&mut c, 0, "a");
-    let b = key_on(&mut c, 1, "b");
     let home = own_thread(&mut c, [&a, &b]);
     let (local, remote) = if home == 0 { (a, b) } else { (b, a) };
     for round in 0..5u64 {
@@ -273,10 +275,7 @@ fn pipeline_replies_across_shards_leave_in_one_write() {
 /// shard before `HELLO 3` came back as RESP3's `_`).
 #[test]
 fn hello_in_a_pipeline_switches_only_the_replies_after_it() {
-    let srv = TestServer::start(2);
-    let mut c = srv.client();
-    let a = key_on(&mut c, 0, "a");
-    let b = key_on(&mut c, 1, "b");
+    let (_srv, mut c, a, b) = two_shards();
     for round in 0..5 {
         let mut wire = Vec::new();
         for args in [
