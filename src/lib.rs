@@ -45,6 +45,7 @@ pub mod cmd;
 pub mod cmdline;
 pub mod config;
 pub mod config_rewrite;
+pub mod ctype;
 pub mod delayed;
 pub mod error;
 pub mod io;

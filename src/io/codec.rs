@@ -19,6 +19,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::ctype::is_space;
 use crate::error::ProtoError;
 use crate::reply::Reply;
 
@@ -325,12 +326,6 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
         Some(args) => Ok(Decoded::Command(args)),
         None => Err(ProtoError("unbalanced quotes in request".into())),
     }
-}
-
-/// C's `isspace` in the "C" locale, which `sdssplitargs` uses: Rust's
-/// `is_ascii_whitespace` leaves out the vertical tab (0x0B).
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 /// Split an inline line into arguments: whitespace separated, with `"..."`

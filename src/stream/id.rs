@@ -358,7 +358,7 @@ fn string2ll(s: &[u8]) -> Option<i64> {
 /// at least one digit, no overflow.
 fn strtoull_full(s: &[u8]) -> Option<u64> {
     let mut i = 0;
-    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+    while i < s.len() && crate::ctype::is_space(s[i]) {
         i += 1;
     }
     let mut neg = false;
