@@ -220,11 +220,9 @@ fn scan_multibulk(
         if pos >= buf.len() {
             return Ok(Scan::Need(pos + 1));
         }
-        if buf[pos] != b'$' {
-            let got = buf[pos] as char;
-            return Err(ProtoError(format!("expected '$', got '{got}'").into()));
-        }
-        let cr = match header_end(buf, pos + 1) {
+        // As Redis: the header line must be buffered (up to its `\r` and
+        // one byte more) before its first byte is checked for `$`.
+        let cr = match header_end(buf, pos) {
             Ok(cr) => cr,
             Err(Some(need)) => return Ok(Scan::Need(need)),
             Err(None) => {
@@ -234,6 +232,10 @@ fn scan_multibulk(
                 return Ok(Scan::Need(buf.len() + 1));
             }
         };
+        if buf[pos] != b'$' {
+            let got = buf[pos] as char;
+            return Err(ProtoError(format!("expected '$', got '{got}'").into()));
+        }
         let len = match header_int(&buf[pos + 1..cr]) {
             Some(n) if (0..=limits.max_bulk_bytes).contains(&n) => n as usize,
             _ => return Err(ProtoError("invalid bulk length".into())),
@@ -602,8 +604,20 @@ mod tests {
                 "step {step}"
             );
         }
-        // A bad header after scanned arguments is found at once, with the
-        // commands before it decoded.
+        // A bad header line waits for its `\r` and the byte after it, as in
+        // Redis, then fails with the commands before it decoded.
+        let mut partial = BytesMut::from(&b"*2\r\n$4\r\nECHO\r\n:1"[..]);
+        let mut scan = FrameScan::default();
+        assert!(matches!(
+            decode_resuming(&mut partial, limits(), &mut scan),
+            Ok(Decoded::Incomplete { .. })
+        ));
+        partial.extend_from_slice(b"\r\n");
+        let err = decode_resuming(&mut partial, limits(), &mut scan).err();
+        assert_eq!(
+            err.map(|e| e.0.to_string()).as_deref(),
+            Some("expected '$', got ':'")
+        );
         let mut bad = wire[..31].to_vec(); // the SET
         bad.extend(b"*2\r\n$4\r\nECHO\r\n:1\r\n");
         for step in [1, 5, bad.len()] {
