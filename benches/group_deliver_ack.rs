@@ -48,16 +48,23 @@ fn main() {
     let mut now_ms = base_ms;
     loop {
         now_ms += 1;
-        let Some(d) = s.deliver_new(b"g", &consumer, 10, false, now_ms, |_| true) else {
+        // Each delivered entry's fields are read, as a reply writes them.
+        let mut field_bytes = 0usize;
+        let read = |e: &shardstream::stream::EntryView<'_>| {
+            field_bytes += e.fields().map(|(f, v)| f.len() + v.len()).sum::<usize>();
+            true
+        };
+        let Some(d) = s.deliver_new(b"g", &consumer, 10, false, now_ms, read) else {
             break;
         };
-        if d.entries.is_empty() {
+        black_box(field_bytes);
+        if d.ids.is_empty() {
             break;
         }
-        delivered += d.entries.len() as u64;
+        delivered += d.ids.len() as u64;
         let g = s.group_mut(b"g").expect("group");
-        for e in &d.entries {
-            acked += u64::from(ack(g, e.id, now_ms + 2));
+        for &id in &d.ids {
+            acked += u64::from(ack(g, id, now_ms + 2));
         }
         black_box(&d);
     }

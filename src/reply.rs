@@ -47,6 +47,12 @@ pub enum Reply {
     Verbatim(Bytes),
     /// `-<error text>`
     Error(CmdError),
+    /// One RESP value already encoded, made only of arrays and bulk strings,
+    /// so its bytes are the same in RESP2 and RESP3; written as it is. Stream
+    /// reads write their entries this way, straight from the nodes
+    /// (`cmd::stream::range::EntriesOut`). Code that looks inside replies
+    /// (Lua) reads it through [`Reply::expanded`].
+    Raw(Bytes),
     /// Internal, never encoded: the request parked a blocking waiter and its
     /// reply comes later from whoever claims the ticket (a shard or the
     /// connection's thread on timeout). Shards do not send it.
@@ -90,6 +96,61 @@ impl Reply {
             Reply::Error(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl Reply {
+    /// This reply with every [`Reply::Raw`] in it decoded back into arrays
+    /// and bulk strings: the tree the same reply would have been had it been
+    /// built value by value.
+    pub fn expanded(self) -> Reply {
+        match self {
+            Reply::Raw(b) => {
+                let mut pos = 0;
+                parse_raw(&b, &mut pos)
+            }
+            Reply::Array(items) => Reply::Array(items.into_iter().map(Reply::expanded).collect()),
+            Reply::Set(items) => Reply::Set(items.into_iter().map(Reply::expanded).collect()),
+            Reply::Map(p) => Reply::Map(expand_pairs(p)),
+            Reply::PairMap(p) => Reply::PairMap(expand_pairs(p)),
+            Reply::Pairs(p) => Reply::Pairs(expand_pairs(p)),
+            other => other,
+        }
+    }
+}
+
+fn expand_pairs(pairs: Vec<(Reply, Reply)>) -> Vec<(Reply, Reply)> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.expanded(), v.expanded()))
+        .collect()
+}
+
+/// Decode the RESP value at `*pos` of a [`Reply::Raw`] (arrays, bulk
+/// strings and their nulls), moving `pos` past it. Input that is not such
+/// a value, which `Raw`'s writers never produce, decodes as a null bulk.
+fn parse_raw(b: &Bytes, pos: &mut usize) -> Reply {
+    let Some(&kind) = b.get(*pos) else {
+        return Reply::NullBulk;
+    };
+    let Some(cr) = b[*pos..].iter().position(|&c| c == b'\r').map(|i| *pos + i) else {
+        return Reply::NullBulk;
+    };
+    let n: Option<i64> = std::str::from_utf8(&b[*pos + 1..cr])
+        .ok()
+        .and_then(|t| t.parse().ok());
+    *pos = cr + 2;
+    match (kind, n) {
+        (b'*', Some(n)) if n < 0 => Reply::NullArray,
+        (b'*', Some(n)) => Reply::Array((0..n).map(|_| parse_raw(b, pos)).collect()),
+        (b'$', Some(n)) if n < 0 => Reply::NullBulk,
+        (b'$', Some(n)) => {
+            let end = (*pos + n as usize).min(b.len());
+            let item = b.slice(*pos..end);
+            *pos = end + 2;
+            Reply::Bulk(item)
+        }
+        _ => Reply::NullBulk,
     }
 }
 

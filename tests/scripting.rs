@@ -58,6 +58,15 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.call('get', 'str')" 0
         EVAL "return redis.call('get', 'nosuch')" 0
         EVAL "return type(redis.call('get', 'nosuch'))" 0
+        # Stream entries (written straight from the nodes) read by a script
+        XADD sx 1-1 a 1 b 2
+        XADD sx 1-2 a 3 c 4
+        EVAL "return redis.call('XRANGE', KEYS[1], '-', '+')" 1 sx
+        EVAL "return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)" 1 sx
+        EVAL "return redis.call('XREAD', 'COUNT', 5, 'STREAMS', KEYS[1], '0')" 1 sx
+        XGROUP CREATE sx g 0
+        EVAL "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'STREAMS', KEYS[1], '>')" 1 sx
+        EVAL "return redis.call('XRANGE', KEYS[1], '-', '+')[2][2][3]" 1 sx
         EVAL "return redis.call('set', 'k', 'v')" 0
         EVAL "return redis.call('set', 'k', 'v')['ok']" 0
         EVAL "return redis.call('incr', 'n')" 0
@@ -503,6 +512,10 @@ fn resp3_conversions_match_redis() {
         EVAL "redis.setresp(3); return redis.call('config', 'get', 'maxmemory')" 0
         EVAL "redis.setresp(3); return true" 0
         EVAL "redis.setresp(3); return {1, true, false}" 0
+        XADD sx 1-1 a 1
+        EVAL "redis.setresp(3); return redis.call('XREAD', 'STREAMS', KEYS[1], '0')" 1 sx
+        XREAD STREAMS sx 0
+        XRANGE sx - +
         ~HELLO 2
         EVAL "redis.setresp(3); return {true, false}" 0
         EVAL "return {true, false}" 0

@@ -507,6 +507,7 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 bulk(out, b);
             }
         }
+        Reply::Raw(b) => out.put_slice(b),
         Reply::NoReply | Reply::OverOutputLimit | Reply::Rerun => {}
         Reply::Error(e) => {
             out.put_u8(b'-');
@@ -526,14 +527,16 @@ pub fn format_double(d: f64) -> String {
     crate::zset::score::format_score(d)
 }
 
-fn header(out: &mut BytesMut, kind: u8, n: i64) {
+/// Write a RESP header line: `kind`, `n` in decimal, CRLF (`*3\r\n`).
+pub fn header(out: &mut BytesMut, kind: u8, n: i64) {
     let mut buf = itoa::Buffer::new();
     out.put_u8(kind);
     out.put_slice(buf.format(n).as_bytes());
     out.put_slice(b"\r\n");
 }
 
-fn bulk(out: &mut BytesMut, b: &[u8]) {
+/// Write `b` as a RESP bulk string.
+pub fn bulk(out: &mut BytesMut, b: &[u8]) {
     header(out, b'$', b.len() as i64);
     out.put_slice(b);
     out.put_slice(b"\r\n");

@@ -940,6 +940,7 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         }
         Reply::Verbatim(b) => Value::String(lua.create_string(&b[..])?),
         Reply::Error(e) => err_table(lua, &e.to_string())?,
+        raw @ Reply::Raw(_) => reply_to_lua(lua, raw.expanded(), resp3)?,
     })
 }
 

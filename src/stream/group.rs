@@ -584,8 +584,8 @@ impl StreamCounters {
 pub struct Delivered {
     /// The consumer was created by this read.
     pub created: bool,
-    /// The entries delivered, ascending (empty when nothing was new).
-    pub entries: Vec<super::Entry>,
+    /// IDs of the entries delivered, ascending (empty when nothing was new).
+    pub ids: Vec<StreamId>,
 }
 
 /// What a history read found ([`Stream::read_history`]).
@@ -602,8 +602,9 @@ pub struct History {
 impl Stream {
     /// A `>` read of `group` by `consumer` (created if missing): the entries
     /// after the group's last-delivered ID, at most `take`, while `admit`
-    /// accepts them (it is asked before each entry is delivered; the first
-    /// refusal ends the read). Each delivered entry advances last-delivered
+    /// accepts them (it is asked before each entry is delivered, with the
+    /// entry in place in its node, and is where the caller writes it out;
+    /// the first refusal ends the read). Each delivered entry advances last-delivered
     /// and entries-read and, unless `noack`, enters both PELs; the consumer's
     /// seen time is `now_ms`, and its active time too when an entry entered
     /// its PEL. `None` when the group does not exist.
@@ -617,44 +618,45 @@ impl Stream {
         take: usize,
         noack: bool,
         now_ms: u64,
-        mut admit: impl FnMut(&super::Entry) -> bool,
+        mut admit: impl FnMut(&super::EntryView<'_>) -> bool,
     ) -> Option<Delivered> {
         let counters = self.counters();
         let last = self.group(group)?.last_id;
-        let entries: Vec<super::Entry> = match last.next() {
+        let ids: Vec<StreamId> = match last.next() {
             Some(start) => self
-                .iter_range(start, StreamId::MAX, false)
+                .iter_views(start, StreamId::MAX, false)
                 .take(take)
                 .take_while(|e| admit(e))
+                .map(|e| e.id)
                 .collect(),
             None => Vec::new(),
         };
         let g = self.group_mut(group)?;
         let (cid, created) = g.get_or_create_consumer(consumer, now_ms);
         g.touch_seen(cid, now_ms);
-        if !entries.is_empty() && !noack {
+        if !ids.is_empty() && !noack {
             g.touch_active(cid, now_ms);
         }
         // Entries of one millisecond share one histogram update.
         let mut run: Option<(u64, u64)> = None;
-        for e in &entries {
-            g.advance_last_delivered(e.id, &counters);
+        for &id in &ids {
+            g.advance_last_delivered(id, &counters);
             match &mut run {
-                Some((ms, n)) if *ms == e.id.ms => *n += 1,
+                Some((ms, n)) if *ms == id.ms => *n += 1,
                 _ => {
-                    if let Some((ms, n)) = run.replace((e.id.ms, 1)) {
+                    if let Some((ms, n)) = run.replace((id.ms, 1)) {
                         g.latency.record_deliveries(ms, now_ms, n);
                     }
                 }
             }
             if !noack {
-                g.deliver(e.id, cid, now_ms);
+                g.deliver(id, cid, now_ms);
             }
         }
         if let Some((ms, n)) = run {
             g.latency.record_deliveries(ms, now_ms, n);
         }
-        Some(Delivered { created, entries })
+        Some(Delivered { created, ids })
     }
 
     /// A history read of `group` by `consumer` (created if missing): its
@@ -950,10 +952,7 @@ mod tests {
             })
             .unwrap();
         assert!(d.created);
-        assert_eq!(
-            d.entries.iter().map(|e| e.id).collect::<Vec<_>>(),
-            vec![id(1, 0), id(2, 0)]
-        );
+        assert_eq!(d.ids, vec![id(1, 0), id(2, 0)]);
         let g = s.group(b"g").unwrap();
         assert_eq!(
             (g.last_id, g.entries_read, g.pel().len()),
@@ -961,7 +960,7 @@ mod tests {
         );
         // NOACK: delivered, not pending, consumer not made active again.
         let d = s.deliver_new(b"g", &c, 1, true, 9, |_| true).unwrap();
-        assert_eq!(d.entries.len(), 1);
+        assert_eq!(d.ids.len(), 1);
         assert_eq!(s.group(b"g").unwrap().pel().len(), 2);
         assert!(s.deliver_new(b"nog", &c, 1, false, 9, |_| true).is_none());
         // History: a deleted entry comes back as None and is not redelivered.

@@ -316,7 +316,18 @@ impl Stream {
 
     /// Lazy form of [`Stream::range`]: seeks the node holding the first
     /// wanted entry, then walks entries forward (or backward if `rev`).
-    pub fn iter_range(&self, start: StreamId, end: StreamId, rev: bool) -> RangeIter<'_> {
+    pub fn iter_range(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        rev: bool,
+    ) -> impl Iterator<Item = Entry> + '_ {
+        self.iter_views(start, end, rev).map(|v| v.to_entry())
+    }
+
+    /// [`Stream::iter_range`] without copying: each entry is a view into
+    /// its node, read (or written out) in place.
+    pub fn iter_views(&self, start: StreamId, end: StreamId, rev: bool) -> EntryViews<'_> {
         let nodes = if start > end {
             self.nodes.range(StreamId::MAX..StreamId::MAX)
         } else if rev {
@@ -331,7 +342,7 @@ impl Stream {
             self.nodes
                 .range((Bound::Included(from), Bound::Included(end)))
         };
-        RangeIter {
+        EntryViews {
             nodes,
             cur: None,
             start,
@@ -872,8 +883,33 @@ impl Stream {
     }
 }
 
-/// Iterator over live entries of an ID interval; see [`Stream::iter_range`].
-pub struct RangeIter<'a> {
+/// One live entry, borrowed from the node that holds it
+/// ([`Stream::iter_views`]).
+#[derive(Clone, Copy)]
+pub struct EntryView<'a> {
+    /// The entry's ID.
+    pub id: StreamId,
+    node: &'a Node,
+    at: EntryRef,
+}
+
+impl<'a> EntryView<'a> {
+    /// Field/value pairs in insertion order, as slices of the node.
+    pub fn fields(&self) -> impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        self.node.field_slices(&self.at)
+    }
+
+    /// The entry copied out of its node.
+    pub fn to_entry(&self) -> Entry {
+        Entry {
+            id: self.id,
+            fields: self.node.fields(&self.at),
+        }
+    }
+}
+
+/// Iterator over live entries of an ID interval; see [`Stream::iter_views`].
+pub struct EntryViews<'a> {
     nodes: std::collections::btree_map::Range<'a, StreamId, Node>,
     /// Current node and cursor: forward, the next entry's start; reverse, its end.
     cur: Option<(&'a Node, usize)>,
@@ -882,10 +918,10 @@ pub struct RangeIter<'a> {
     rev: bool,
 }
 
-impl Iterator for RangeIter<'_> {
-    type Item = Entry;
+impl<'a> Iterator for EntryViews<'a> {
+    type Item = EntryView<'a>;
 
-    fn next(&mut self) -> Option<Entry> {
+    fn next(&mut self) -> Option<EntryView<'a>> {
         loop {
             let (node, pos) = match self.cur {
                 Some(c) => c,
@@ -945,15 +981,16 @@ impl Iterator for RangeIter<'_> {
                     return None;
                 }
             }
-            return Some(Entry {
+            return Some(EntryView {
                 id: e.id,
-                fields: node.fields(&e),
+                node,
+                at: e,
             });
         }
     }
 }
 
-impl RangeIter<'_> {
+impl EntryViews<'_> {
     fn finish(&mut self) {
         self.cur = None;
         self.nodes = Default::default();

@@ -57,6 +57,51 @@ pub(crate) struct EntryRef {
     body: usize,
 }
 
+/// The field/value pairs of one entry, borrowed from its node
+/// ([`Node::field_slices`]).
+pub(crate) struct FieldSlices<'a> {
+    buf: &'a [u8],
+    /// SAMEFIELDS: where the next name sits in the master's header;
+    /// otherwise names are inline, before each value.
+    names: Option<usize>,
+    /// Where the next stored field (or value) starts.
+    pos: usize,
+    /// Pairs not yet yielded.
+    left: usize,
+}
+
+impl<'a> Iterator for FieldSlices<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let name = match &mut self.names {
+            Some(m) => {
+                let (f, next) = get_bytes(self.buf, *m);
+                *m = next;
+                f
+            }
+            None => {
+                let (f, next) = get_bytes(self.buf, self.pos);
+                self.pos = next;
+                f
+            }
+        };
+        let (v, next) = get_bytes(self.buf, self.pos);
+        self.pos = next;
+        Some((name, v))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for FieldSlices<'_> {}
+
 impl Node {
     /// A node whose master is `(id, fields)`; the entry itself is added too.
     pub fn new(id: StreamId, fields: &[(Bytes, Bytes)]) -> Node {
@@ -213,29 +258,29 @@ impl Node {
 
     /// Copies out the field/value pairs of `e`.
     pub fn fields(&self, e: &EntryRef) -> Vec<(Bytes, Bytes)> {
-        let mut p = e.body;
+        self.field_slices(e)
+            .map(|(f, v)| (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)))
+            .collect()
+    }
+
+    /// The field/value pairs of `e` as slices of the node, in order, with no
+    /// copy: a SAMEFIELDS entry takes its names from the master.
+    pub fn field_slices(&self, e: &EntryRef) -> FieldSlices<'_> {
         if e.same_fields {
-            let mut out = Vec::with_capacity(self.master_field_count);
-            let mut m = varint_len_at(&self.buf, 0);
-            for _ in 0..self.master_field_count {
-                let (f, m2) = get_bytes(&self.buf, m);
-                let (v, p2) = get_bytes(&self.buf, p);
-                out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
-                m = m2;
-                p = p2;
+            FieldSlices {
+                buf: &self.buf,
+                names: Some(varint_len_at(&self.buf, 0)),
+                pos: e.body,
+                left: self.master_field_count,
             }
-            out
         } else {
-            let (n, q) = get_varint(&self.buf, p);
-            p = q;
-            let mut out = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                let (f, p2) = get_bytes(&self.buf, p);
-                let (v, p3) = get_bytes(&self.buf, p2);
-                out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
-                p = p3;
+            let (n, pos) = get_varint(&self.buf, e.body);
+            FieldSlices {
+                buf: &self.buf,
+                names: None,
+                pos,
+                left: n as usize,
             }
-            out
         }
     }
 

@@ -258,14 +258,17 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 }
             }
             GroupFrom::New => {
-                let admit = |e: &crate::stream::Entry| budget.admit(entry_reply_bytes(e));
+                // Each entry is written out as it is delivered, if MAXCOUNT
+                // and MAXSIZE admit it.
+                let mut out = EntriesOut::default();
+                let admit = |e: &crate::stream::EntryView<'_>| out.push_if(e, |n| budget.admit(n));
                 let Some(d) =
                     s.deliver_new(&req.group, &req.consumer, take, req.noack, cx.now_ms, admit)
                 else {
                     continue;
                 };
                 created_consumers += u64::from(d.created);
-                if d.entries.is_empty() {
+                if d.ids.is_empty() {
                     if d.created {
                         let change = GroupChange {
                             consumer: Some(&req.consumer),
@@ -278,15 +281,11 @@ pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgrou
                 let change = GroupChange {
                     meta: true,
                     consumer: Some(&req.consumer),
-                    pel: if req.noack {
-                        Vec::new()
-                    } else {
-                        d.entries.iter().map(|e| e.id).collect()
-                    },
+                    pel: if req.noack { Vec::new() } else { d.ids },
                     ..Default::default()
                 };
                 changes.push((key, change));
-                pairs.push((Reply::Bulk(key.clone()), entries_reply(d.entries)));
+                pairs.push((Reply::Bulk(key.clone()), out.finish()));
             }
             GroupFrom::History(after) => {
                 // Nothing can follow MAX-MAX: Redis leaves the stream out.

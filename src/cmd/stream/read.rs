@@ -469,13 +469,14 @@ pub(super) fn read_after(
         let Some(start) = gt.next() else {
             continue;
         };
-        let entries: Vec<Entry> = s
-            .iter_range(start, StreamId::MAX, false)
-            .take(take)
-            .take_while(|e| budget.admit(entry_reply_bytes(e)))
-            .collect();
-        if !entries.is_empty() {
-            pairs.push((Reply::Bulk(key.clone()), entries_reply(entries)));
+        let mut out = EntriesOut::default();
+        for e in s.iter_views(start, StreamId::MAX, false).take(take) {
+            if !out.push_if(&e, |n| budget.admit(n)) {
+                break;
+            }
+        }
+        if !out.is_empty() {
+            pairs.push((Reply::Bulk(key.clone()), out.finish()));
         }
     }
     budget_back(cell, budget);

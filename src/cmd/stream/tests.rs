@@ -119,7 +119,7 @@ mod plain {
             xadd(&mut db, &cx, &format!("XADD s {id} k {id}")).unwrap();
         }
         let run = |db: &mut ShardDb, line: &str, rev: bool| {
-            apply_xrange(db, &cx, &parse_xrange_req(&argv(line), rev)?)
+            apply_xrange(db, &cx, &parse_xrange_req(&argv(line), rev)?).map(Reply::expanded)
         };
         assert_eq!(
             run(&mut db, "XRANGE s (1-1 2", false),
@@ -217,7 +217,7 @@ mod plain {
             None,
         );
         let read = |db: &mut ShardDb, line: &str| {
-            apply_xread(db, &cx, &parse_xread_req(&argv(line))?).map(|(r, _)| r)
+            apply_xread(db, &cx, &parse_xread_req(&argv(line))?).map(|(r, _)| r.expanded())
         };
         assert_eq!(
             read(&mut db, "XREAD COUNT 1 STREAMS a none 0 0"),
@@ -275,6 +275,70 @@ mod plain {
             crate::io::codec::encode(&entry_reply(entry.clone()), false, &mut out);
             assert_eq!(entry_reply_bytes(&entry), out.len() as u64);
         }
+    }
+
+    #[test]
+    fn entries_out_writes_what_the_reply_tree_encodes() {
+        let (mut db, cx) = fresh();
+        // The master's fields, other fields, more fields, binary and empty
+        // values, a large ID, and a deleted entry in between.
+        for line in [
+            "XADD s 1-1 a 1 b 2",
+            "XADD s 1-2 a 3 b 4",
+            "XADD s 1-3 c 5",
+            "XADD s 2-0 a 6 b 7 c 8",
+            "XADD s 3-0 a x b y",
+        ] {
+            xadd(&mut db, &cx, line).unwrap();
+        }
+        let mut fields = vec![
+            (
+                Bytes::from_static(b"bin"),
+                Bytes::from_static(b"\r\n\0\xff"),
+            ),
+            (Bytes::from_static(b"empty"), Bytes::new()),
+        ];
+        fields.push((Bytes::from_static(b"a"), Bytes::from(vec![b'v'; 300])));
+        let s = db.get_stream_mut(0, b"s", 1000).unwrap().unwrap();
+        let at = crate::stream::IdSpec::Explicit(StreamId::new(3, 1));
+        s.append(at, &fields, 1000, Default::default()).unwrap();
+        assert!(s.delete(StreamId::new(3, 0)));
+        xadd(&mut db, &cx, "XADD s 18446744073709551615-5 a z b w").unwrap();
+        let s = db.get_stream_mut(0, b"s", 1000).unwrap().unwrap();
+        for rev in [false, true] {
+            let tree = entries_reply(s.range(StreamId::MIN, StreamId::MAX, None, rev));
+            let mut out = EntriesOut::default();
+            let mut sizes = Vec::new();
+            for v in s.iter_views(StreamId::MIN, StreamId::MAX, rev) {
+                assert!(out.push_if(&v, |n| {
+                    sizes.push(n);
+                    true
+                }));
+                // A refused entry leaves nothing behind.
+                let before = out.bytes();
+                assert!(!out.push_if(&v, |_| false));
+                assert_eq!(out.bytes(), before);
+            }
+            let want: Vec<u64> = s
+                .range(StreamId::MIN, StreamId::MAX, None, rev)
+                .iter()
+                .map(entry_reply_bytes)
+                .collect();
+            assert_eq!(sizes, want);
+            assert_eq!(out.len(), 6);
+            let raw = out.finish();
+            for resp3 in [false, true] {
+                let (mut a, mut b) = (bytes::BytesMut::new(), bytes::BytesMut::new());
+                crate::io::codec::encode(&raw, resp3, &mut a);
+                crate::io::codec::encode(&tree, resp3, &mut b);
+                assert_eq!(a, b);
+            }
+            assert_eq!(raw.expanded(), tree);
+        }
+        assert_eq!(
+            EntriesOut::default().finish().expanded(),
+            Reply::Array(vec![])
+        );
     }
 
     #[test]
@@ -344,7 +408,13 @@ mod groups {
         (ShardDb::new(ShardId(0), 1, 16), ExecCtx::at(0, 1000))
     }
 
+    /// Runs `line`; written-out entries ([`Reply::Raw`]) come back as the
+    /// tree they encode.
     fn run(db: &mut ShardDb, cx: &ExecCtx, line: &str) -> Result<Reply, CmdError> {
+        run_raw(db, cx, line).map(Reply::expanded)
+    }
+
+    fn run_raw(db: &mut ShardDb, cx: &ExecCtx, line: &str) -> Result<Reply, CmdError> {
         let a = argv(line);
         let name = a[0].to_ascii_uppercase();
         match &name[..] {
@@ -372,7 +442,9 @@ mod groups {
     }
 
     fn ids_of(r: &Reply) -> Vec<String> {
-        let Reply::PairMap(p) = r else { return vec![] };
+        let Reply::PairMap(p) = r.clone().expanded() else {
+            return vec![];
+        };
         p.iter()
             .flat_map(|(_, v)| match v {
                 Reply::Array(es) => es
