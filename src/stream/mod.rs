@@ -936,7 +936,7 @@ impl<'a> Iterator for EntryViews<'a> {
                         (n, n.end_pos())
                     } else {
                         let (_, n) = self.nodes.next()?;
-                        (n, n.first_pos())
+                        (n, n.seek(self.start))
                     };
                     self.cur = Some(node);
                     node

@@ -246,6 +246,35 @@ impl Node {
         self.entry_at(end - size - len as usize)
     }
 
+    /// Where a forward walk looking for entries with IDs `>= start` may
+    /// begin: an entry start before which no live entry is `>= start`.
+    ///
+    /// A node holds no index, so finding `start` means walking entries.
+    /// This walks back from the end when `start` lies nearer the node's
+    /// last ID than its master ID (by ID distance, as IDs mostly follow
+    /// time): a consumer reading the stream's tail then steps over the few
+    /// newest entries instead of the whole node.
+    pub fn seek(&self, start: StreamId) -> usize {
+        let key = |id: StreamId| (u128::from(id.ms) << 64) | u128::from(id.seq);
+        let (s, first, last) = (key(start), key(self.master_id), key(self.last_id));
+        if s <= first || s - first <= last.saturating_sub(s) {
+            return self.first_pos();
+        }
+        // The walk stops at the first entry below `start`: every live entry
+        // before it was added before it, so has a lower ID. (IDs need not
+        // grow along the node: XSETID can lower last_id below a tombstone,
+        // and later entries then sit after it with lower IDs.)
+        let mut pos = self.end_pos();
+        while pos > self.first_pos() {
+            let e = self.entry_before(pos);
+            if e.id < start {
+                break;
+            }
+            pos = e.start;
+        }
+        pos
+    }
+
     /// Offset of the first entry; entries run up to [`Node::end_pos`].
     pub fn first_pos(&self) -> usize {
         self.entries_start

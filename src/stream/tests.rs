@@ -586,6 +586,26 @@ fn check_same(s: &Stream, m: &Model) -> Result<(), TestCaseError> {
         s.node_live_counts().iter().all(|&n| n > 0),
         "empty node kept"
     );
+    // Reads from inside the stream (each node seeks its first entry): from
+    // every live ID, the ones around it, and past the end.
+    let mut starts = vec![StreamId::MIN, StreamId::MAX, m.last_id];
+    for &id in m.entries.keys() {
+        starts.push(id);
+        starts.extend(id.next());
+        if id.seq > 0 {
+            starts.push(StreamId::new(id.ms, id.seq - 1));
+        }
+    }
+    for start in starts {
+        for count in [None, Some(1)] {
+            prop_assert_eq!(
+                s.range(start, StreamId::MAX, count, false),
+                m.range(start, StreamId::MAX, count, false),
+                "from {:?}",
+                start
+            );
+        }
+    }
     Ok(())
 }
 
