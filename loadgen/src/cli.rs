@@ -81,8 +81,9 @@ pub struct LatencyArgs {
     /// maximum sustainable throughput.
     #[arg(long, default_value_t = 10_000)]
     pub rate: u64,
-    /// Closed loop only: producers pause while this many entries are sent but not
-    /// yet read (default: 4 × max(consumers × COUNT, producers × pipeline), at least 1000).
+    /// Closed loop only: producers pause when this many entries are sent but not
+    /// yet read, and resume when half of them are (default: 4 × max(consumers ×
+    /// COUNT, producers × pipeline), at least 1000).
     #[arg(long)]
     pub max_backlog: Option<u64>,
     /// Stream keys; entries go round-robin over them (at least 1).

@@ -59,6 +59,9 @@ pub struct Shared {
     drain_lock: Mutex<()>,
     drained: std::sync::Condvar,
     drain_waiters: std::sync::atomic::AtomicUsize,
+    /// The backlog waiting producers resume at (see
+    /// [`Shared::wait_backlog_below`]); consumers wake them only then.
+    resume_at: AtomicU64,
 }
 
 impl Shared {
@@ -76,6 +79,7 @@ impl Shared {
             drain_lock: Mutex::new(()),
             drained: std::sync::Condvar::new(),
             drain_waiters: std::sync::atomic::AtomicUsize::new(0),
+            resume_at: AtomicU64::new(0),
         }
     }
 
@@ -86,11 +90,13 @@ impl Shared {
             .saturating_sub(self.received.load(Ordering::Relaxed))
     }
 
-    /// A consumer read `n` entries: count them and wake producers waiting
-    /// for the backlog to drain.
+    /// A consumer read `n` entries: count them, and wake producers waiting
+    /// for the backlog to drain once it is down to where they resume.
     pub fn note_received(&self, n: u64) {
         self.received.fetch_add(n, Ordering::SeqCst);
-        if self.drain_waiters.load(Ordering::SeqCst) > 0 {
+        if self.drain_waiters.load(Ordering::SeqCst) > 0
+            && self.backlog() <= self.resume_at.load(Ordering::SeqCst)
+        {
             let _guard = self.drain_lock.lock();
             self.drained.notify_all();
         }
@@ -98,10 +104,16 @@ impl Shared {
 
     /// Closed loop: wait until the backlog is at most `limit` (or 1 ms
     /// passed, so the run's end and stops are seen).
+    ///
+    /// Producers resume at half the backlog they pause at, not as soon as a
+    /// read makes room: one wake-up per half backlog drained instead of one
+    /// per read, so the client's threads spend their CPU on requests rather
+    /// than on waking each other (the consumers still find entries waiting).
     pub fn wait_backlog_below(&self, limit: u64) {
         let Ok(guard) = self.drain_lock.lock() else {
             return;
         };
+        self.resume_at.store(limit, Ordering::SeqCst);
         self.drain_waiters.fetch_add(1, Ordering::SeqCst);
         if self.backlog() > limit {
             let _ = self.drained.wait_timeout(guard, Duration::from_millis(1));

@@ -45,6 +45,9 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
     let mut next_seq = 0u64;
     let mut retry: Vec<Pending> = Vec::new();
     let mut batch: Vec<Pending> = Vec::with_capacity(depth);
+    // Closed loop: the backlog passed the limit and has not yet drained to
+    // half of it.
+    let mut paused = false;
     loop {
         if shared.stop_producers.load(Ordering::Relaxed) {
             break;
@@ -83,10 +86,15 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
                 }
                 // Closed loop: send only as fast as the consumers drain, so the
                 // run measures sustainable throughput, not a growing queue.
+                // Past the limit, pause until half of it is drained.
                 let limit = plan.max_backlog.saturating_sub(depth as u64);
-                if batch.is_empty() && shared.backlog() > limit {
-                    shared.wait_backlog_below(limit);
-                    continue;
+                if batch.is_empty() {
+                    paused |= shared.backlog() > limit;
+                    if paused && shared.backlog() > limit / 2 {
+                        shared.wait_backlog_below(limit / 2);
+                        continue;
+                    }
+                    paused = false;
                 }
                 while batch.len() < depth {
                     batch.push(Pending {
