@@ -176,6 +176,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         killed: AtomicBool::new(false),
         multi: AtomicU64::new(u64::MAX),
         blocked: Arc::new(AtomicBool::new(false)),
+        monitor: AtomicBool::new(false),
     });
     if let Ok(mut c) = shared.clients.lock() {
         c.insert(id, client.clone());
@@ -193,6 +194,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             asking: false,
             transit: None,
             watching: Vec::new(),
+            monitor: None,
             shared: client,
         },
         rbuf: BytesMut::with_capacity(16 * 1024),
@@ -431,6 +433,11 @@ pub fn process_input(
                 if !argv.is_empty() {
                     dispatch(shared, out, conn, argv, local);
                     conn.encode_ready(Some(&limits.output));
+                    if conn.session.monitor.is_some() {
+                        // The lines so far (its own command's included)
+                        // follow its reply, before the next command's.
+                        conn.take_lines(Some(&limits.output));
+                    }
                 }
             }
             Ok(Decoded::Incomplete { min_total }) => {
