@@ -799,6 +799,26 @@ fn command_introspection() {
     assert!(c.raw(&["COMMAND", "HELP"]).starts_with("*"));
 }
 
+/// OBJECT HELP and MEMORY HELP are flagged `loading stale`, not `readonly`,
+/// as in redis-server (a monitor may ask for them).
+#[test]
+fn help_subcommands_flags_as_redis() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let ours = c.raw(&["COMMAND", "INFO", "object|help", "memory|help"]);
+    assert!(
+        ours.starts_with("*2\r\n*10\r\n$11\r\nobject|help\r\n:2\r\n*2\r\n+loading\r\n+stale\r\n"),
+        "{ours:?}"
+    );
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let theirs = redis
+        .client()
+        .raw(&["COMMAND", "INFO", "object|help", "memory|help"]);
+    assert_eq!(ours, theirs);
+}
+
 #[test]
 fn redis_crate_client_reads_info() {
     let srv = TestServer::start(2);
