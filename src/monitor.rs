@@ -18,10 +18,15 @@
 //! A monitoring connection stays on its shard thread, flagged as a monitor
 //! (`Session::monitor` holds its [`Feed`]); it counts in `connected_clients`
 //! and against `maxclients`, and CLIENT LIST shows it with `flags=O`. Its
-//! own commands keep being read and answered (pipelined after MONITOR or
-//! sent later; QUIT, inline or RESP, ends the connection); the idle
-//! `timeout` spares it, as Redis spares replicas. A second MONITOR gets no
-//! reply at all, as in Redis.
+//! own commands keep being read (pipelined after MONITOR or sent later) and
+//! answered the way Redis 7.0 answers a monitor, which Redis flags like a
+//! replica: commands that touch the keyspace (flagged `write` or
+//! `readonly`, or that may replicate: GET, SET, XADD, EVAL, FCALL, ...) get
+//! `ERR Replica can't interact with the keyspace` (see
+//! `io::gates::gate_monitor`), the others (PING, ECHO, CLIENT, INFO, SELECT,
+//! MULTI, WATCH, ...) run; QUIT, inline or RESP, ends the connection. The
+//! idle `timeout` spares it, as Redis spares replicas. A second MONITOR gets
+//! no reply at all, as in Redis.
 //!
 //! # How lines reach the monitor
 //! Every shard thread feeds the line of each command it admits into each
@@ -47,7 +52,8 @@
 //!
 //! # Source
 //! `monitorCommand`, `replicationFeedMonitors` (redis/src/replication.c),
-//! `sdscatrepr` (redis/src/sds.c), 7.0.
+//! `sdscatrepr` (redis/src/sds.c), the replica check of `processCommand`
+//! (redis/src/server.c), 7.0.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -172,6 +172,94 @@ fn commands_pipelined_after_monitor_are_answered() {
     assert_eq!(ours, run(redis.client()));
 }
 
+/// Steps a monitor sends (commands separated by `;`), each followed by an
+/// `ECHO` mark; replies compared with redis-server's.
+const MONITOR_STEPS: &[&str] = &[
+    "PING",
+    "PING hello",
+    "ECHO hi",
+    "GET k",
+    "SET k v",
+    "XADD s * f v",
+    "XLEN s",
+    "DBSIZE",
+    "KEYS *",
+    "EXISTS k",
+    "DEL k",
+    "EVAL return 1 0",
+    "EVAL_RO return 1 0",
+    "FCALL f 0",
+    "GET",
+    "NOSUCH x",
+    "CLIENT SETNAME mon",
+    "CLIENT GETNAME",
+    "SELECT 1",
+    "AUTH nobody",
+    "WATCH k",
+    "UNWATCH",
+    "MULTI;GET k;PING;EXEC",
+    "MONITOR",
+    "SCRIPT EXISTS abc",
+    "CONFIG GET maxmemory",
+];
+
+/// Run [`MONITOR_STEPS`] on a monitor; what it got for each.
+fn monitor_answers(mut m: RespClient) -> Vec<Vec<String>> {
+    assert_eq!(m.raw(&["MONITOR"]), "+OK");
+    let mut all = Vec::new();
+    for (i, step) in MONITOR_STEPS.iter().enumerate() {
+        for cmd in step.split(';') {
+            m.send(&common::words(cmd));
+        }
+        let mark = format!("mark{i}");
+        m.send(&["ECHO", mark.as_str()]);
+        let mut got = read_until_mark(&mut m, &mark);
+        got.insert(0, step.to_string());
+        all.push(got);
+    }
+    all
+}
+
+/// A monitor's own commands are answered as redis-server 7.0 answers a
+/// monitor: keyspace commands refused as a replica's, the others run (and
+/// are shown to it after their reply), a second MONITOR not answered.
+#[test]
+fn a_monitor_answers_its_commands_as_redis() {
+    let srv = TestServer::start(2);
+    let ours = monitor_answers(srv.client());
+    let refused = "-ERR Replica can't interact with the keyspace";
+    let step = |name: &str| ours.iter().find(|s| s[0] == name).unwrap().clone();
+    assert_eq!(
+        step("PING"),
+        [
+            "PING",
+            "+PONG",
+            "LINE 0 \"PING\"",
+            "$5\r\nmark0",
+            "LINE 0 \"ECHO\" \"mark0\""
+        ]
+    );
+    assert_eq!(step("GET k")[1], refused);
+    assert_eq!(step("SET k v")[1], refused);
+    assert_eq!(step("EVAL return 1 0")[1], refused);
+    assert_eq!(step("FCALL f 0")[1], refused);
+    // MONITOR again: no reply, only the mark's.
+    assert_eq!(step("MONITOR")[1], "$6\r\nmark23");
+    // Help is not reading keys (redis-server's text has a REFCOUNT line more).
+    let mut m = srv.client();
+    assert_eq!(m.raw(&["MONITOR"]), "+OK");
+    assert!(m
+        .raw(&["OBJECT", "HELP"])
+        .starts_with("*12\r\n+OBJECT <subcommand>"));
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let theirs = monitor_answers(redis.client());
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a, b);
+    }
+}
+
 /// QUIT and RESET are commands, not words: a value that contains them does
 /// not end the monitor; a real QUIT, inline or RESP, does.
 #[test]
