@@ -45,8 +45,9 @@
 //! # Differences from Redis
 //! Lines are produced when a command is admitted (Redis: after it ran), so
 //! lines from different shard threads may interleave in a slightly
-//! different order than the commands ran. The commands queued in MULTI are
-//! not shown (only MULTI and EXEC; Redis shows each as EXEC runs it). Lines not yet moved to the output buffer when the monitor
+//! different order than the commands ran. The commands of a transaction are
+//! shown when EXEC is admitted, so also when a WATCHed key makes EXEC run
+//! none of them (Redis then shows EXEC only). Lines not yet moved to the output buffer when the monitor
 //! sends QUIT are not written. MONITOR inside MULTI is refused when queued
 //! (Redis refuses it at EXEC).
 //!

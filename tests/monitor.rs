@@ -19,6 +19,19 @@ const SCRIPT: &[&[&str]] = &[
     &["PING"],
     &["AUTH", "nobody", "secret"],
     &["EXISTS", "k"],
+    // A transaction's commands are shown when EXEC runs them (admin ones
+    // not), each in the database it leaves selected, before EXEC's line.
+    &["MULTI"],
+    &["SET", "t", "1"],
+    &["SELECT", "5"],
+    &["CONFIG", "GET", "maxmemory"],
+    &["GET", "t"],
+    &["EXEC"],
+    // A doomed one shows MULTI and EXEC only.
+    &["MULTI"],
+    &["NOSUCH"],
+    &["GET", "t"],
+    &["EXEC"],
 ];
 
 /// Start monitoring on a fresh connection to `connect()`, run SCRIPT from
@@ -74,6 +87,14 @@ fn monitor_lines_match_redis() {
         "admin commands are not shown"
     );
     assert!(ours.contains(&"3 \"EXISTS\" \"k\"".to_string()), "{ours:?}");
+    for line in [
+        "3 \"SET\" \"t\" \"1\"",
+        "5 \"SELECT\" \"5\"",
+        "5 \"GET\" \"t\"",
+        "5 \"EXEC\"",
+    ] {
+        assert!(ours.contains(&line.to_string()), "{line} in {ours:?}");
+    }
     assert!(
         ours.contains(&"3 \"AUTH\" \"(redacted)\" \"(redacted)\"".to_string()),
         "{ours:?}"
@@ -198,6 +219,7 @@ const MONITOR_STEPS: &[&str] = &[
     "WATCH k",
     "UNWATCH",
     "MULTI;GET k;PING;EXEC",
+    "MULTI;PING;EXEC",
     "MONITOR",
     "SCRIPT EXISTS abc",
     "CONFIG GET maxmemory",
@@ -244,7 +266,7 @@ fn a_monitor_answers_its_commands_as_redis() {
     assert_eq!(step("EVAL return 1 0")[1], refused);
     assert_eq!(step("FCALL f 0")[1], refused);
     // MONITOR again: no reply, only the mark's.
-    assert_eq!(step("MONITOR")[1], "$6\r\nmark23");
+    assert_eq!(step("MONITOR")[1], "$6\r\nmark24");
     // Help is not reading keys (redis-server's text has a REFCOUNT line more).
     let mut m = srv.client();
     assert_eq!(m.raw(&["MONITOR"]), "+OK");

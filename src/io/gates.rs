@@ -300,8 +300,9 @@ fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
     }
 }
 
-/// The table row that decides a command's keys (a container's subcommand row).
-fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+/// The table row that decides a command's keys and flags (a container's
+/// subcommand row).
+pub fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
     let spec = table::lookup(argv.first()?)?;
     if spec.subcommands.is_empty() || argv.len() < 2 {
         return Some(spec);
