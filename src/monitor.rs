@@ -24,9 +24,10 @@
 //! `readonly`, or that may replicate: GET, SET, XADD, EVAL, FCALL, ...) get
 //! `ERR Replica can't interact with the keyspace` (see
 //! `io::gates::gate_monitor`), the others (PING, ECHO, CLIENT, INFO, SELECT,
-//! MULTI, WATCH, ...) run; QUIT, inline or RESP, ends the connection. The
-//! idle `timeout` spares it, as Redis spares replicas. A second MONITOR gets
-//! no reply at all, as in Redis.
+//! MULTI, WATCH, ...) run; QUIT, inline or RESP, ends the connection and
+//! RESET leaves monitor mode (`cmd::connection`). The idle `timeout` spares
+//! it, as Redis spares replicas. A second MONITOR gets no reply at all, as
+//! in Redis.
 //!
 //! # How lines reach the monitor
 //! Every shard thread feeds the line of each command it admits into each
@@ -47,9 +48,9 @@
 //! lines from different shard threads may interleave in a slightly
 //! different order than the commands ran. The commands of a transaction are
 //! shown when EXEC is admitted, so also when a WATCHed key makes EXEC run
-//! none of them (Redis then shows EXEC only). Lines not yet moved to the output buffer when the monitor
-//! sends QUIT are not written. MONITOR inside MULTI is refused when queued
-//! (Redis refuses it at EXEC).
+//! none of them (Redis then shows EXEC only). Lines not yet moved to the
+//! output buffer when the monitor sends QUIT or RESET are not written.
+//! MONITOR inside MULTI is refused when queued (Redis refuses it at EXEC).
 //!
 //! # Source
 //! `monitorCommand`, `replicationFeedMonitors` (redis/src/replication.c),

@@ -392,3 +392,62 @@ fn a_monitor_too_far_behind_is_disconnected() {
     ) == 1));
     assert_eq!(c.raw(&["PING"]), "+PONG");
 }
+
+/// RESET leaves MONITOR mode (also from inside MULTI): no more lines, keys
+/// readable again, `flags=N`; other monitors see the RESET. As redis-server.
+#[test]
+fn reset_leaves_monitor_mode() {
+    let run = |mut m: RespClient, mut other: RespClient, mut watcher: RespClient| {
+        assert_eq!(watcher.raw(&["MONITOR"]), "+OK");
+        let mut out = vec![m.raw(&["MONITOR"])];
+        out.push(m.raw(&["RESET"]));
+        out.push(m.raw(&["GET", "k"]));
+        out.push(m.raw(&["PING"]));
+        out.push(other.raw(&["SET", "k", "v"]));
+        out.push(m.raw(&["GET", "k"]));
+        let list = other.raw(&["CLIENT", "LIST"]);
+        out.push(format!(
+            "flags=O listed: {}",
+            list.matches(" flags=O ").count()
+        ));
+        out.push(m.raw(&["MONITOR"]));
+        out.push(m.raw(&["MULTI"]));
+        out.push(norm(&m.read_reply()));
+        out.push(m.raw(&["RESET"]));
+        out.push(m.raw(&["PING"]));
+        for _ in 0..7 {
+            out.push(norm(&watcher.read_reply()));
+        }
+        out
+    };
+    let srv = TestServer::start(2);
+    let ours = run(srv.client(), srv.client(), srv.client());
+    assert_eq!(
+        ours,
+        [
+            "+OK",
+            "+RESET",
+            "$-1",
+            "+PONG",
+            "+OK",
+            "$1\r\nv",
+            "flags=O listed: 1",
+            "+OK",
+            "+OK",
+            "LINE 0 \"MULTI\"",
+            "+RESET",
+            "+PONG",
+            "LINE 0 \"RESET\"",
+            "LINE 0 \"GET\" \"k\"",
+            "LINE 0 \"PING\"",
+            "LINE 0 \"SET\" \"k\" \"v\"",
+            "LINE 0 \"GET\" \"k\"",
+            "LINE 0 \"MULTI\"",
+            "LINE 0 \"RESET\"",
+        ]
+    );
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    assert_eq!(ours, run(redis.client(), redis.client(), redis.client()));
+}

@@ -30,7 +30,7 @@ pub const SPECS: &[CommandSpec] = &[CommandSpec::conn(
 /// Puts the connection in MONITOR mode: it stays a client of its shard
 /// thread and gets one line per command any client sends (see
 /// [`crate::monitor::format_line`]) until it disconnects, sends QUIT, or
-/// leaves the mode with RESET.
+/// leaves the mode with RESET (`cmd::connection`).
 ///
 /// # Reply
 /// `+OK`, then the lines. A connection already monitoring gets no reply
