@@ -451,3 +451,21 @@ fn reset_leaves_monitor_mode() {
     };
     assert_eq!(ours, run(redis.client(), redis.client(), redis.client()));
 }
+
+/// CLIENT KILL closes a monitor like any client; its lines stop.
+#[test]
+fn client_kill_closes_a_monitor() {
+    let srv = TestServer::start(2);
+    let mut m = srv.client();
+    let id = m.raw(&["CLIENT", "ID"]);
+    assert_eq!(m.raw(&["MONITOR"]), "+OK");
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CLIENT", "KILL", "ID", &id[1..]]), ":1");
+    assert!(m.is_closed());
+    assert!(eventually(5, || info_int(
+        &mut c,
+        "clients",
+        "connected_clients"
+    ) == 1));
+    assert_eq!(c.raw(&["SET", "k", "v"]), "+OK");
+}
