@@ -44,6 +44,9 @@ pub enum CmdError {
     Moved { slot: u16, addr: String },
     /// `ERR max number of clients reached`
     MaxClients,
+    /// `ERR Replica can't interact with the keyspace`: a monitor (flagged
+    /// like a replica in Redis) sent a command that reads or writes keys.
+    ReplicaKeyspace,
     /// `ERR Invalid stream ID specified as stream command argument`
     InvalidStreamId,
     /// `ERR The ID specified in XADD is equal or smaller than the target stream top item`
@@ -133,6 +136,7 @@ impl fmt::Display for CmdError {
             Self::CrossSlot => f.write_str("CROSSSLOT Keys in request don't hash to the same slot"),
             Self::Moved { slot, addr } => write!(f, "MOVED {slot} {addr}"),
             Self::MaxClients => f.write_str("ERR max number of clients reached"),
+            Self::ReplicaKeyspace => f.write_str("ERR Replica can't interact with the keyspace"),
             Self::InvalidStreamId => {
                 f.write_str("ERR Invalid stream ID specified as stream command argument")
             }

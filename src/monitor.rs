@@ -14,44 +14,104 @@
 //! atomic load, before anything else; only with a monitor attached is a line
 //! built (once) and handed to every monitor's channel.
 //!
+//! # A monitor is a client like the others
+//! A monitoring connection stays on its shard thread, flagged as a monitor
+//! (`Session::monitor` holds its [`Feed`]); it counts in `connected_clients`
+//! and against `maxclients`, and CLIENT LIST shows it with `flags=O`. Its
+//! own commands keep being read (pipelined after MONITOR or sent later) and
+//! answered the way Redis 7.0 answers a monitor, which Redis flags like a
+//! replica: commands that touch the keyspace (flagged `write` or
+//! `readonly`, or that may replicate: GET, SET, XADD, EVAL, FCALL, ...) get
+//! `ERR Replica can't interact with the keyspace` (see
+//! `io::gates::gate_monitor`), the others (PING, ECHO, CLIENT, INFO, SELECT,
+//! MULTI, WATCH, ...) run; QUIT, inline or RESP, ends the connection and
+//! RESET leaves monitor mode (`cmd::connection`). The idle `timeout` spares
+//! it, as Redis spares replicas. A second MONITOR gets no reply at all, as
+//! in Redis.
+//!
 //! # How lines reach the monitor
-//! A monitoring connection leaves its shard thread: MONITOR duplicates the
-//! socket's descriptor for a small writer thread of its own (which writes
-//! `+OK` and then each line, and notices the client leaving or sending
-//! QUIT or RESET; see [`attach`]) and the shard thread drops its side of the
-//! connection. So a slow monitor never holds up a shard thread (lines wait in
-//! its channel, at most [`QUEUE_LINES`]; past that it is disconnected, as
-//! Redis disconnects a monitor over its output buffer limit).
+//! Every shard thread feeds the line of each command it admits into each
+//! monitor's bounded channel ([`QUEUE_LINES`] lines) and wakes the monitor's
+//! shard thread if it sleeps in `poll` (no polling). That thread moves the
+//! lines into the connection's output buffer (at most
+//! [`crate::io::conn::MONITOR_OUTPUT_BYTES`] at a time, and only when no
+//! reply of the monitor's own is still due, so each of its replies comes
+//! before its own command's line, as in Redis) and writes them with its
+//! other output. A monitor that reads too slowly makes its channel fill up:
+//! it is then disconnected, counted and logged as a client over its output
+//! buffer limit (INFO `client_output_buffer_limit_disconnections`). The
+//! normal clients' `client-output-buffer-limit`, a monitor's class in Redis,
+//! also applies to what is buffered.
 //!
 //! # Differences from Redis
 //! Lines are produced when a command is admitted (Redis: after it ran), so
-//! commands queued in MULTI appear when queued, and lines from different
-//! shard threads may interleave in a slightly different order than the
-//! commands ran. A monitoring client is not listed by CLIENT LIST.
+//! lines from different shard threads may interleave in a slightly
+//! different order than the commands ran. The commands of a transaction are
+//! shown when EXEC is admitted, so also when a WATCHed key makes EXEC run
+//! none of them (Redis then shows EXEC only). Lines not yet moved to the
+//! output buffer when the monitor sends QUIT or RESET are not written.
+//! MONITOR inside MULTI is refused when queued (Redis refuses it at EXEC).
 //!
 //! # Source
 //! `monitorCommand`, `replicationFeedMonitors` (redis/src/replication.c),
-//! `sdscatrepr` (redis/src/sds.c), 7.x.
+//! `sdscatrepr` (redis/src/sds.c), the replica check of `processCommand`
+//! (redis/src/server.c), 7.0.
 
-use std::io::{Read, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
 use crate::io::socket::Endpoint;
+use crate::shard::msg::Outbox;
 
 /// Lines a monitor may have waiting before it is disconnected.
 pub const QUEUE_LINES: usize = 100_000;
+
+/// One attached monitor, as the feeders see it.
+struct Entry {
+    /// The monitor's client id.
+    id: u64,
+    tx: Sender<Bytes>,
+    cut: Arc<AtomicBool>,
+    /// The monitor's shard thread, woken when lines arrive.
+    thread: Outbox,
+}
 
 /// The monitors of one server.
 #[derive(Default)]
 pub struct Monitors {
     /// Number of attached monitors; read on every command.
     active: AtomicUsize,
-    list: Mutex<Vec<Sender<Bytes>>>,
+    list: Mutex<Vec<Entry>>,
+}
+
+/// A monitor's end of its channel, kept in its connection's session and
+/// read by its shard thread.
+pub struct Feed {
+    rx: Receiver<Bytes>,
+    /// Set by a feeder that found the channel full: the monitor fell
+    /// [`QUEUE_LINES`] behind and must be disconnected.
+    cut: Arc<AtomicBool>,
+}
+
+impl Feed {
+    /// The next waiting line, if any.
+    pub fn next_line(&self) -> Option<Bytes> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Whether lines are waiting.
+    pub fn has_lines(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    /// Whether the monitor fell too far behind and must be disconnected.
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
+    }
 }
 
 impl Monitors {
@@ -66,21 +126,52 @@ impl Monitors {
         self.active.load(Ordering::Relaxed)
     }
 
-    fn add(&self, tx: Sender<Bytes>) {
-        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        l.push(tx);
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Make client `id`, served by the shard thread `thread`, a monitor:
+    /// every command admitted from now on is fed to the returned [`Feed`].
+    pub fn attach(&self, id: u64, thread: Outbox) -> Feed {
+        let (tx, rx) = bounded::<Bytes>(QUEUE_LINES);
+        let cut = Arc::new(AtomicBool::new(false));
+        let mut l = self.list();
+        l.push(Entry {
+            id,
+            tx,
+            cut: cut.clone(),
+            thread,
+        });
+        self.active.store(l.len(), Ordering::Relaxed);
+        Feed { rx, cut }
+    }
+
+    /// Client `id` stops monitoring (RESET) or went away.
+    pub fn detach(&self, id: u64) {
+        let mut l = self.list();
+        l.retain(|e| e.id != id);
         self.active.store(l.len(), Ordering::Relaxed);
     }
 
     /// Send the line for command `argv` run by the client at `addr` on
-    /// database `db` to every monitor; monitors gone or too far behind are
-    /// dropped. `now_us` is the wall clock in µs since the Unix epoch.
+    /// database `db` to every monitor, waking each monitor's thread if it
+    /// sleeps. A monitor whose channel is full is cut off (its thread
+    /// closes it); one whose connection is gone is dropped. `now_us` is the
+    /// wall clock in µs since the Unix epoch.
     pub fn feed(&self, now_us: u64, db: usize, addr: &Endpoint, argv: &[Bytes]) {
         let line = Bytes::from(format_line(now_us, db, addr, argv));
-        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        l.retain(|tx| match tx.try_send(line.clone()) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        let mut l = self.list();
+        l.retain(|e| match e.tx.try_send(line.clone()) {
+            Ok(()) => {
+                e.thread.nudge();
+                true
+            }
+            Err(TrySendError::Full(_)) => {
+                e.cut.store(true, Ordering::Relaxed);
+                e.thread.wake();
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
         });
         self.active.store(l.len(), Ordering::Relaxed);
     }
@@ -154,122 +245,6 @@ pub fn repr(out: &mut Vec<u8>, s: &[u8]) {
         }
     }
     out.push(b'"');
-}
-
-/// A blocking duplicate of a client socket.
-enum Stream {
-    Tcp(std::net::TcpStream),
-    Unix(std::os::unix::net::UnixStream),
-}
-
-impl Stream {
-    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.write_all(b),
-            Stream::Unix(s) => s.write_all(b),
-        }
-    }
-
-    /// Bytes the client sent, without waiting: `Ok(None)` when none,
-    /// `Ok(Some(empty))` at EOF.
-    fn poll_input(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-        let r = match self {
-            Stream::Tcp(s) => {
-                s.set_nonblocking(true)?;
-                let r = s.read(buf);
-                s.set_nonblocking(false)?;
-                r
-            }
-            Stream::Unix(s) => {
-                s.set_nonblocking(true)?;
-                let r = s.read(buf);
-                s.set_nonblocking(false)?;
-                r
-            }
-        };
-        match r {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// Make the client whose socket is `fd` (a TCP or Unix client, as
-/// `addr` says) a monitor: duplicate the descriptor, start its writer
-/// thread (which answers `+OK` first) and register it. The caller then
-/// drops its own side of the connection without replying.
-///
-/// # Errors
-/// The OS error of `dup` or of starting the thread.
-pub fn attach(monitors: &Monitors, fd: i32, addr: &Endpoint) -> std::io::Result<()> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: `fd` is the caller's open socket; `dup` returns a new
-    // descriptor for the same socket that we then own exclusively.
-    let dup = unsafe { libc::dup(fd) };
-    if dup < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `dup` is a fresh descriptor owned by nobody else.
-    let mut stream = unsafe {
-        match addr {
-            Endpoint::Tcp(_) => Stream::Tcp(std::net::TcpStream::from_raw_fd(dup)),
-            Endpoint::Unix(_) => Stream::Unix(std::os::unix::net::UnixStream::from_raw_fd(dup)),
-        }
-    };
-    match &stream {
-        Stream::Tcp(s) => s.set_nonblocking(false)?,
-        Stream::Unix(s) => s.set_nonblocking(false)?,
-    }
-    let (tx, rx) = bounded::<Bytes>(QUEUE_LINES);
-    // Registered before `+OK` leaves: every command the client can send
-    // after seeing the reply is shown (lines wait in the channel meanwhile).
-    monitors.add(tx);
-    stream.write_all(b"+OK\r\n")?;
-    std::thread::Builder::new()
-        .name("monitor".into())
-        .spawn(move || write_lines(stream, rx))?;
-    Ok(())
-}
-
-/// The writer thread: lines out; every 100 ms without lines, look at the
-/// input: EOF or an error ends the monitor, QUIT / RESET end it with `+OK`
-/// / `+RESET` (other input is ignored, as Redis ignores a monitor's commands).
-fn write_lines(mut s: Stream, rx: Receiver<Bytes>) {
-    let mut buf = [0u8; 4096];
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => {
-                let mut batch = line.to_vec();
-                while let Ok(l) = rx.try_recv() {
-                    batch.extend_from_slice(&l);
-                    if batch.len() > 1 << 16 {
-                        break;
-                    }
-                }
-                if s.write_all(&batch).is_err() {
-                    return;
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        match s.poll_input(&mut buf) {
-            Ok(None) => {}
-            Ok(Some(0)) | Err(_) => return,
-            Ok(Some(n)) => {
-                let text = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
-                if text.contains("quit") {
-                    let _ = s.write_all(b"+OK\r\n");
-                    return;
-                }
-                if text.contains("reset") {
-                    let _ = s.write_all(b"+RESET\r\n");
-                    return;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

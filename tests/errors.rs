@@ -124,6 +124,23 @@ fn max_clients_error() {
     assert_eq!(first.raw(&["PING"]), "+PONG");
 }
 
+/// ReplicaKeyspace: a monitor (flagged like a replica) reading keys, as
+/// redis-server 7.0 refuses it.
+#[test]
+fn replica_keyspace_error_on_a_monitor() {
+    let want = "-ERR Replica can't interact with the keyspace";
+    let srv = TestServer::start(2);
+    let mut m = srv.client();
+    assert_eq!(m.raw(&["MONITOR"]), "+OK");
+    assert_eq!(m.raw(&["GET", "k"]), want);
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut m = redis.client();
+    assert_eq!(m.raw(&["MONITOR"]), "+OK");
+    assert_eq!(m.raw(&["GET", "k"]), want);
+}
+
 /// A standalone server never answers CROSSSLOT: MSETNX whose keys live on
 /// different shards runs all or nothing, as on a standalone Redis (CROSSSLOT
 /// is Redis Cluster's rule: see tests/cluster_nodes.rs).

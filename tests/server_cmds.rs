@@ -799,6 +799,26 @@ fn command_introspection() {
     assert!(c.raw(&["COMMAND", "HELP"]).starts_with("*"));
 }
 
+/// OBJECT HELP and MEMORY HELP are flagged `loading stale`, not `readonly`,
+/// as in redis-server (a monitor may ask for them).
+#[test]
+fn help_subcommands_flags_as_redis() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let ours = c.raw(&["COMMAND", "INFO", "object|help", "memory|help"]);
+    assert!(
+        ours.starts_with("*2\r\n*10\r\n$11\r\nobject|help\r\n:2\r\n*2\r\n+loading\r\n+stale\r\n"),
+        "{ours:?}"
+    );
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let theirs = redis
+        .client()
+        .raw(&["COMMAND", "INFO", "object|help", "memory|help"]);
+    assert_eq!(ours, theirs);
+}
+
 #[test]
 fn redis_crate_client_reads_info() {
     let srv = TestServer::start(2);
@@ -1039,4 +1059,91 @@ fn info_memory_reports_the_eviction_policy() {
         "+OK"
     );
     assert_eq!(policy(&mut c).as_deref(), Some("allkeys-lru"));
+}
+
+/// RESET gives the connection a fresh one's state: MULTI discarded, database
+/// 0, RESP2, no name; the same replies as redis-server.
+#[test]
+fn reset_clears_connection_state_as_redis() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CLIENT", "SETNAME", "n"]), "+OK");
+    assert_eq!(c.raw(&["SELECT", "2"]), "+OK");
+    assert!(c.raw(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    assert_eq!(c.raw(&["RESET"]), "+RESET");
+    let info = c.raw(&["CLIENT", "INFO"]);
+    for field in [" name= ", " db=0 ", " flags=N ", " multi=-1 ", " resp=2 "] {
+        assert!(info.contains(field), "{field} in {info}");
+    }
+    let script = "
+        CLIENT SETNAME n
+        SELECT 2
+        SET k v
+        ~HELLO 3
+        MULTI
+        SET x 1
+        RESET
+        EXEC
+        CLIENT GETNAME
+        GET k
+        GET x
+        SELECT 2
+        GET k
+        RESET
+        RESET
+        MULTI
+        PING
+        RESET
+        DISCARD
+    ";
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    assert_same_replies(&mut srv.client(), &mut redis.client(), script);
+}
+
+/// RESET forgets the WATCHed keys (on every shard holding them): a later
+/// transaction runs whatever happened to them.
+#[test]
+fn reset_unwatches_keys() {
+    let run = |mut c: RespClient, mut other: RespClient| {
+        let mut out = Vec::new();
+        for k in ["{a}k", "{b}k"] {
+            out.push(c.raw(&["WATCH", k]));
+        }
+        out.push(other.raw(&["SET", "{a}k", "1"]));
+        out.push(c.raw(&["RESET"]));
+        out.push(c.raw(&["MULTI"]));
+        out.push(c.raw(&["SET", "{b}k", "2"]));
+        out.push(c.raw(&["EXEC"]));
+        out
+    };
+    let srv = TestServer::start(2);
+    let ours = run(srv.client(), srv.client());
+    assert_eq!(
+        ours,
+        ["+OK", "+OK", "+OK", "+RESET", "+OK", "+QUEUED", "*1\r\n+OK"]
+    );
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    assert_eq!(ours, run(redis.client(), redis.client()));
+}
+
+/// With `requirepass`, RESET makes the connection authenticate again (it
+/// runs before AUTH too, like QUIT).
+#[test]
+fn reset_requires_auth_again() {
+    let srv = TestServer::with_config(Config {
+        requirepass: Some("pw".into()),
+        ..test_config()
+    });
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["RESET"]), "+RESET");
+    assert_eq!(c.raw(&["AUTH", "pw"]), "+OK");
+    assert_eq!(c.raw(&["GET", "k"]), "$-1");
+    assert_eq!(c.raw(&["RESET"]), "+RESET");
+    assert_eq!(c.raw(&["GET", "k"]), "-NOAUTH Authentication required.");
 }

@@ -1,9 +1,9 @@
-//! Connection commands: HELLO, AUTH and the CLIENT container (ID, SETNAME,
-//! GETNAME, SETINFO, LIST, INFO, KILL, NO-EVICT, NO-TOUCH, HELP).
+//! Connection commands: HELLO, AUTH, RESET and the CLIENT container (ID,
+//! SETNAME, GETNAME, SETINFO, LIST, INFO, KILL, NO-EVICT, NO-TOUCH, HELP).
 //!
 //! They run on the connection's thread and only touch the connection's [`Session`], its
 //! [`ClientShared`] record and the server-wide client registry; no shard is
-//! involved.
+//! involved (except RESET forgetting the connection's WATCHed keys).
 //!
 //! [`Session`]: crate::io::conn::Session
 //! [`ClientShared`]: crate::io::conn::ClientShared
@@ -169,6 +169,15 @@ pub const SPECS: &[CommandSpec] = &[
         "Authenticates the connection.",
         "1.0.0",
         auth,
+    ),
+    row(
+        "RESET",
+        1,
+        CONN_AUTH_FLAGS,
+        &["fast", "connection"],
+        "Resets the connection.",
+        "6.2.0",
+        reset,
     ),
     CommandSpec {
         name: "CLIENT",
@@ -660,6 +669,47 @@ fn kill_all(
     } else {
         Action::Reply(reply)
     }
+}
+
+/// `RESET`
+///
+/// Gives the connection the state of a fresh one: discards an open MULTI
+/// block and forgets the WATCHed keys, leaves MONITOR mode, selects
+/// database 0, switches to RESP2, clears the client name, leaves READONLY
+/// and ASKING modes, and requires AUTH again when `requirepass` is set.
+/// That is all of Redis's list that shardstream has state for (it has no
+/// pub/sub, CLIENT TRACKING or CLIENT REPLY; NO-EVICT and NO-TOUCH keep no
+/// state here). Runs inside MULTI and before authenticating, as in Redis.
+///
+/// # Reply
+/// `+RESET`, once the watches are gone from their shards.
+/// # Source
+/// `resetCommand`, `clearClientConnectionState`, redis/src/networking.c
+/// (7.x).
+fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
+    let needs_auth = cx
+        .shared
+        .config
+        .read()
+        .map(|c| c.requirepass.is_some())
+        .unwrap_or(true);
+    let s = &mut *cx.conn;
+    crate::cmd::tx::reset_multi(s);
+    if s.monitor.take().is_some() {
+        cx.shared.monitors.detach(s.id);
+        s.shared.monitor.store(false, Ordering::Relaxed);
+    }
+    s.db = 0;
+    s.shared.db.store(0, Ordering::Relaxed);
+    s.resp3 = false;
+    s.shared.resp.store(2, Ordering::Relaxed);
+    if let Ok(mut n) = s.shared.name.lock() {
+        *n = None;
+    }
+    s.readonly = false;
+    s.asking = false;
+    s.authenticated = !needs_auth;
+    Ok(crate::cmd::tx::unwatch_then(s, Reply::simple("RESET")))
 }
 
 /// `on` / `off` argument of NO-EVICT / NO-TOUCH (`ERR syntax error` otherwise).

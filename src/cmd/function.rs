@@ -154,7 +154,10 @@ pub const SPECS: &[CommandSpec] = &[
     },
     fcall_row(
         "FCALL",
-        Flags::NOSCRIPT.with(Flags::SKIP_MONITOR).with(Flags::STALE),
+        Flags::NOSCRIPT
+            .with(Flags::SKIP_MONITOR)
+            .with(Flags::STALE)
+            .with(Flags::MAY_REPLICATE),
         "Invokes a function.",
         fcall,
     ),

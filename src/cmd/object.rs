@@ -32,6 +32,26 @@ const fn sub(
     )
 }
 
+/// A HELP subcommand row: no keys, no `readonly` flag (Redis flags them
+/// `loading`, `stale`), so a monitor may ask for help as in Redis.
+const fn help_sub(
+    name: &'static str,
+    acl: &'static [&'static str],
+    parse: fn(&[Bytes]) -> Result<ShardReq, CmdError>,
+) -> CommandSpec {
+    CommandSpec {
+        flags: Flags::LOADING.with(Flags::STALE),
+        acl,
+        ..sub(
+            name,
+            2,
+            Keys::None,
+            "Returns helpful text about the different subcommands.",
+            parse,
+        )
+    }
+}
+
 /// Table rows of this family.
 pub const SPECS: &[CommandSpec] = &[
     CommandSpec {
@@ -65,13 +85,7 @@ pub const SPECS: &[CommandSpec] = &[
                 "Returns the time since the last access to a Redis object.",
                 parse_object,
             ),
-            sub(
-                "OBJECT|HELP",
-                2,
-                Keys::None,
-                "Returns helpful text about the different subcommands.",
-                parse_object,
-            ),
+            help_sub("OBJECT|HELP", &["keyspace", "slow"], parse_object),
         ],
         handler: Handler::Keyed {
             parse: parse_object,
@@ -98,13 +112,7 @@ pub const SPECS: &[CommandSpec] = &[
             crate::cmd::memory::SUBS[0],
             crate::cmd::memory::SUBS[1],
             crate::cmd::memory::SUBS[2],
-            sub(
-                "MEMORY|HELP",
-                2,
-                Keys::None,
-                "Returns helpful text about the different subcommands.",
-                parse_memory,
-            ),
+            help_sub("MEMORY|HELP", &["slow"], parse_memory),
         ],
         handler: Handler::Keyed {
             parse: parse_memory,

@@ -135,14 +135,14 @@ const SCRIPT_SUBS: &[CommandSpec] = &[
 pub const SPECS: &[CommandSpec] = &[
     eval_row(
         "EVAL",
-        EVAL_FLAGS,
+        EVAL_FLAGS.with(Flags::MAY_REPLICATE),
         "Executes a server-side Lua script.",
         "2.6.0",
         eval,
     ),
     eval_row(
         "EVALSHA",
-        EVAL_FLAGS,
+        EVAL_FLAGS.with(Flags::MAY_REPLICATE),
         "Executes a server-side Lua script by SHA1 digest.",
         "2.6.0",
         evalsha,

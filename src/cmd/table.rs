@@ -38,6 +38,10 @@ impl Flags {
     /// Served for a slot being imported without a preceding ASKING (Redis's
     /// `CMD_ASKING`: RESTORE-ASKING, what MIGRATE sends in cluster mode).
     pub const ASKING: Flags = Flags(1 << 14);
+    /// May replicate even when it does not write (EVAL, EVALSHA, FCALL:
+    /// Redis's `CMD_MAY_REPLICATE`). Internal, as in Redis: `COMMAND INFO`
+    /// does not list it; a monitor may not run such commands.
+    pub const MAY_REPLICATE: Flags = Flags(1 << 15);
 
     const NAMES: &'static [(Flags, &'static str)] = &[
         (Flags::WRITE, "write"),

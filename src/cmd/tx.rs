@@ -121,7 +121,7 @@ pub fn unwatch_req() -> ShardReq {
 
 /// Forget the session's watches on every shard holding some; `reply` is
 /// the answer once they are gone (or at once when there are none).
-fn unwatch_then(session: &mut Session, reply: Reply) -> Action {
+pub fn unwatch_then(session: &mut Session, reply: Reply) -> Action {
     let shards = std::mem::take(&mut session.watching);
     if shards.is_empty() {
         return Action::Reply(reply);

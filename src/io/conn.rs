@@ -142,6 +142,8 @@ pub struct ClientShared {
     /// Parked in a blocking read (`flags=b`); set by the shard that parks it
     /// (see [`crate::shard::blocking::Ticket`]).
     pub blocked: Arc<AtomicBool>,
+    /// In MONITOR mode (`flags=O`).
+    pub monitor: AtomicBool,
 }
 
 impl ClientShared {
@@ -153,6 +155,28 @@ impl ClientShared {
             + 16 * 1024
             + self.qbuf_bytes.load(Ordering::Relaxed)
             + self.omem_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The `flags=` field: `O` monitor, `x` in MULTI, `b` blocked, in
+    /// Redis's order, or `N` for none.
+    ///
+    /// # Source
+    /// `catClientInfoString`, redis/src/networking.c.
+    fn flags(&self, in_multi: bool) -> String {
+        let mut f = String::new();
+        if self.monitor.load(Ordering::Relaxed) {
+            f.push('O');
+        }
+        if in_multi {
+            f.push('x');
+        }
+        if self.blocked.load(Ordering::Relaxed) {
+            f.push('b');
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
     }
 
     /// One `CLIENT LIST` / `CLIENT INFO` line (Redis 7 field order, the fields we track).
@@ -188,13 +212,7 @@ impl ClientShared {
             name,
             self.created.elapsed().as_secs(),
             idle_s,
-            if self.blocked.load(Ordering::Relaxed) {
-                "b"
-            } else if multi >= 0 {
-                "x"
-            } else {
-                "N"
-            },
+            self.flags(multi >= 0),
             self.db.load(Ordering::Relaxed),
             multi,
             self.qbuf_bytes.load(Ordering::Relaxed),
@@ -232,12 +250,19 @@ pub struct Session {
     pub transit: Option<crate::cluster::TransitCheck>,
     /// Shards holding this connection's WATCHed keys (each once).
     pub watching: Vec<crate::route::slot::ShardId>,
+    /// MONITOR mode: the lines waiting for this client (see [`crate::monitor`]).
+    pub monitor: Option<crate::monitor::Feed>,
     pub shared: Arc<ClientShared>,
 }
 
 /// Most encoded output [`Conn::defer_write`] keeps back, bytes (Redis's
 /// `NET_MAX_WRITES_PER_EVENT`, the most it writes to one client per event).
 pub const DEFER_WRITE_BYTES: usize = 64 * 1024;
+
+/// A monitor takes MONITOR lines from its channel into its output buffer
+/// while less than this is waiting to be written, bytes; the rest wait in
+/// the channel (bounded by [`crate::monitor::QUEUE_LINES`]).
+pub const MONITOR_OUTPUT_BYTES: usize = 64 * 1024;
 
 /// A reply slot in the connection's in-order queue.
 pub enum Pending {
@@ -370,9 +395,11 @@ impl Conn {
 
     /// Whether the connection can move to another shard thread now: nothing
     /// in flight (no reply slot, no parked read), nothing left to write, not
-    /// closing. Its session, MULTI queue and unread input move with it.
+    /// closing, not a monitor (feeders wake the thread it attached on). Its
+    /// session, MULTI queue and unread input move with it.
     pub fn can_hand_over(&self) -> bool {
         self.slots.is_empty()
+            && self.session.monitor.is_none()
             && self.blocked.is_none()
             && self.hold_until.is_none()
             && self.output_bytes() == 0
@@ -560,6 +587,67 @@ impl Conn {
             if self.close_after == Some(seq) {
                 self.slots.clear();
                 break;
+            }
+        }
+        any
+    }
+
+    /// Whether this monitor can take MONITOR lines into its output buffer
+    /// now: none of its own replies is still due (each reply comes before
+    /// its command's own line, as in Redis), it is not closing (QUIT), and
+    /// less than [`MONITOR_OUTPUT_BYTES`] wait to be written. False for a
+    /// connection that does not monitor.
+    pub fn takes_lines(&self) -> bool {
+        self.session.monitor.is_some()
+            && self.slots.is_empty()
+            && !self.dead
+            && self.close_after.is_none()
+            && self.output_bytes() < MONITOR_OUTPUT_BYTES
+    }
+
+    /// Whether this monitor has something for its thread to do: lines it
+    /// can take now, or it fell too far behind and must be closed.
+    pub fn monitor_work(&self) -> bool {
+        match &self.session.monitor {
+            Some(feed) => feed.is_cut() || (feed.has_lines() && self.takes_lines()),
+            None => false,
+        }
+    }
+
+    /// Move waiting MONITOR lines into the output buffer while
+    /// [`Conn::takes_lines`]; returns whether any moved. A monitor cut off
+    /// by its feeders (its channel filled up) is closed as a client over its
+    /// output buffer limit, and so is one whose buffered output breaks
+    /// `limit` (the normal clients' limit, a monitor's class in Redis).
+    ///
+    /// # Source
+    /// `replicationFeedMonitors` (redis/src/replication.c) adds each line
+    /// to the monitor's output buffer; `checkClientOutputBufferLimits`,
+    /// redis/src/networking.c.
+    pub fn take_lines(&mut self, limit: Option<&OutputBufferLimit>) -> bool {
+        let Some(feed) = &self.session.monitor else {
+            return false;
+        };
+        if feed.is_cut() {
+            if !self.dead {
+                self.output_limit_hit = Some(self.output_bytes());
+                self.drop_output();
+            }
+            return false;
+        }
+        let mut any = false;
+        while self.takes_lines() {
+            let Some(line) = self.session.monitor.as_ref().and_then(|f| f.next_line()) else {
+                break;
+            };
+            self.wbuf.extend_from_slice(&line);
+            any = true;
+        }
+        let limit = limit.filter(|l| l.hard_bytes > 0 || l.soft_bytes > 0);
+        if let Some(limit) = limit {
+            if any && self.over_output_limit(limit, Instant::now) {
+                self.output_limit_hit = Some(self.output_bytes());
+                self.drop_output();
             }
         }
         any

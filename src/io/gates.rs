@@ -1,6 +1,7 @@
 //! The checks a command passes before it runs, in the order Redis's
 //! `processCommand` makes them: known command → arity → subcommand → protected (DEBUG) → NOAUTH →
-//! cluster redirection → AOF write errors (MISCONF) → OOM → busy script (`-BUSY`) → MULTI queueing.
+//! cluster redirection → AOF write errors (MISCONF) → OOM → busy script (`-BUSY`) → a monitor's
+//! keyspace commands → MULTI queueing.
 //! Each `gate_*` answers `Err` with the reply that refuses the command;
 //! [`admit`] runs them in order, counts the refusal as Redis does
 //! (`rejected_calls`) and answers it, so the caller only routes admitted
@@ -157,6 +158,11 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
         reject(shared, conn, e);
         return None;
     }
+    if let Err(e) = gate_monitor(spec, &conn.session) {
+        shared.count_call(spec.name, false, true);
+        reject(shared, conn, e);
+        return None;
+    }
     if conn.session.multi.is_some() && !runs_inside_multi(spec.name) {
         if spec.flags.has(Flags::NO_MULTI) {
             let err = CmdError::msg("ERR Command not allowed inside a transaction");
@@ -222,6 +228,27 @@ fn gate_busy(shared: &Shared, spec: &CommandSpec) -> Result<(), CmdError> {
     }
 }
 
+/// A monitor (Redis flags it like a replica) may not run commands that
+/// touch the keyspace: those flagged `write` or `readonly`, or that may
+/// replicate (EVAL, EVALSHA, FCALL). Inside MULTI the refusal dooms the
+/// transaction, as any refusal does.
+///
+/// # Errors
+/// [`CmdError::ReplicaKeyspace`].
+/// # Source
+/// The replica check of `processCommand`, redis/src/server.c (7.0), after
+/// the busy-script check and before queueing.
+fn gate_monitor(spec: &CommandSpec, session: &Session) -> Result<(), CmdError> {
+    if session.monitor.is_some()
+        && (spec.flags.has(Flags::WRITE)
+            || spec.flags.has(Flags::READONLY)
+            || spec.flags.has(Flags::MAY_REPLICATE))
+    {
+        return Err(CmdError::ReplicaKeyspace);
+    }
+    Ok(())
+}
+
 /// A shard that cannot write its AOF refuses writes (and PING), as Redis
 /// does after a failed AOF write or fsync (`-MISCONF`).
 fn gate_aof(shared: &Shared, spec: &CommandSpec) -> Result<(), CmdError> {
@@ -273,8 +300,9 @@ fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
     }
 }
 
-/// The table row that decides a command's keys (a container's subcommand row).
-fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+/// The table row that decides a command's keys and flags (a container's
+/// subcommand row).
+pub fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
     let spec = table::lookup(argv.first()?)?;
     if spec.subcommands.is_empty() || argv.len() < 2 {
         return Some(spec);

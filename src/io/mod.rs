@@ -176,6 +176,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         killed: AtomicBool::new(false),
         multi: AtomicU64::new(u64::MAX),
         blocked: Arc::new(AtomicBool::new(false)),
+        monitor: AtomicBool::new(false),
     });
     if let Ok(mut c) = shared.clients.lock() {
         c.insert(id, client.clone());
@@ -193,6 +194,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             asking: false,
             transit: None,
             watching: Vec::new(),
+            monitor: None,
             shared: client,
         },
         rbuf: BytesMut::with_capacity(16 * 1024),
@@ -431,6 +433,11 @@ pub fn process_input(
                 if !argv.is_empty() {
                     dispatch(shared, out, conn, argv, local);
                     conn.encode_ready(Some(&limits.output));
+                    if conn.session.monitor.is_some() {
+                        // The lines so far (its own command's included)
+                        // follow its reply, before the next command's.
+                        conn.take_lines(Some(&limits.output));
+                    }
                 }
             }
             Ok(Decoded::Incomplete { min_total }) => {
@@ -454,6 +461,41 @@ fn monitor_skips(flags: crate::cmd::Flags) -> bool {
     flags.has(Flags::ADMIN) || flags.has(Flags::SKIP_MONITOR)
 }
 
+/// Feed monitors the commands EXEC is about to run, each with the database
+/// it leaves selected (a queued SELECT changes it for itself and the
+/// commands after it, as Redis feeds a command after it ran), before
+/// EXEC's own line, as Redis shows each command when EXEC runs it. Nothing
+/// when the transaction is doomed (EXEC answers EXECABORT and runs none).
+///
+/// # Source
+/// `execCommand` (redis/src/multi.c) runs each queued command through
+/// `call`, which feeds monitors (redis/src/server.c).
+fn feed_transaction(shared: &Shared, session: &Session) {
+    let Some(queue) = session.multi.as_ref().filter(|_| !session.multi_failed) else {
+        return;
+    };
+    let now_us = crate::monitor::now_us();
+    let mut db = session.db;
+    for argv in queue {
+        let Some(spec) = gates::row_of(argv) else {
+            continue;
+        };
+        if monitor_skips(spec.flags) {
+            continue;
+        }
+        if spec.name == "SELECT" {
+            // Fed after it ran, as any command: in its new database.
+            let index = argv.get(1).and_then(|a| crate::cmd::args::parse_i64(a));
+            if let Some(i) = index.and_then(|i| usize::try_from(i).ok()) {
+                if i < shared.databases {
+                    db = i;
+                }
+            }
+        }
+        shared.monitors.feed(now_us, db, &session.shared.addr, argv);
+    }
+}
+
 /// Admit one decoded command, then answer it here or queue it for its shard(s).
 fn dispatch(
     shared: &Arc<Shared>,
@@ -471,6 +513,9 @@ fn dispatch(
     };
     let transit = conn.session.transit.take();
     let proto_before = conn.session.resp3;
+    if spec.name == "EXEC" && shared.monitors.is_active() {
+        feed_transaction(shared, &conn.session);
+    }
     let mut routed = router::route(spec, &argv, &mut conn.session, shared);
     if let Some(check) = transit {
         routed = crate::route::transit::guard(routed, check);

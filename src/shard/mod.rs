@@ -87,6 +87,10 @@ const TICK: Duration = Duration::from_millis(100);
 const CRON: Duration = Duration::from_secs(1);
 /// Length of one period of INFO's `client_recent_max_*_buffer` windows.
 const PEAK_PERIOD: Duration = Duration::from_secs(4);
+/// Most times a monitor's output is refilled with waiting lines and written
+/// in one iteration (each at most [`crate::io::conn::MONITOR_OUTPUT_BYTES`]),
+/// so a busy monitor does not keep its thread from the other connections.
+const MONITOR_WRITE_ROUNDS: usize = 4;
 /// Shortest interval between two `used_memory` samples while `maxmemory` is set.
 const MEM_SAMPLE: Duration = Duration::from_millis(1);
 
@@ -152,6 +156,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 scratch: vec![0u8; io::READ_CHUNK_BYTES].into_boxed_slice(),
                 kill_epoch: 0,
                 blocked_ids: HashSet::default(),
+                monitor_ids: Vec::new(),
                 limits,
                 config_epoch: 0,
                 last_cron: Instant::now(),
@@ -268,6 +273,9 @@ struct ShardThread {
     kill_epoch: u64,
     /// Connections parked in a blocking read (their deadlines are checked every iteration).
     blocked_ids: HashSet<u64, BuildHasherDefault<ConnIdHasher>>,
+    /// This thread's connections in MONITOR mode (their channels are
+    /// looked at every iteration, and before the thread sleeps).
+    monitor_ids: Vec<u64>,
     limits: Limits,
     /// `Shared::config_epoch` when `limits` was read.
     config_epoch: u64,
@@ -344,11 +352,14 @@ impl ShardThread {
             || !self.read_again.is_empty()
             || self.db.blocking.has_ready()
             || !self.db.coordinate.is_empty()
+            || self.monitor_work()
         {
             return Duration::ZERO;
         }
         self.parked.store(true, Ordering::SeqCst);
-        if !self.inbox.is_empty() {
+        // Feeders of a monitor's channel wake this thread only when they
+        // see `parked`: lines sent before it was set are seen here.
+        if !self.inbox.is_empty() || self.monitor_work() {
             return Duration::ZERO;
         }
         let now = now_ms();
@@ -408,6 +419,7 @@ impl ShardThread {
         }
         self.release_replies();
         self.expire_blocked();
+        self.touch_monitors();
         self.flush_touched();
         if self.out.batches[usize::from(self.me)].is_empty() {
             self.send_batches();
@@ -890,7 +902,7 @@ impl ShardThread {
     }
 
     /// Once a second: close clients idle longer than `timeout` (never blocked
-    /// ones, as Redis), close MIGRATE sockets idle for 10 s, and turn the
+    /// ones or monitors, as Redis spares blocked clients and replicas), close MIGRATE sockets idle for 10 s, and turn the
     /// INFO peak windows over.
     ///
     /// # Source
@@ -913,6 +925,7 @@ impl ShardThread {
             .iter()
             .filter(|(_, c)| {
                 c.blocked.is_none()
+                    && c.session.monitor.is_none()
                     && c.slots.is_empty()
                     && now_ms.saturating_sub(
                         c.session.shared.last_interaction_ms.load(Ordering::Relaxed),
@@ -922,6 +935,30 @@ impl ShardThread {
             .collect();
         for id in idle {
             self.remove_conn(id);
+        }
+    }
+
+    /// Whether one of this thread's monitors has lines it can take now, or
+    /// must be closed (see [`Conn::monitor_work`]).
+    fn monitor_work(&self) -> bool {
+        self.monitor_ids
+            .iter()
+            .any(|id| self.conns.get(id).is_some_and(Conn::monitor_work))
+    }
+
+    /// Forget connections that left MONITOR mode or went away, and queue
+    /// for writing the monitors with lines to take (or to close).
+    fn touch_monitors(&mut self) {
+        if self.monitor_ids.is_empty() {
+            return;
+        }
+        let conns = &self.conns;
+        self.monitor_ids
+            .retain(|id| conns.get(id).is_some_and(|c| c.session.monitor.is_some()));
+        for id in &self.monitor_ids {
+            if conns.get(id).is_some_and(Conn::monitor_work) {
+                self.touched.push(*id);
+            }
         }
     }
 
@@ -999,6 +1036,12 @@ impl ShardThread {
                 io::process_input(&self.shared, &mut self.out, conn, &limits, &mut exec);
                 conn.encode_ready(Some(&limits.output));
             }
+            if conn.session.monitor.is_some() {
+                if !self.monitor_ids.contains(&id) {
+                    self.monitor_ids.push(id);
+                }
+                conn.take_lines(Some(&limits.output));
+            }
             if let Some(pending) = conn.output_limit_hit.take() {
                 self.shared
                     .stats
@@ -1027,7 +1070,17 @@ impl ShardThread {
                         .writes_processed
                         .fetch_add(1, Ordering::Relaxed);
                 }
-                let written = io::write_conn(conn);
+                let mut written = io::write_conn(conn);
+                // A monitor's lines keep coming: while its socket takes
+                // them all, take more, a few rounds per iteration.
+                let mut rounds = 1;
+                while rounds < MONITOR_WRITE_ROUNDS
+                    && conn.output_bytes() == 0
+                    && conn.take_lines(Some(&limits.output))
+                {
+                    written += io::write_conn(conn);
+                    rounds += 1;
+                }
                 // Ask for WRITABLE only while output is left over (as Redis
                 // installs its write handler): otherwise every ACK on an
                 // edge-triggered socket would wake the loop for nothing.
@@ -1091,6 +1144,10 @@ impl ShardThread {
                 b.ticket.finish();
             }
             self.blocked_ids.remove(&id);
+            if conn.session.monitor.take().is_some() {
+                self.shared.monitors.detach(id);
+                conn.session.shared.monitor.store(false, Ordering::Relaxed);
+            }
             // Its watches go with it (the replies find no connection and are dropped).
             for shard in std::mem::take(&mut conn.session.watching) {
                 let job = conn.job(self.me, 0, 0, crate::cmd::tx::unwatch_req());

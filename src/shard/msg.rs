@@ -158,6 +158,15 @@ impl Outbox {
         }
     }
 
+    /// Wake the thread if it is parked, for work that did not come through
+    /// its inbox (MONITOR lines in a monitor's channel): the thread checks
+    /// that work after setting `parked`, as it checks its inbox.
+    pub fn nudge(&self) {
+        if self.parked.swap(false, Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+
     /// Wake the thread whatever its state (shutdown, CLIENT KILL).
     pub fn wake(&self) {
         let _ = self.waker.wake();

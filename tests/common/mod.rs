@@ -457,3 +457,14 @@ pub fn assert_same_replies(ours: &mut RespClient, redis: &mut RespClient, script
 pub fn bind_free() -> std::net::TcpListener {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
 }
+
+/// An integer field of INFO `section` (`connected_clients`, ...).
+pub fn info_int(c: &mut RespClient, section: &str, field: &str) -> u64 {
+    let text = c.raw(&["INFO", section]);
+    text.split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO {section} lacks {field}: {text}"))
+        .trim()
+        .parse()
+        .expect("an integer field")
+}
