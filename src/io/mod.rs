@@ -513,7 +513,7 @@ fn dispatch(
     };
     let transit = conn.session.transit.take();
     let proto_before = conn.session.resp3;
-    if spec.name == "EXEC" && shared.monitors.is_active() {
+    if shared.monitors.is_active() && spec.name == "EXEC" {
         feed_transaction(shared, &conn.session);
     }
     let mut routed = router::route(spec, &argv, &mut conn.session, shared);
