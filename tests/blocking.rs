@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RespClient, TestServer};
+use common::{resp_command, RespClient, TestServer};
 use shardstream::route::slot::slot_of;
 
 const SHARDS: u16 = 4;
@@ -117,6 +117,69 @@ fn multi_shard_block_is_answered_once() {
         writer.raw(&["XADD", first, "*", "f", "3"]);
         settle(&mut writer);
         assert_eq!(reader.raw(&["PING"]), "+PONG");
+    }
+}
+
+/// A parked reader is served right after the write that readies it, before
+/// the writer's next pipelined command runs, as Redis serves blocked clients
+/// after each command (`handleClientsBlockedOnKeys`): an XDEL or another
+/// consumer's XREADGROUP right behind the XADD cannot take the entry away.
+/// Over several rounds the connections and keys land on different threads
+/// and shards, so the pipeline also reaches the key's shard as one batch.
+#[test]
+fn reader_is_served_before_the_next_pipelined_command() {
+    let srv = TestServer::start(SHARDS);
+    for round in 0..8 {
+        let key = format!("pipe{round}");
+        let mut reader = srv.client();
+        let mut writer = srv.client();
+        reader.send(&["XREAD", "BLOCK", "0", "STREAMS", &key, "$"]);
+        settle(&mut writer);
+        let mut wire = resp_command(&["XADD", &key, "5-1", "f", "v"]);
+        wire.extend(resp_command(&["XDEL", &key, "5-1"]));
+        writer.send_raw(&wire);
+        assert_eq!(writer.read_reply(), "$3\r\n5-1");
+        assert_eq!(writer.read_reply(), ":1");
+        assert_eq!(
+            reader.read_reply(),
+            one_entry(&key, "5-1", "f", "v"),
+            "round {round}"
+        );
+
+        // A consumer group: the parked consumer gets the entry, the one
+        // whose read was pipelined behind the XADD finds nothing new.
+        let group_key = format!("gpipe{round}");
+        writer.raw(&["XGROUP", "CREATE", &group_key, "g", "$", "MKSTREAM"]);
+        reader.send(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c1",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            &group_key,
+            ">",
+        ]);
+        settle(&mut writer);
+        let mut wire = resp_command(&["XADD", &group_key, "6-1", "f", "v"]);
+        wire.extend(resp_command(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c2",
+            "STREAMS",
+            &group_key,
+            ">",
+        ]));
+        writer.send_raw(&wire);
+        assert_eq!(writer.read_reply(), "$3\r\n6-1");
+        assert_eq!(writer.read_reply(), "*-1", "round {round}");
+        assert_eq!(
+            reader.read_reply(),
+            one_entry(&group_key, "6-1", "f", "v"),
+            "round {round}"
+        );
     }
 }
 

@@ -508,8 +508,10 @@ impl ShardThread {
     }
 
     /// Run requests on this shard's data, in order, queueing each reply for
-    /// the thread that owns its connection; then serve readers parked on keys
-    /// the requests made ready.
+    /// the thread that owns its connection, and serve the readers parked on
+    /// keys each request made ready before the next request runs (Redis
+    /// serves them after each command, so a pipelined XADD then XDEL, or a
+    /// second reader's XREADGROUP, cannot take the entry from them).
     ///
     /// A job that asks to hold this shard for a cross-shard transaction
     /// (see [`hold`]) stops the batch: the shard runs only that
@@ -524,6 +526,7 @@ impl ShardThread {
                 if let Some((to, reply)) = exec.run(job) {
                     exec.queue_reply(to, reply);
                 }
+                exec.serve_waiters();
                 held = exec.db.hold.take();
                 // Transactions this shard coordinates run before the next
                 // request — together when they come one after another.
@@ -535,7 +538,6 @@ impl ShardThread {
                     break;
                 }
             }
-            exec.serve_waiters();
             self.coordinate_pending(now);
             if let Some(h) = held {
                 self.held(h, now);
@@ -1322,6 +1324,7 @@ impl io::RunLocal for Exec<'_> {
             if let Some((to, reply)) = self.run(queued) {
                 self.queue_reply(to, reply);
             }
+            self.serve_waiters();
         }
         // A transaction among them runs before this request.
         self.coordinate();
