@@ -67,6 +67,8 @@ fn eval_replies_conversions_and_errors_match_redis() {
         XGROUP CREATE sx g 0
         EVAL "return redis.call('XREADGROUP', 'GROUP', 'g', 'c', 'STREAMS', KEYS[1], '>')" 1 sx
         EVAL "return redis.call('XRANGE', KEYS[1], '-', '+')[2][2][3]" 1 sx
+        EVAL "return redis.pcall('XrEaD', 'BLOCK', 0, 'STREAMS', KEYS[1], '$')" 1 sx
+        EVAL "return redis.pcall('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', KEYS[1], '>')" 1 sx
         EVAL "return redis.call('set', 'k', 'v')" 0
         EVAL "return redis.call('set', 'k', 'v')['ok']" 0
         EVAL "return redis.call('incr', 'n')" 0

@@ -591,9 +591,10 @@ fn run_call(
             parse, block_ms, ..
         } => {
             if block_ms(argv).is_some() && matches!(spec.name, "XREAD" | "XREADGROUP") {
+                // The name as the script spelled it (Redis prints argv[0]).
                 return Reply::Error(CmdError::msg(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
-                    spec.name.to_ascii_lowercase()
+                    String::from_utf8_lossy(&argv[0])
                 )));
             }
             // Other blocking commands answer at once, as in MULTI.
