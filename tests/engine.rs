@@ -339,3 +339,60 @@ fn info_counts_its_own_input_bytes() {
     let mut d = srv.client();
     assert_eq!(stat(&mut d, "total_net_input_bytes"), 3 * info_bytes);
 }
+
+/// A read over keys of both shards answers in the caller's key order, a key
+/// named twice at each of its places, in RESP2 and RESP3, as redis-server
+/// does.
+#[test]
+fn read_over_two_shards_keeps_the_key_order_with_repeated_keys() {
+    let (_srv, mut ours, a, b) = two_shards();
+    let Some(redis) = common::RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    for c in [&mut ours, &mut theirs] {
+        c.raw(&["XADD", &a, "1-1", "f", "a1"]);
+        c.raw(&["XADD", &a, "2-1", "f", "a2"]);
+        c.raw(&["XADD", &b, "1-1", "f", "b1"]);
+        c.raw(&["XGROUP", "CREATE", &a, "g", "0"]);
+        c.raw(&["XGROUP", "CREATE", &b, "g", "0"]);
+    }
+    let reads: [&[&str]; 5] = [
+        &["XREAD", "STREAMS", &a, &b, &a, "0", "0", "1-1"],
+        &["XREAD", "STREAMS", &b, &a, &b, "0", "0", "0"],
+        &["XREAD", "COUNT", "1", "STREAMS", &a, &b, &a, "0", "0", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            &a,
+            &b,
+            &a,
+            ">",
+            ">",
+            ">",
+        ],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            &b,
+            &a,
+            &b,
+            "0",
+            "0",
+            "0",
+        ],
+    ];
+    for proto in ["2", "3"] {
+        ours.raw(&["HELLO", proto]);
+        theirs.raw(&["HELLO", proto]);
+        for argv in reads {
+            assert_eq!(ours.raw(argv), theirs.raw(argv), "RESP{proto} {argv:?}");
+        }
+    }
+}

@@ -669,7 +669,9 @@ pub fn start_routed(
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the
-/// caller's key order; a null reply when no shard returned anything.
+/// caller's key order; a null reply when no shard returned anything. A key
+/// named twice is answered twice, at each of its places (a shard's pairs
+/// come in its keys' order, so each takes the first place not yet taken).
 fn merge_streams(replies: Vec<Reply>, key_pos: Vec<Vec<(Bytes, usize)>>) -> Reply {
     if let Some(e) = first_error(&replies) {
         return e;
@@ -680,12 +682,16 @@ fn merge_streams(replies: Vec<Reply>, key_pos: Vec<Vec<(Bytes, usize)>>) -> Repl
             Reply::PairMap(p) => p,
             _ => continue,
         };
+        let mut taken = vec![false; keys.len()];
         for (k, v) in pairs {
-            let n = match &k {
-                Reply::Bulk(b) => keys.iter().find(|(kb, _)| kb == b).map(|(_, n)| *n),
+            let at = match &k {
+                Reply::Bulk(b) => (0..keys.len()).find(|&i| !taken[i] && keys[i].0 == b),
                 _ => None,
-            }
-            .unwrap_or(usize::MAX);
+            };
+            let n = at.map_or(usize::MAX, |i| {
+                taken[i] = true;
+                keys[i].1
+            });
             items.push((n, (k, v)));
         }
     }
