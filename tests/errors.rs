@@ -100,6 +100,12 @@ fn auth_errors() {
     let mut c = srv.client();
     // NoAuth
     assert_eq!(c.raw(&["GET", "k"]), "-NOAUTH Authentication required.");
+    // A refused EXEC is a discarded transaction, MULTI or not (redis-server
+    // 7.0.15 answers the same).
+    assert_eq!(
+        c.raw(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of: NOAUTH Authentication required."
+    );
     // WrongPass
     assert_eq!(
         c.raw(&["AUTH", "nope"]),

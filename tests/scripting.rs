@@ -772,6 +772,11 @@ fn busy_script_answers_busy_and_script_kill_stops_it() {
         "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
     );
     assert!(admin.raw(&["FUNCTION", "STATS"]).contains("duration_ms"));
+    // A refused EXEC is a discarded transaction (redis-server 7.0.15's text).
+    assert_eq!(
+        admin.raw(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    );
     assert_eq!(admin.raw(&["SCRIPT", "KILL"]), "+OK");
     let killed = looper.read_reply();
     assert!(

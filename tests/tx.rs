@@ -270,6 +270,7 @@ fn transactions_match_redis_server() {
         r#"
         DEL {d}a {d}b {d}c
         EXEC
+        EXEC now
         DISCARD
         MULTI
         MULTI

@@ -155,7 +155,7 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
     }
     if let Err(e) = gate_busy(shared, spec) {
         shared.count_call(spec.name, false, true);
-        reject(shared, conn, e);
+        reject_cmd(shared, conn, spec, e);
         return None;
     }
     if let Err(e) = gate_monitor(spec, &conn.session) {
@@ -400,11 +400,12 @@ pub fn reject(shared: &Shared, conn: &mut Conn, err: CmdError) {
     conn.push_slot(Pending::Ready(Reply::Error(err)));
 }
 
-/// [`reject`], except that a refused EXEC inside MULTI discards the
-/// transaction with `EXECABORT Transaction discarded because of: <reason>`,
-/// as Redis's `execCommandAbort` does.
+/// [`reject`], except that a refused EXEC answers `EXECABORT Transaction
+/// discarded because of: <reason>` (and discards the transaction, if one is
+/// open), inside MULTI or not, as Redis's `rejectCommand` hands any refused
+/// EXEC to `execCommandAbort`.
 fn reject_cmd(shared: &Shared, conn: &mut Conn, spec: &CommandSpec, err: CmdError) {
-    if spec.name == "EXEC" && conn.session.multi.is_some() {
+    if spec.name == "EXEC" {
         crate::cmd::tx::reset_multi(&mut conn.session);
         let text = err.to_string();
         let reason = text.strip_prefix("ERR ").unwrap_or(&text);
