@@ -204,7 +204,8 @@ fn client_naming_and_info() {
         "resp=2 ".into(),
         "lib-name=redis-rs ".into(),
         "lib-ver=1.0".into(),
-        "flags=N ".into(),
+        // NO-EVICT is on (above), as Redis shows it.
+        "flags=e ".into(),
         "user=default ".into(),
     ] {
         assert!(line.contains(&want), "{want:?} not in {line:?}");
@@ -1070,6 +1071,9 @@ fn reset_clears_connection_state_as_redis() {
     assert_eq!(c.raw(&["CLIENT", "SETNAME", "n"]), "+OK");
     assert_eq!(c.raw(&["SELECT", "2"]), "+OK");
     assert!(c.raw(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(c.raw(&["CLIENT", "NO-EVICT", "on"]), "+OK");
+    assert_eq!(c.raw(&["CLIENT", "NO-TOUCH", "on"]), "+OK");
+    assert!(c.raw(&["CLIENT", "INFO"]).contains(" flags=eT "));
     assert_eq!(c.raw(&["MULTI"]), "+OK");
     assert_eq!(c.raw(&["RESET"]), "+RESET");
     let info = c.raw(&["CLIENT", "INFO"]);

@@ -129,6 +129,7 @@ fn client_list_shows_the_socket_path_as_redis_does() {
     let list = c.raw(&["CLIENT", "INFO"]);
     let want = format!("addr={p}:0 laddr={p}:0 ", p = path.display());
     assert!(list.contains(&want), "{list:?} lacks {want:?}");
+    assert!(list.contains(" flags=U "), "{list:?}");
     // TCP clients keep ip:port, and CLIENT KILL ADDR finds a Unix client.
     let mut tcp = srv.client();
     let all = tcp.raw(&["CLIENT", "LIST"]);

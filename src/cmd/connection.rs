@@ -676,10 +676,10 @@ fn kill_all(
 /// Gives the connection the state of a fresh one: discards an open MULTI
 /// block and forgets the WATCHed keys, leaves MONITOR mode, selects
 /// database 0, switches to RESP2, clears the client name, leaves READONLY
-/// and ASKING modes, and requires AUTH again when `requirepass` is set.
-/// That is all of Redis's list that shardstream has state for (it has no
-/// pub/sub, CLIENT TRACKING or CLIENT REPLY; NO-EVICT and NO-TOUCH keep no
-/// state here). Runs inside MULTI and before authenticating, as in Redis.
+/// and ASKING modes, turns NO-EVICT and NO-TOUCH off, and requires AUTH
+/// again when `requirepass` is set. That is all of Redis's list that
+/// shardstream has state for (it has no pub/sub, CLIENT TRACKING or CLIENT
+/// REPLY). Runs inside MULTI and before authenticating, as in Redis.
 ///
 /// # Reply
 /// `+RESET`, once the watches are gone from their shards.
@@ -708,6 +708,8 @@ fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     }
     s.readonly = false;
     s.asking = false;
+    s.shared.no_evict.store(false, Ordering::Relaxed);
+    s.shared.no_touch.store(false, Ordering::Relaxed);
     s.authenticated = !needs_auth;
     Ok(crate::cmd::tx::unwatch_then(s, Reply::simple("RESET")))
 }
@@ -724,16 +726,18 @@ fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
 }
 
 /// `CLIENT NO-EVICT <ON | OFF>` — `+OK`. shardstream does not evict clients,
-/// so the mode is accepted and has no effect.
-fn client_no_evict(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    on_off(&argv[2])?;
+/// so the mode only shows in CLIENT LIST (`flags=e`).
+fn client_no_evict(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let on = on_off(&argv[2])?;
+    cx.conn.shared.no_evict.store(on, Ordering::Relaxed);
     Ok(Reply::Ok.into())
 }
 
 /// `CLIENT NO-TOUCH <ON | OFF>` — `+OK`. shardstream keeps no LRU/LFU data, so
-/// the mode is accepted and has no effect.
-fn client_no_touch(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    on_off(&argv[2])?;
+/// the mode only shows in CLIENT LIST (`flags=T`, Redis 7.2+).
+fn client_no_touch(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let on = on_off(&argv[2])?;
+    cx.conn.shared.no_touch.store(on, Ordering::Relaxed);
     Ok(Reply::Ok.into())
 }
 

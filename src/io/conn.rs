@@ -144,6 +144,10 @@ pub struct ClientShared {
     pub blocked: Arc<AtomicBool>,
     /// In MONITOR mode (`flags=O`).
     pub monitor: AtomicBool,
+    /// `CLIENT NO-EVICT on` (`flags=e`).
+    pub no_evict: AtomicBool,
+    /// `CLIENT NO-TOUCH on` (`flags=T`, Redis 7.2+).
+    pub no_touch: AtomicBool,
 }
 
 impl ClientShared {
@@ -157,22 +161,23 @@ impl ClientShared {
             + self.omem_bytes.load(Ordering::Relaxed)
     }
 
-    /// The `flags=` field: `O` monitor, `x` in MULTI, `b` blocked, in
-    /// Redis's order, or `N` for none.
+    /// The `flags=` field: `O` monitor, `x` in MULTI, `b` blocked, `U`
+    /// Unix socket, `e` no-evict, `T` no-touch, in Redis's order, or `N`
+    /// for none.
     ///
     /// # Source
-    /// `catClientInfoString`, redis/src/networking.c.
+    /// `catClientInfoString`, redis/src/networking.c (7.2+).
     fn flags(&self, in_multi: bool) -> String {
         let mut f = String::new();
-        if self.monitor.load(Ordering::Relaxed) {
-            f.push('O');
-        }
-        if in_multi {
-            f.push('x');
-        }
-        if self.blocked.load(Ordering::Relaxed) {
-            f.push('b');
-        }
+        let set = [
+            (self.monitor.load(Ordering::Relaxed), 'O'),
+            (in_multi, 'x'),
+            (self.blocked.load(Ordering::Relaxed), 'b'),
+            (matches!(self.addr, Endpoint::Unix(_)), 'U'),
+            (self.no_evict.load(Ordering::Relaxed), 'e'),
+            (self.no_touch.load(Ordering::Relaxed), 'T'),
+        ];
+        f.extend(set.iter().filter(|(on, _)| *on).map(|(_, c)| *c));
         if f.is_empty() {
             f.push('N');
         }

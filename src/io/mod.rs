@@ -177,6 +177,8 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         multi: AtomicU64::new(u64::MAX),
         blocked: Arc::new(AtomicBool::new(false)),
         monitor: AtomicBool::new(false),
+        no_evict: AtomicBool::new(false),
+        no_touch: AtomicBool::new(false),
     });
     if let Ok(mut c) = shared.clients.lock() {
         c.insert(id, client.clone());
