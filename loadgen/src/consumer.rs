@@ -59,6 +59,8 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
     // the next XREADGROUP (as a consumer that acks as it reads on does):
     // one round trip per batch instead of two.
     let mut deferred_ack: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+    // Entries of each producer in the last read (closed-loop accounting).
+    let mut by_producer = vec![0u64; plan.args.producers.max(1)];
     while !shared.stop_consumers.load(Ordering::Relaxed) {
         let mut got_any = false;
         for set in &sets {
@@ -125,11 +127,15 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
             };
             let mut to_ack: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
             let mut n = 0u64;
+            by_producer.iter_mut().for_each(|k| *k = 0);
             for_each_entry(&reply, |key, id, fields| {
                 let entry = parse_fields(fields);
                 match entry {
                     Some(e) => {
                         stats.seen.record(e.producer, e.seq);
+                        if let Some(k) = by_producer.get_mut(e.producer) {
+                            *k += 1;
+                        }
                         let lat_us = (now_ns.saturating_sub(e.due_ns) / 1_000).max(1);
                         // Warmup entries too: the progress line should not say 0 µs then.
                         live.saturating_record(lat_us);
@@ -160,7 +166,7 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
                 if plan.args.work_us > 0 {
                     std::thread::sleep(Duration::from_micros(plan.args.work_us * n));
                 }
-                shared.note_received(n);
+                shared.note_received(&by_producer);
             }
             if !to_ack.is_empty() {
                 if sets.len() == 1 {

@@ -9,7 +9,7 @@
 //! entries still waiting (backlog) from entries gone (lost), and
 //! [`crate::verdict`] decides OK / SATURATED / FAILED.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,13 +59,15 @@ pub struct Shared {
     drain_lock: Mutex<()>,
     drained: std::sync::Condvar,
     drain_waiters: std::sync::atomic::AtomicUsize,
-    /// The backlog waiting producers resume at (see
-    /// [`Shared::wait_backlog_below`]); consumers wake them only then.
-    resume_at: AtomicU64,
+    /// Closed loop, per producer: its entries sent and not yet read (a read
+    /// may be counted before its send, hence signed), and the backlog it
+    /// resumes at while it waits (see [`Shared::wait_backlog_below`]).
+    backlog_by: Vec<(AtomicI64, AtomicI64)>,
 }
 
 impl Shared {
-    pub fn new() -> Shared {
+    /// State shared by `producers` producers and the consumers.
+    pub fn new(producers: usize) -> Shared {
         Shared {
             epoch: Instant::now(),
             stop_producers: AtomicBool::new(false),
@@ -79,7 +81,9 @@ impl Shared {
             drain_lock: Mutex::new(()),
             drained: std::sync::Condvar::new(),
             drain_waiters: std::sync::atomic::AtomicUsize::new(0),
-            resume_at: AtomicU64::new(0),
+            backlog_by: (0..producers)
+                .map(|_| (AtomicI64::new(0), AtomicI64::new(-1)))
+                .collect(),
         }
     }
 
@@ -90,34 +94,62 @@ impl Shared {
             .saturating_sub(self.received.load(Ordering::Relaxed))
     }
 
-    /// A consumer read `n` entries: count them, and wake producers waiting
-    /// for the backlog to drain once it is down to where they resume.
-    pub fn note_received(&self, n: u64) {
+    /// Producer `p`'s XADD of one entry was accepted.
+    pub fn note_sent(&self, p: usize) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        if let Some((backlog, _)) = self.backlog_by.get(p) {
+            backlog.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Entries sent by producer `p` and not yet read (closed loop).
+    pub fn backlog_of(&self, p: usize) -> i64 {
+        self.backlog_by
+            .get(p)
+            .map_or(0, |(b, _)| b.load(Ordering::SeqCst))
+    }
+
+    /// A consumer read `by_producer[p]` entries of each producer `p`: count
+    /// them, and wake the producers waiting for their backlog to drain once
+    /// it is down to where they resume.
+    pub fn note_received(&self, by_producer: &[u64]) {
+        let n: u64 = by_producer.iter().sum();
         self.received.fetch_add(n, Ordering::SeqCst);
-        if self.drain_waiters.load(Ordering::SeqCst) > 0
-            && self.backlog() <= self.resume_at.load(Ordering::SeqCst)
-        {
+        let mut wake = false;
+        for (&k, (backlog, resume_at)) in by_producer.iter().zip(&self.backlog_by) {
+            if k > 0 {
+                let left = backlog.fetch_sub(k as i64, Ordering::SeqCst) - k as i64;
+                wake |= left <= resume_at.load(Ordering::SeqCst);
+            }
+        }
+        if wake && self.drain_waiters.load(Ordering::SeqCst) > 0 {
             let _guard = self.drain_lock.lock();
             self.drained.notify_all();
         }
     }
 
-    /// Closed loop: wait until the backlog is at most `limit` (or 1 ms
-    /// passed, so the run's end and stops are seen).
+    /// Closed loop: producer `p` waits until its backlog is at most `limit`
+    /// (or 1 ms passed, so the run's end and stops are seen).
     ///
-    /// Producers resume at half the backlog they pause at, not as soon as a
+    /// A producer resumes at half the backlog it pauses at, not as soon as a
     /// read makes room: one wake-up per half backlog drained instead of one
     /// per read, so the client's threads spend their CPU on requests rather
     /// than on waking each other (the consumers still find entries waiting).
-    pub fn wait_backlog_below(&self, limit: u64) {
+    /// Each producer counts its own entries, so with partitioned streams a
+    /// drained stream's producer resumes whatever the other streams hold.
+    pub fn wait_backlog_below(&self, p: usize, limit: i64) {
         let Ok(guard) = self.drain_lock.lock() else {
             return;
         };
-        self.resume_at.store(limit, Ordering::SeqCst);
+        let Some((backlog, resume_at)) = self.backlog_by.get(p) else {
+            return;
+        };
+        resume_at.store(limit, Ordering::SeqCst);
         self.drain_waiters.fetch_add(1, Ordering::SeqCst);
-        if self.backlog() > limit {
+        if backlog.load(Ordering::SeqCst) > limit {
             let _ = self.drained.wait_timeout(guard, Duration::from_millis(1));
         }
+        resume_at.store(-1, Ordering::SeqCst);
         self.drain_waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
@@ -148,8 +180,9 @@ impl Shared {
 }
 
 impl Default for Shared {
+    /// State for one producer.
     fn default() -> Self {
-        Self::new()
+        Self::new(1)
     }
 }
 
@@ -496,7 +529,7 @@ pub fn run(args: &LatencyArgs, url: &str, target_desc: String) -> Result<RunOutp
         .map_err(|e| format!("XGROUP CREATE {k}: {e}"))?;
     }
 
-    let shared = Arc::new(Shared::new());
+    let shared = Arc::new(Shared::new(args.producers.max(1)));
     // Give consumers time to connect and block before the first entry is due.
     let start_ns = shared.now_ns() + 200_000_000;
     let measure_from_ns = start_ns + (args.warmup.max(0.0) * 1e9) as u64;
@@ -725,7 +758,7 @@ mod tests {
         let cli = crate::cli::Cli::parse_from(["loadgen", "--rate", "3"]);
         let plan = Plan {
             args: cli.latency,
-            shared: Arc::new(Shared::new()),
+            shared: Arc::new(Shared::new(1)),
             keys: spread.clone(),
             payload: Vec::new(),
             start_ns: 1_000,

@@ -86,12 +86,14 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
                 }
                 // Closed loop: send only as fast as the consumers drain, so the
                 // run measures sustainable throughput, not a growing queue.
-                // Past the limit, pause until half of it is drained.
-                let limit = plan.max_backlog.saturating_sub(depth as u64);
+                // Each producer keeps its share of the backlog; past it, it
+                // pauses until half of it is drained.
+                let share = plan.max_backlog / producers;
+                let limit = share.saturating_sub(depth as u64).max(1) as i64;
                 if batch.is_empty() {
-                    paused |= shared.backlog() > limit;
-                    if paused && shared.backlog() > limit / 2 {
-                        shared.wait_backlog_below(limit / 2);
+                    paused |= shared.backlog_of(id) > limit;
+                    if paused && shared.backlog_of(id) > limit / 2 {
+                        shared.wait_backlog_below(id, limit / 2);
                         continue;
                     }
                     paused = false;
@@ -187,7 +189,7 @@ fn send_batch(
                         Ok(_) => {
                             stats.sent += 1;
                             stats.last_send_ns = now;
-                            shared.sent.fetch_add(1, Ordering::Relaxed);
+                            shared.note_sent(id);
                         }
                         Err(err) => {
                             if router.handle_error(node, &err) {
