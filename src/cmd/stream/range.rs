@@ -106,14 +106,20 @@ pub fn apply_xrange(db: &mut ShardDb, cx: &ExecCtx, req: &XrangeReq) -> Result<R
     let count = req
         .count
         .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+    if cx.reply_budget_bytes != u64::MAX {
+        // Past the client's hard output limit Redis closes the client:
+        // measure first, so a reply that would not fit is never written.
+        let mut bytes = 0u64;
+        for e in s.iter_views(req.start, req.end, req.rev).take(count) {
+            bytes += super::read::view_reply_bytes(&e);
+            if bytes > cx.reply_budget_bytes {
+                return Ok(Reply::OverOutputLimit);
+            }
+        }
+    }
     let mut out = EntriesOut::default();
     for e in s.iter_views(req.start, req.end, req.rev).take(count) {
         out.push(&e);
-        // Past the client's hard output limit Redis closes the client: stop
-        // writing a reply that will not be sent.
-        if out.bytes() > cx.reply_budget_bytes {
-            return Ok(Reply::OverOutputLimit);
-        }
     }
     Ok(out.finish())
 }

@@ -127,6 +127,16 @@ impl ReadBudget {
 /// string, and the array of field and value bulk strings. MAXSIZE counts
 /// these; the per-stream headers are not counted.
 pub fn entry_reply_bytes(e: &Entry) -> u64 {
+    reply_bytes(e.id, e.fields.iter().map(|(f, v)| (f.len(), v.len())))
+}
+
+/// [`entry_reply_bytes`] of an entry still in its node.
+pub fn view_reply_bytes(e: &crate::stream::EntryView<'_>) -> u64 {
+    reply_bytes(e.id, e.fields().map(|(f, v)| (f.len(), v.len())))
+}
+
+/// Bytes of `[id, [field, value, ...]]` given the field and value lengths.
+fn reply_bytes(id: StreamId, fields: impl ExactSizeIterator<Item = (usize, usize)>) -> u64 {
     fn bulk(len: usize) -> u64 {
         // $<len>\r\n<bytes>\r\n
         (1 + decimal_len(len as u64) + 2 + len + 2) as u64
@@ -134,12 +144,10 @@ pub fn entry_reply_bytes(e: &Entry) -> u64 {
     fn decimal_len(n: u64) -> usize {
         n.checked_ilog10().map_or(1, |d| d as usize + 1)
     }
-    let id_len = e.id.to_bytes().len();
-    let items = 2 * e.fields.len() as u64;
+    let id_len = decimal_len(id.ms) + 1 + decimal_len(id.seq);
+    let items = 2 * fields.len() as u64;
     let head = 4 + (1 + decimal_len(items) + 2) as u64;
-    e.fields.iter().fold(head + bulk(id_len), |n, (f, v)| {
-        n + bulk(f.len()) + bulk(v.len())
-    })
+    fields.fold(head + bulk(id_len), |n, (f, v)| n + bulk(f) + bulk(v))
 }
 
 /// Index in `argv` of the STREAMS keyword of XREAD / XREADGROUP, found by

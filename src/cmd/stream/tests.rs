@@ -325,6 +325,11 @@ mod plain {
                 .map(entry_reply_bytes)
                 .collect();
             assert_eq!(sizes, want);
+            let in_place: Vec<u64> = s
+                .iter_views(StreamId::MIN, StreamId::MAX, rev)
+                .map(|v| view_reply_bytes(&v))
+                .collect();
+            assert_eq!(in_place, want);
             assert_eq!(out.len(), 6);
             let raw = out.finish();
             for resp3 in [false, true] {
