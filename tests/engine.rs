@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{eventually, RespClient, TestServer};
+use common::{eventually, info_int, RespClient, TestServer};
 
 /// A key whose slot a 2-shard server gives to `shard` (slots 0..8191 →
 /// shard 0, 8192..16383 → shard 1), with `prefix` in its name.
@@ -30,19 +30,9 @@ fn two_shards() -> (TestServer, RespClient, String, String) {
     (srv, c, key_on(0, "a"), key_on(1, "b"))
 }
 
-/// An INFO field of `section` as an integer.
-fn info_field(c: &mut RespClient, section: &str, field: &str) -> u64 {
-    let text = c.raw(&["INFO", section]);
-    text.split("\r\n")
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("INFO {section} lacks {field}: {text}"))
-        .parse()
-        .unwrap()
-}
-
 /// An INFO shardstream field as an integer.
 fn shard_info(c: &mut RespClient, field: &str) -> u64 {
-    info_field(c, "shardstream", field)
+    info_int(c, "shardstream", field)
 }
 
 /// The shard thread serving the connection that sends this: the one whose
@@ -218,7 +208,7 @@ fn big_bulk_replies_keep_their_bytes_and_order() {
 
 /// An INFO stats field as an integer.
 fn stat(c: &mut RespClient, field: &str) -> u64 {
-    info_field(c, "stats", field)
+    info_int(c, "stats", field)
 }
 
 /// A pipeline whose first reply is ready on the connection's own thread

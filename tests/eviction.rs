@@ -3,18 +3,10 @@
 //! `used_memory` while it measures.
 mod common;
 
-use common::{RespClient, TestServer};
+use common::{info_int, RespClient, TestServer};
 
 const VALUE_BYTES: usize = 64 * 1024;
 const WRITES: usize = 400; // 25 MB written under a limit of used + 4 MB
-
-fn info_field(c: &mut RespClient, section: &str, field: &str) -> u64 {
-    let info = c.raw(&["INFO", section]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} not in {info}"))
-}
 
 fn exists(c: &mut RespClient, key: &str) -> bool {
     c.raw(&["EXISTS", key]) == ":1"
@@ -37,8 +29,8 @@ fn fill(c: &mut RespClient, policy: &str, volatile: bool, hot: &[&str]) -> u64 {
     for k in hot {
         assert_eq!(c.raw(&["SET", k, &value, "EX", "100000"]), "+OK");
     }
-    let evicted_before = info_field(c, "stats", "evicted_keys");
-    let used = info_field(c, "memory", "used_memory");
+    let evicted_before = info_int(c, "stats", "evicted_keys");
+    let used = info_int(c, "memory", "used_memory");
     let max = used + 4 * 1024 * 1024;
     assert_eq!(
         c.raw(&["CONFIG", "SET", "maxmemory", &max.to_string()]),
@@ -58,13 +50,13 @@ fn fill(c: &mut RespClient, policy: &str, volatile: bool, hot: &[&str]) -> u64 {
             }
         }
     }
-    let evicted = info_field(c, "stats", "evicted_keys") - evicted_before;
+    let evicted = info_int(c, "stats", "evicted_keys") - evicted_before;
     assert!(evicted > 0, "{policy}: nothing evicted");
     let dbsize: usize = c.raw(&["DBSIZE"])[1..].parse().unwrap();
     assert!(dbsize < WRITES, "{policy}: {dbsize} keys kept");
     // Memory went back under (or near) the limit.
     assert!(
-        common::eventually(5, || info_field(c, "memory", "used_memory")
+        common::eventually(5, || info_int(c, "memory", "used_memory")
             < max + 2 * 1024 * 1024),
         "{policy}: used_memory stays over maxmemory"
     );
@@ -81,7 +73,7 @@ fn every_policy_evicts_as_redis_does() {
         c.raw(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]),
         "+OK"
     );
-    let used = info_field(&mut c, "memory", "used_memory");
+    let used = info_int(&mut c, "memory", "used_memory");
     assert_eq!(
         c.raw(&[
             "CONFIG",
@@ -97,7 +89,7 @@ fn every_policy_evicts_as_redis_does() {
             .starts_with("-OOM command not allowed when used memory > 'maxmemory'")
     });
     assert!(refused, "noeviction must refuse writes over maxmemory");
-    assert_eq!(info_field(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(info_int(&mut c, "stats", "evicted_keys"), 0);
 
     // allkeys-lru / allkeys-lfu: keys read all along outlive the rest, and
     // persistent keys may go too.
@@ -145,7 +137,7 @@ fn every_policy_evicts_as_redis_does() {
         c.raw(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]),
         "+OK"
     );
-    let used = info_field(&mut c, "memory", "used_memory");
+    let used = info_int(&mut c, "memory", "used_memory");
     assert_eq!(
         c.raw(&[
             "CONFIG",

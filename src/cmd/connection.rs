@@ -369,12 +369,7 @@ pub fn hello(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 pub fn auth(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let (user, pass): (&[u8], &Bytes) = match argv {
         [_, pass] => {
-            let configured = cx
-                .shared
-                .config
-                .read()
-                .map(|c| c.requirepass.is_some())
-                .unwrap_or(false);
+            let configured = requirepass_set(cx.shared).unwrap_or(false);
             if !configured {
                 return Err(CmdError::msg(
                     "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
@@ -687,12 +682,8 @@ fn kill_all(
 /// `resetCommand`, `clearClientConnectionState`, redis/src/networking.c
 /// (7.x).
 fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    let needs_auth = cx
-        .shared
-        .config
-        .read()
-        .map(|c| c.requirepass.is_some())
-        .unwrap_or(true);
+    // A config lock poisoned by a panic: ask for AUTH rather than skip it.
+    let needs_auth = requirepass_set(cx.shared).unwrap_or(true);
     let s = &mut *cx.conn;
     crate::cmd::tx::reset_multi(s);
     if s.monitor.take().is_some() {
@@ -712,6 +703,12 @@ fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     s.shared.no_touch.store(false, Ordering::Relaxed);
     s.authenticated = !needs_auth;
     Ok(crate::cmd::tx::unwatch_then(s, Reply::simple("RESET")))
+}
+
+/// Whether `requirepass` is set; `None` when the config lock is poisoned
+/// (each caller picks its safe answer).
+fn requirepass_set(shared: &crate::server::Shared) -> Option<bool> {
+    shared.config.read().ok().map(|c| c.requirepass.is_some())
 }
 
 /// `on` / `off` argument of NO-EVICT / NO-TOUCH (`ERR syntax error` otherwise).
