@@ -542,6 +542,51 @@ fn commandstats_measure_execution_time() {
     assert!((per_call - usec as f64 / 200.0).abs() < 0.01, "{line}");
 }
 
+/// A blocking read served at once is timed like any command (Redis counts
+/// the execution of XREAD/XREADGROUP with BLOCK in its `usec`).
+#[test]
+fn commandstats_time_blocking_reads_served_at_once() {
+    for shards in [1, 2] {
+        let srv = TestServer::start(shards);
+        let mut c = srv.client();
+        for _ in 0..300 {
+            c.raw(&["XADD", "s", "*", "f", "v"]);
+        }
+        c.raw(&["XGROUP", "CREATE", "s", "g", "0"]);
+        for _ in 0..300 {
+            c.raw(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "COUNT",
+                "1",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ]);
+            c.raw(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "0"]);
+        }
+        let info = c.raw(&["INFO", "commandstats"]);
+        for cmd in ["xreadgroup", "xread"] {
+            let line = info
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+                .unwrap_or_else(|| panic!("no {cmd} in {info}"));
+            assert!(line.contains(":calls=300,"), "{line}");
+            let usec: u64 = line
+                .split("usec=")
+                .nth(1)
+                .and_then(|v| v.split(',').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap();
+            assert!(usec > 0, "shards {shards}: {line}");
+        }
+    }
+}
+
 #[test]
 fn latencystats_report_configured_percentiles() {
     let srv = TestServer::start(2);

@@ -59,6 +59,10 @@ pub struct BlockPlan {
     /// A read on a slot in transit: the key check its shard makes in the
     /// same step that serves or parks it (see [`crate::route::transit`]).
     pub transit: Option<crate::cluster::TransitCheck>,
+    /// The command statistics row and command line of a read on one shard,
+    /// so its shard times it (INFO commandstats `usec`) and SLOWLOG sees it,
+    /// as for any single-shard command; `None` for parts of larger commands.
+    pub counted: Option<(u32, Vec<Bytes>)>,
 }
 
 /// What a blocked read over several shards needs to run again when a

@@ -564,8 +564,9 @@ fn dispatch(
                 out.batches[usize::from(shard.0)].push(job);
             }
         }
-        Routed::Block(plan) => {
+        Routed::Block(mut plan) => {
             shared.count_call_at(stat, false, false);
+            plan.counted = stat.map(|i| (i as u32, argv));
             if let [(shard, _)] = plan.parts.as_slice() {
                 // A blocking read on one shard's keys counts toward
                 // handover like any single-shard command (consumers).

@@ -389,6 +389,7 @@ fn route_blocking(
         timeout_ms,
         rerun,
         transit: None,
+        counted: None,
     };
     // A blocking pop over keys of several shards (BLPOP, BZPOPMIN, BLMPOP,
     // BZMPOP: the reply comes from one key) first tries its keys in order
@@ -543,8 +544,9 @@ pub fn start_block(
     batches: &mut [Vec<Job>],
     conn: &mut Conn,
     seq: u64,
-    plan: BlockPlan,
+    mut plan: BlockPlan,
 ) {
+    let mut counted = plan.counted.take().filter(|_| plan.parts.len() == 1);
     let watch = BlockedWatch {
         flag: conn.session.shared.blocked.clone(),
         count: shared.blocked_clients.clone(),
@@ -563,7 +565,12 @@ pub fn start_block(
         match parked {
             Ok(req) => {
                 conn.note_sent(*shard);
-                batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req))
+                let mut job = conn.job(io, seq, 0, req);
+                if let Some((cmd, argv)) = counted.take() {
+                    job.cmd = cmd;
+                    job.argv = Some(argv);
+                }
+                batches[usize::from(shard.0)].push(job)
             }
             Err(e) => {
                 if ticket.claim() {
