@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use redis::{RedisResult, Value};
+use redis::RedisResult;
+
+use crate::reply::{for_each_entry, for_each_field, Tree};
 
 use crate::latency::{new_histogram, Plan};
 use crate::seen::Seen;
@@ -90,33 +92,20 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
             for _ in &set.keys {
                 cmd.arg(">");
             }
-            let reply: RedisResult<Value> = if deferred_ack.is_empty() {
-                router.conn(node).and_then(|c| cmd.query(c))
-            } else {
-                let mut pipe = redis::pipe();
-                pipe.ignore_errors();
-                for (key, ids) in deferred_ack.drain(..) {
-                    pipe.cmd("XACK").arg(key).arg(&plan.args.group).arg(ids);
-                }
-                pipe.add_command(cmd);
-                router
-                    .conn(node)
-                    .and_then(|c| pipe.query::<Vec<RedisResult<Value>>>(c))
-                    .and_then(|mut replies| {
-                        let read = replies.pop().unwrap_or(Ok(Value::Nil));
-                        for r in replies {
-                            match r {
-                                Ok(Value::Int(n)) => stats.acked += n.max(0) as u64,
-                                Ok(_) => {}
-                                Err(err) => shared.error(format!("XACK: {err}")),
-                            }
-                        }
-                        read
-                    })
-            };
-            let now_ns = shared.now_ns();
-            let reply = match reply {
-                Ok(v) => v,
+            // The XACKs of the last batch, then the read; replies decoded in
+            // place (see `crate::reply`).
+            let mut packed = Vec::new();
+            let acks = deferred_ack.len();
+            for (key, ids) in deferred_ack.drain(..) {
+                redis::cmd("XACK")
+                    .arg(key)
+                    .arg(&plan.args.group)
+                    .arg(ids)
+                    .write_packed_command(&mut packed);
+            }
+            cmd.write_packed_command(&mut packed);
+            let replies = match router.raw(node).and_then(|c| c.query(&packed, acks + 1)) {
+                Ok(r) => r,
                 Err(err) => {
                     if !router.handle_error(node, &err) {
                         shared.error(format!("XREADGROUP: {err}"));
@@ -125,10 +114,28 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
                     continue;
                 }
             };
+            let now_ns = shared.now_ns();
+            for r in (0..acks).filter_map(|i| replies.get(i)) {
+                match (r.int(), r.to_error()) {
+                    (Some(k), _) => stats.acked += k.max(0) as u64,
+                    (None, Some(e)) => shared.error(format!("XACK: {e}")),
+                    (None, None) => {}
+                }
+            }
+            let Some(reply) = replies.get(acks) else {
+                continue;
+            };
+            if let Some(err) = reply.to_error() {
+                if !router.handle_error(node, &err) {
+                    shared.error(format!("XREADGROUP: {err}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
             let mut to_ack: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
             let mut n = 0u64;
             by_producer.iter_mut().for_each(|k| *k = 0);
-            for_each_entry(&reply, |key, id, fields| {
+            for_each_entry(reply, |key, id, fields| {
                 let entry = parse_fields(fields);
                 match entry {
                     Some(e) => {
@@ -236,144 +243,21 @@ fn ack(plan: &Plan, router: &mut Router, to_ack: &[(Vec<u8>, Vec<Vec<u8>>)]) -> 
     acked
 }
 
-/// Call `f(key, id, fields)` for every entry of an XREAD/XREADGROUP reply, in
-/// RESP2 (`[[key, [[id, [f, v, ...]], ...]], ...]`) or RESP3 (map of key → entries) shape.
-/// A null reply (BLOCK timed out) has no entries.
-pub fn for_each_entry(reply: &Value, mut f: impl FnMut(&[u8], &[u8], &[Value])) {
-    let mut per_key = |key: &Value, entries: &Value| {
-        let Some(key) = bytes(key) else { return };
-        let Value::Array(entries) = entries else {
-            return;
-        };
-        for e in entries {
-            let Value::Array(parts) = e else { continue };
-            let (Some(id), Some(fields)) = (parts.first().and_then(bytes), parts.get(1)) else {
-                continue;
-            };
-            match fields {
-                Value::Array(fv) => f(key, id, fv),
-                Value::Map(pairs) => {
-                    let flat: Vec<Value> = pairs
-                        .iter()
-                        .flat_map(|(k, v)| [k.clone(), v.clone()])
-                        .collect();
-                    f(key, id, &flat)
-                }
-                _ => f(key, id, &[]),
-            }
-        }
-    };
-    match reply {
-        Value::Array(streams) => {
-            for s in streams {
-                if let Value::Array(kv) = s {
-                    if let (Some(k), Some(es)) = (kv.first(), kv.get(1)) {
-                        per_key(k, es);
-                    }
-                }
-            }
-        }
-        Value::Map(pairs) => {
-            for (k, es) in pairs {
-                per_key(k, es);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn bytes(v: &Value) -> Option<&[u8]> {
-    match v {
-        Value::BulkString(b) => Some(b),
-        Value::SimpleString(s) => Some(s.as_bytes()),
-        _ => None,
-    }
-}
-
 /// The bookkeeping fields `t`, `p`, `n` of an entry's field/value list.
-pub fn parse_fields(fields: &[Value]) -> Option<Received> {
+pub fn parse_fields<'a, T: Tree<'a>>(fields: T) -> Option<Received> {
     let (mut t, mut p, mut n) = (None, None, None);
-    for pair in fields.chunks(2) {
-        let [k, v] = pair else { break };
-        let num = || -> Option<u64> { std::str::from_utf8(bytes(v)?).ok()?.parse().ok() };
-        match bytes(k)? {
-            b"t" => t = num(),
-            b"p" => p = num(),
-            b"n" => n = num(),
+    for_each_field(fields, |k, v| {
+        let num = || -> Option<u64> { std::str::from_utf8(v).ok()?.parse().ok() };
+        match k {
+            b"t" => t = t.or_else(num),
+            b"p" => p = p.or_else(num),
+            b"n" => n = n.or_else(num),
             _ => {}
         }
-        if t.is_some() && p.is_some() && n.is_some() {
-            break;
-        }
-    }
+    });
     Some(Received {
         due_ns: t?,
         producer: usize::try_from(p?).ok()?,
         seq: n?,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bulk(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
-    #[test]
-    fn reply_walk_and_fields() {
-        let entry = |id: &str, t: &str, p: &str, n: &str| {
-            Value::Array(vec![
-                bulk(id),
-                Value::Array(vec![
-                    bulk("t"),
-                    bulk(t),
-                    bulk("p"),
-                    bulk(p),
-                    bulk("n"),
-                    bulk(n),
-                    bulk("f0"),
-                    bulk("xx"),
-                ]),
-            ])
-        };
-        let reply = Value::Array(vec![
-            Value::Array(vec![
-                bulk("s0"),
-                Value::Array(vec![
-                    entry("1-0", "100", "0", "7"),
-                    entry("1-1", "200", "1", "8"),
-                ]),
-            ]),
-            Value::Array(vec![
-                bulk("s1"),
-                Value::Array(vec![entry("2-0", "300", "0", "9")]),
-            ]),
-        ]);
-        let mut seen = Vec::new();
-        for_each_entry(&reply, |k, id, f| {
-            seen.push((
-                String::from_utf8_lossy(k).into_owned(),
-                String::from_utf8_lossy(id).into_owned(),
-                parse_fields(f),
-            ))
-        });
-        assert_eq!(seen.len(), 3);
-        assert_eq!(seen[0].0, "s0");
-        assert_eq!(seen[1].1, "1-1");
-        assert_eq!(
-            seen[1].2,
-            Some(Received {
-                due_ns: 200,
-                producer: 1,
-                seq: 8
-            })
-        );
-        assert_eq!(seen[2].0, "s1");
-        let mut none = 0;
-        for_each_entry(&Value::Nil, |_, _, _| none += 1);
-        assert_eq!(none, 0);
-        assert_eq!(parse_fields(&[bulk("t"), bulk("1")]), None);
-    }
 }

@@ -21,8 +21,8 @@ use redis::{RedisResult, Value};
 use serde::Serialize;
 
 use crate::cli::DelayedArgs;
-use crate::consumer::for_each_entry;
 use crate::latency::{new_histogram, server_info, stream_keys};
+use crate::reply::{for_each_entry, for_each_field};
 use crate::report::{percentiles, Percentiles};
 use crate::target::{Router, Topology};
 
@@ -299,21 +299,17 @@ fn consume(
         };
         for_each_entry(&reply, |_, _, fields| {
             let (mut d, mut p, mut n) = (None, None, None);
-            for pair in fields.chunks(2) {
-                let [k, v] = pair else { break };
-                let num = match v {
-                    Value::BulkString(b) => std::str::from_utf8(b)
-                        .ok()
-                        .and_then(|s| s.parse::<u64>().ok()),
-                    _ => None,
-                };
+            for_each_field(fields, |k, v| {
+                let num = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok());
                 match k {
-                    Value::BulkString(k) if k == b"d" => d = num,
-                    Value::BulkString(k) if k == b"p" => p = num,
-                    Value::BulkString(k) if k == b"n" => n = num,
+                    b"d" => d = num,
+                    b"p" => p = num,
+                    b"n" => n = num,
                     _ => {}
                 }
-            }
+            });
             let (Some(d), Some(p), Some(n)) = (d, p, n) else {
                 return;
             };

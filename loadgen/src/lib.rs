@@ -23,6 +23,7 @@ pub mod plot;
 pub mod producer;
 pub mod progress;
 pub mod redact;
+pub mod reply;
 pub mod report;
 pub mod seen;
 pub mod target;

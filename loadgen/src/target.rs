@@ -154,6 +154,8 @@ pub struct Router {
     cluster: bool,
     url: String,
     conns: HashMap<NodeAddr, redis::Connection>,
+    /// Consumers' read connections (see [`crate::reply::RawConn`]).
+    raws: HashMap<NodeAddr, crate::reply::RawConn>,
 }
 
 impl Router {
@@ -164,22 +166,40 @@ impl Router {
             cluster,
             url: url.to_string(),
             conns: HashMap::new(),
+            raws: HashMap::new(),
         }
+    }
+
+    /// The address of node `idx` (the seed's when out of range).
+    fn addr_of(&self, idx: usize) -> NodeAddr {
+        self.topo
+            .nodes
+            .get(idx)
+            .cloned()
+            .unwrap_or_else(|| node_addr(&self.topo.seed))
     }
 
     /// The connection to node `idx`, connecting if needed.
     pub fn conn(&mut self, idx: usize) -> RedisResult<&mut redis::Connection> {
-        let addr = self
-            .topo
-            .nodes
-            .get(idx)
-            .cloned()
-            .unwrap_or_else(|| node_addr(&self.topo.seed));
+        let addr = self.addr_of(idx);
         if !self.conns.contains_key(&addr) {
             let con = redis::Client::open(self.topo.info_for(idx))?.get_connection()?;
             self.conns.insert(addr.clone(), con);
         }
         self.conns
+            .get_mut(&addr)
+            .ok_or_else(|| bad("connection vanished"))
+    }
+
+    /// The in-place-decoding connection to node `idx` (consumers' reads, see
+    /// [`crate::reply::RawConn`]), connecting if needed.
+    pub fn raw(&mut self, idx: usize) -> RedisResult<&mut crate::reply::RawConn> {
+        let addr = self.addr_of(idx);
+        if !self.raws.contains_key(&addr) {
+            let con = crate::reply::RawConn::open(&self.topo.info_for(idx))?;
+            self.raws.insert(addr.clone(), con);
+        }
+        self.raws
             .get_mut(&addr)
             .ok_or_else(|| bad("connection vanished"))
     }
@@ -193,6 +213,7 @@ impl Router {
     pub fn drop_conn(&mut self, idx: usize) {
         if let Some(addr) = self.topo.nodes.get(idx) {
             self.conns.remove(addr);
+            self.raws.remove(addr);
         }
     }
 

@@ -22,6 +22,11 @@ struct RedisServer {
 
 impl RedisServer {
     fn start() -> Option<RedisServer> {
+        RedisServer::start_with(&[])
+    }
+
+    /// Started with extra configuration arguments (`--requirepass x`).
+    fn start_with(extra: &[&str]) -> Option<RedisServer> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .ok()?
             .local_addr()
@@ -30,6 +35,7 @@ impl RedisServer {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -443,6 +449,50 @@ fn latency_against_redis_server() {
     };
     let port = redis.port.to_string();
     check_latency_run(&["--port", &port], "redis");
+}
+
+/// Consumers read on their own connections (in-place decoding): they must
+/// authenticate, select the database and speak RESP3 as the URL asks, as
+/// the producers' redis-crate connections do.
+#[test]
+fn consumers_follow_the_url_auth_database_and_protocol() {
+    let Some(redis) = RedisServer::start_with(&["--requirepass", "sesame"]) else {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    };
+    let port = redis.port;
+    let mut admin = redis::Client::open(format!("redis://:sesame@127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("lg")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@all")
+        .query(&mut admin)
+        .unwrap();
+    for (tag, url) in [
+        ("auth-db3", format!("redis://:sesame@127.0.0.1:{port}/3")),
+        (
+            "user-resp3",
+            format!("redis://lg:pw@127.0.0.1:{port}/5?protocol=resp3"),
+        ),
+    ] {
+        check_latency_run(&["--url", &url], tag);
+    }
+    // The entries went to the asked databases (and were cleaned up there):
+    // nothing was written to database 0.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut admin)
+        .unwrap();
+    assert!(info.contains("cmdstat_select:"), "{info}");
+    assert!(info.contains("cmdstat_hello:"), "{info}");
 }
 
 #[test]
