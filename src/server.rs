@@ -266,12 +266,23 @@ impl CmdStats {
     }
 
     /// A command (row `cmd`, or [`NO_CMD`](crate::shard::msg::NO_CMD) for a
-    /// part of one) ran on this thread's shard for `ns` nanoseconds and
-    /// answered `err` if it failed: its time, and `failed_calls` and
-    /// errorstats for an error reply (Redis counts an error the command
-    /// itself answers as failed, not rejected).
+    /// request not counted as one) ran on this thread's shard for `ns`
+    /// nanoseconds and answered `err` if it failed: its time, and
+    /// `failed_calls` and errorstats for an error reply (Redis counts an
+    /// error the command itself answers as failed, not rejected). With
+    /// [`PART`](crate::shard::msg::PART) set, `cmd` is one shard's part of a
+    /// command over several: its time adds to the command's `usec` (Redis
+    /// times the whole command); an error is counted once, on the merged
+    /// reply, by the connection's thread.
     pub fn count_exec(&self, cmd: u32, ns: u64, err: Option<&crate::error::CmdError>) {
         let st = self.block();
+        if cmd != crate::shard::msg::NO_CMD && cmd & crate::shard::msg::PART != 0 {
+            let i = (cmd & !crate::shard::msg::PART) as usize;
+            if let Some(c) = st.exec_ns.get(i) {
+                st.add(c, ns);
+            }
+            return;
+        }
         let i = cmd as usize;
         if let Some(c) = st.exec_ns.get(i) {
             st.add(c, ns);

@@ -461,6 +461,73 @@ fn stat_lines(c: &mut common::RespClient, section: &str, prefixes: &[&str]) -> V
     out
 }
 
+/// A command over keys of two shards is one call: its parts' time adds up
+/// in `usec`, and a failure counts once in `failed_calls` and errorstats,
+/// as on redis-server.
+#[test]
+fn commands_over_two_shards_count_once_and_are_timed() {
+    let srv = TestServer::start(2);
+    let (a, b) = common::keys_on_two_shards("k", 2);
+    let mut ours = srv.client();
+    for _ in 0..300 {
+        ours.raw(&["MSET", &a, "1", &b, "2"]);
+        ours.raw(&["MGET", &a, &b]);
+        ours.raw(&["DEL", &a, &b]);
+        ours.raw(&["XREAD", "STREAMS", &a, &b, "0", "0"]);
+    }
+    let info = ours.raw(&["INFO", "commandstats"]);
+    for cmd in ["mset", "mget", "del", "xread"] {
+        let line = info
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+            .unwrap_or_else(|| panic!("no {cmd} in {info}"));
+        assert!(line.contains(":calls=300,"), "{line}");
+        let usec: u64 = line
+            .split("usec=")
+            .nth(1)
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!(usec > 0, "{line}");
+    }
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    let script = format!(
+        "
+        CONFIG RESETSTAT
+        SET {b} v
+        XADD {a} 1-1 f v
+        XREAD STREAMS {a} {b} 0 0
+        XREAD STREAMS {a} {b} 0 0
+        XGROUP CREATE {a} g 0
+        XREADGROUP GROUP nog c STREAMS {a} {b} > >
+        XREADGROUP GROUP g c STREAMS {a} {b} > >
+        MGET {a} {b}
+        DEL {a} {b}
+        "
+    );
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let args = common::words(line);
+        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
+    }
+    let prefixes = [
+        "cmdstat_xread",
+        "cmdstat_mget",
+        "cmdstat_del",
+        "errorstat_",
+        "total_error_replies",
+    ];
+    for section in ["commandstats", "errorstats", "stats"] {
+        assert_eq!(
+            stat_lines(&mut ours, section, &prefixes),
+            stat_lines(&mut theirs, section, &prefixes),
+            "{section}"
+        );
+    }
+}
+
 #[test]
 fn failed_rejected_and_error_stats_match_redis() {
     let Some(redis) = RedisServer::start() else {

@@ -3,23 +3,10 @@
 mod common;
 
 use common::{assert_same_replies, RedisServer, RespClient, TestServer};
-use shardstream::route::slot::slot_of;
 
 const SHARDS: u16 = 4;
 
 /// Two keys `prefix{n}` owned by different shards.
-fn keys_on_two_shards(prefix: &str) -> (String, String) {
-    let first = format!("{prefix}0");
-    let shard0 = slot_of(first.as_bytes()).shard(SHARDS);
-    for n in 1..1000 {
-        let k = format!("{prefix}{n}");
-        if slot_of(k.as_bytes()).shard(SHARDS) != shard0 {
-            return (first, k);
-        }
-    }
-    panic!("no key on another shard");
-}
-
 fn entry(id: &str, fv: &[&str]) -> String {
     let mut s = format!("*2\r\n${}\r\n{id}\r\n*{}\r\n", id.len(), fv.len());
     for x in fv {
@@ -151,7 +138,7 @@ fn xrange_xdel_xtrim_xsetid() {
 fn xread_non_blocking_over_shards() {
     let srv = TestServer::start(SHARDS);
     let mut c = srv.client();
-    let (a, b) = keys_on_two_shards("rk");
+    let (a, b) = common::keys_on_two_shards("rk", SHARDS);
     c.raw(&["XADD", &a, "1", "f", "a1"]);
     c.raw(&["XADD", &b, "2", "f", "b2"]);
     c.raw(&["XADD", &b, "3", "f", "b3"]);

@@ -7,16 +7,6 @@ use common::{RedisServer, RespClient, TestServer};
 use shardstream::route::slot::slot_of;
 
 /// Two keys owned by different shards of a 4-shard server.
-fn keys_on_two_shards() -> (String, String) {
-    let first = "k0".to_string();
-    let shard = slot_of(first.as_bytes()).shard(4);
-    let other = (1..)
-        .map(|i| format!("k{i}"))
-        .find(|k| slot_of(k.as_bytes()).shard(4) != shard)
-        .expect("some key on another shard");
-    (first, other)
-}
-
 #[test]
 fn happy_path_on_one_shard() {
     let srv = TestServer::start(4);
@@ -192,7 +182,7 @@ fn transactions_spanning_shards_run() {
         ..common::test_config()
     });
     let mut c = srv.client();
-    let (a, b) = keys_on_two_shards();
+    let (a, b) = common::keys_on_two_shards("k", 4);
     // Two single-key commands on different shards.
     assert_eq!(c.raw(&["MULTI"]), "+OK");
     assert_eq!(c.raw(&["SET", &a, "1"]), "+QUEUED");

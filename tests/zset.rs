@@ -7,7 +7,6 @@ mod common;
 use std::time::Duration;
 
 use common::{assert_same_replies, eventually, RedisServer, RespClient, TestServer};
-use shardstream::route::slot::slot_of;
 
 /// Commands whose replies Redis 7.0 (the local redis-server) and 8.x share.
 const SCRIPT: &str = r#"
@@ -483,20 +482,10 @@ fn memory_usage_and_randmember_shapes() {
 }
 
 /// Two keys owned by different shards of a 2-shard server.
-fn keys_on_two_shards() -> (String, String) {
-    let shard = |k: &str| shardstream::route::slot::Slot(slot_of(k.as_bytes()).0).shard(2);
-    let a = "za".to_string();
-    let b = (0..1000)
-        .map(|i| format!("zb{i}"))
-        .find(|k| shard(k) != shard(&a))
-        .unwrap();
-    (a, b)
-}
-
 #[test]
 fn bzpopmin_across_shards_pops_exactly_once() {
     let srv = TestServer::start(2);
-    let (a, b) = keys_on_two_shards();
+    let (a, b) = common::keys_on_two_shards("z", 2);
     for round in 0..5 {
         let mut blocked = srv.client();
         blocked.send(&["BZPOPMIN", &a, &b, "5"]);
@@ -524,7 +513,7 @@ fn bzpopmin_across_shards_pops_exactly_once() {
 #[test]
 fn blocking_pops_wake_time_out_and_fail_like_redis() {
     let srv = TestServer::start(2);
-    let (a, b) = keys_on_two_shards();
+    let (a, b) = common::keys_on_two_shards("z", 2);
     // Served by a write on the other shard's key.
     let mut blocked = srv.client();
     blocked.send(&["BZMPOP", "0", "2", &a, &b, "MAX", "COUNT", "2"]);
@@ -621,7 +610,7 @@ fn cross_shard_zmpop_and_zrangestore_match_redis() {
         return;
     };
     let srv = TestServer::start(2);
-    let (a, b) = keys_on_two_shards();
+    let (a, b) = common::keys_on_two_shards("z", 2);
     let script = format!(
         "ZADD {b} 1 x 2 y 3 z\n\
          ZMPOP 2 {a} {b} MIN\n\

@@ -291,6 +291,9 @@ pub enum Pending {
         merge: Merge,
         /// What follows the merge instead of answering, if anything (see [`Then`]).
         then: Option<Then>,
+        /// The command's statistics row, for the parts of its later steps
+        /// ([`crate::shard::msg::Job::cmd`]).
+        row: u32,
     },
 }
 
@@ -460,6 +463,29 @@ impl Conn {
     /// a fan-out's merge does not answer the client: park the read on its
     /// shards ([`Then::Block`]) or run the second step ([`Then::Fan`]); the
     /// slot then stays `Waiting`.
+    /// The statistics row of the fan-out collecting in slot `seq`
+    /// ([`crate::shard::msg::NO_CMD`] if it is not one).
+    pub fn fan_row(&self, seq: u64) -> u32 {
+        let slot = seq
+            .checked_sub(self.base_seq)
+            .and_then(|i| self.slots.get(i as usize));
+        match slot {
+            Some(Pending::Fan { row, .. }) => *row,
+            _ => crate::shard::msg::NO_CMD,
+        }
+    }
+
+    /// The error reply ready in slot `seq`, if that is what it holds.
+    pub fn ready_error(&self, seq: u64) -> Option<&crate::error::CmdError> {
+        let slot = seq
+            .checked_sub(self.base_seq)
+            .and_then(|i| self.slots.get(i as usize));
+        match slot {
+            Some(Pending::Ready(r)) => r.error_text(),
+            _ => None,
+        }
+    }
+
     pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<Then> {
         let idx = seq.checked_sub(self.base_seq)?;
         let slot = self.slots.get_mut(idx as usize)?;

@@ -578,7 +578,8 @@ fn dispatch(
         Routed::Fan(parts, merge, then) => {
             shared.count_call_at(stat, false, false);
             let seq = conn.push_slot(Pending::Waiting);
-            start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
+            let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then, row);
         }
         Routed::Atomic(shards, body, merge, then) => {
             shared.count_call_at(stat, false, false);
@@ -595,7 +596,8 @@ fn dispatch(
             out.count(conn, coordinator);
             let (parts, merge, then) =
                 crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
-            start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then);
+            let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then, row);
             if coordinator.0 != out.me {
                 // Later requests wait for it: sent now, one for a shard the
                 // transaction holds could reach it before the coordinator's

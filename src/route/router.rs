@@ -23,6 +23,7 @@ use crate::server::Shared;
 use crate::shard::blocking::{BlockedWatch, Ticket};
 use crate::shard::hold::TxBody;
 use crate::shard::msg::{Job, ShardReq};
+use crate::shard::msg::{NO_CMD, PART};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
 pub type Merge = Box<dyn FnOnce(Vec<Reply>) -> Reply + Send>;
@@ -506,7 +507,10 @@ pub fn split_runs(
 }
 
 /// Send the parts of a fan-out to their shards, collecting their replies in
-/// slot `seq` (a new slot, or one whose validation step just passed).
+/// slot `seq` (a new slot, or one whose validation step just passed). `row`
+/// is the command's statistics row (or [`NO_CMD`]): each shard adds its
+/// part's time to the command's `usec`.
+#[allow(clippy::too_many_arguments)]
 pub fn start_fan(
     io: u16,
     batches: &mut [Vec<Job>],
@@ -515,6 +519,7 @@ pub fn start_fan(
     parts: Vec<(ShardId, ShardReq)>,
     merge: Merge,
     then: Option<Then>,
+    row: u32,
 ) {
     let holds = then.as_ref().is_some_and(Then::holds);
     let n = parts.len();
@@ -526,13 +531,18 @@ pub fn start_fan(
         left: n,
         merge,
         then,
+        row,
     };
     if holds {
         conn.hold_until = Some(seq);
     }
     for (part, (shard, req)) in parts.into_iter().enumerate() {
         conn.note_sent(shard);
-        batches[usize::from(shard.0)].push(conn.job(io, seq, part as u16, req));
+        let mut job = conn.job(io, seq, part as u16, req);
+        if row != NO_CMD {
+            job.cmd = row | PART;
+        }
+        batches[usize::from(shard.0)].push(job);
     }
 }
 
@@ -661,13 +671,15 @@ pub fn start_routed(
             conn.note_sent(shard);
             batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req));
         }
-        Routed::Fan(parts, merge, then) => start_fan(io, batches, conn, seq, parts, merge, then),
+        Routed::Fan(parts, merge, then) => {
+            start_fan(io, batches, conn, seq, parts, merge, then, NO_CMD)
+        }
         Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
         Routed::Atomic(shards, body, merge, then) => {
             let flush = conn.must_flush(shards.iter().fold(0u64, |m, s| m | 1 << (s.0 % 64)));
             let (parts, merge, then) =
                 crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
-            start_fan(io, batches, conn, seq, parts, merge, then);
+            start_fan(io, batches, conn, seq, parts, merge, then, NO_CMD);
         }
         Routed::Drop => {
             conn.fill(seq, 0, Reply::NullArray);

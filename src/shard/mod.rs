@@ -679,7 +679,16 @@ impl ShardThread {
             return;
         };
         conn.answered |= remote;
-        match conn.fill(to.seq, to.part, reply) {
+        let row = conn.fan_row(to.seq);
+        let then = conn.fill(to.seq, to.part, reply);
+        if row != msg::NO_CMD {
+            // A command over several shards failed as a whole (its merged
+            // reply is an error): one failed call, as Redis counts it.
+            if let Some(e) = conn.ready_error(to.seq) {
+                self.shared.cmdstats.count_exec(row, 0, Some(e));
+            }
+        }
+        match then {
             Some(Then::Block(plan)) => {
                 start_block(
                     self.me,
@@ -701,6 +710,7 @@ impl ShardThread {
                 parts,
                 merge,
                 then.map(|t| *t),
+                row,
             ),
             Some(Then::Rerun) => {
                 if let Some(b) = conn.blocked.take() {

@@ -108,7 +108,9 @@ pub struct Job {
     pub db: u16,
     pub reply_to: ReplyTo,
     /// Command table row index for INFO commandstats (`usec`, `failed_calls`),
-    /// [`NO_CMD`] when the request is a part of a larger command.
+    /// with [`PART`] set when the request is one shard's part of a command
+    /// over several (its time counts toward the command's `usec`, its error
+    /// only toward errorstats); [`NO_CMD`] when it is not counted.
     pub cmd: u32,
     /// The command line, kept (moved, not copied) for SLOWLOG when it turns
     /// out slow; `None` for parts of larger commands.
@@ -119,6 +121,9 @@ pub struct Job {
 
 /// [`Job::cmd`] for requests that are not counted as a command of their own.
 pub const NO_CMD: u32 = u32::MAX;
+
+/// Set in [`Job::cmd`] on one shard's part of a command over several.
+pub const PART: u32 = 1 << 31;
 
 /// A message to a shard thread's inbox.
 pub enum ShardMsg {

@@ -468,3 +468,16 @@ pub fn info_int(c: &mut RespClient, section: &str, field: &str) -> u64 {
         .parse()
         .expect("an integer field")
 }
+
+/// Two keys `{prefix}N` that hash to different shards of a `shards`-shard
+/// server.
+pub fn keys_on_two_shards(prefix: &str, shards: u16) -> (String, String) {
+    use shardstream::route::slot::slot_of;
+    let first = format!("{prefix}0");
+    let shard = slot_of(first.as_bytes()).shard(shards);
+    let other = (1..10_000)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|k| slot_of(k.as_bytes()).shard(shards) != shard)
+        .expect("some key on another shard");
+    (first, other)
+}
