@@ -8,8 +8,6 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis::{RedisResult, Value};
-
 use crate::latency::Plan;
 use crate::target::{slot_of, Router};
 
@@ -179,19 +177,27 @@ fn send_batch(
                 cmd.arg(f.as_str()).arg(v.as_slice());
             }
         }
-        let res: RedisResult<Vec<RedisResult<Value>>> =
-            router.conn(node).and_then(|c| pipe.query(c));
+        // Replies are decoded in place, as consumers do (see `crate::reply`).
+        let packed = pipe.get_packed_pipeline();
+        let res = router
+            .raw(node)
+            .and_then(|c| c.query(&packed, mine.len()))
+            .map(|replies| {
+                (0..mine.len())
+                    .map(|i| replies.get(i).and_then(crate::reply::Node::to_error))
+                    .collect::<Vec<_>>()
+            });
         match res {
-            Ok(replies) => {
+            Ok(errors) => {
                 let now = shared.now_ns();
-                for (e, r) in mine.iter().zip(replies) {
-                    match r {
-                        Ok(_) => {
+                for (e, err) in mine.iter().zip(errors) {
+                    match err {
+                        None => {
                             stats.sent += 1;
                             stats.last_send_ns = now;
                             shared.note_sent(id);
                         }
-                        Err(err) => {
+                        Some(err) => {
                             if router.handle_error(node, &err) {
                                 retry.push(**e);
                             } else {
