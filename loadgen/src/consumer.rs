@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use redis::RedisResult;
 
 use crate::reply::{for_each_entry, for_each_field, Tree};
 
@@ -224,13 +223,23 @@ fn ack(plan: &Plan, router: &mut Router, to_ack: &[(Vec<u8>, Vec<Vec<u8>>)]) -> 
         }
     }
     for (node, pipe) in by_node {
-        let res: RedisResult<Vec<RedisResult<i64>>> = router.conn(node).and_then(|c| pipe.query(c));
+        let packed = pipe.get_packed_pipeline();
+        let n = pipe.cmd_iter().count();
+        let res = router.raw(node).and_then(|c| {
+            c.query(&packed, n).map(|r| {
+                (0..r.len())
+                    .filter_map(|i| r.get(i))
+                    .map(|x| (x.int(), x.to_error()))
+                    .collect::<Vec<_>>()
+            })
+        });
         match res {
             Ok(replies) => {
                 for r in replies {
                     match r {
-                        Ok(n) => acked += n.max(0) as u64,
-                        Err(err) => shared.error(format!("XACK: {err}")),
+                        (Some(n), _) => acked += n.max(0) as u64,
+                        (None, Some(err)) => shared.error(format!("XACK: {err}")),
+                        (None, None) => shared.error("XACK: not an integer reply".into()),
                     }
                 }
             }

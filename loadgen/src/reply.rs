@@ -91,6 +91,14 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// Whether this is an array reply (EXEC's, say).
+    pub fn is_array(self) -> bool {
+        matches!(
+            self.frame,
+            FrameRef::V2(Frame2::Array(_)) | FrameRef::V3(Frame3::Array { .. })
+        )
+    }
+
     /// An integer reply.
     pub fn int(self) -> Option<i64> {
         match self.frame {
@@ -333,10 +341,21 @@ impl RawConn {
         Ok(conn)
     }
 
-    /// Send `packed` (one or more commands) and read `n` replies. Nothing
-    /// may be in flight before (the connection is used request/reply).
+    /// Send `packed` (one or more commands) and read `n` replies.
     pub fn query(&mut self, packed: &[u8], n: usize) -> RedisResult<Replies<'_>> {
-        self.sock.write_all(packed)?;
+        self.send(packed)?;
+        self.recv(n)
+    }
+
+    /// Send `packed` (one or more commands) without reading.
+    pub fn send(&mut self, packed: &[u8]) -> RedisResult<()> {
+        Ok(self.sock.write_all(packed)?)
+    }
+
+    /// Read the next `n` replies. The replies of the last call are gone by
+    /// then; nothing else may be in flight (the connection is used one round
+    /// trip at a time).
+    pub fn recv(&mut self, n: usize) -> RedisResult<Replies<'_>> {
         self.end = 0;
         self.frames.clear();
         let mut pos = 0;

@@ -241,11 +241,7 @@ fn drive(
             };
             for (node, packed, replies, ops, per_tx) in &round {
                 let (node, replies, ops, per_tx) = (*node, *replies, *ops, *per_tx);
-                match c
-                    .router
-                    .conn(node)
-                    .and_then(|k| k.send_packed_command(packed))
-                {
+                match c.router.raw(node).and_then(|k| k.send(packed)) {
                     Ok(()) => flights.push(Flight {
                         client: ci,
                         node,
@@ -345,28 +341,35 @@ fn pipelines(
 /// it answered (an ID, or nil under NOMKSTREAM); a transaction when its EXEC answered an array. A lost
 /// connection fails what is left of the flight.
 fn read_flight(f: &Flight, router: &mut Router) -> (u64, u64) {
+    // Replies are decoded in place (see `crate::reply`): per reply, whether
+    // it is an array, or its error.
+    let replies = router.raw(f.node).and_then(|k| {
+        k.recv(f.replies).map(|r| {
+            (0..r.len())
+                .filter_map(|i| r.get(i))
+                .map(|n| (n.is_array(), n.to_error()))
+                .collect::<Vec<_>>()
+        })
+    });
+    let replies = match replies {
+        Ok(r) => r,
+        Err(e) => {
+            // The round trip failed: nothing of it can be counted as done.
+            router.handle_error(f.node, &e);
+            return (0, f.ops);
+        }
+    };
     let (mut ok, mut failed) = (0u64, 0u64);
-    for i in 0..f.replies {
-        let r = router
-            .conn(f.node)
-            .and_then(|k| k.recv_response())
-            .and_then(|v| match v {
-                Value::ServerError(e) => Err(e.into()),
-                v => Ok(v),
-            });
+    for (i, (array, err)) in replies.into_iter().enumerate() {
         let exec = f.per_tx > 0 && i % f.per_tx == f.per_tx - 1;
         let counts = f.per_tx == 0 || exec;
-        match r {
-            Ok(Value::Array(_)) if exec => ok += 1,
-            Ok(_) if exec => failed += 1,
-            Ok(_) if counts => ok += 1,
-            Ok(_) => {}
-            Err(e) => {
-                let lost = e.is_io_error() || e.is_connection_dropped();
+        match err {
+            None if exec && array => ok += 1,
+            None if exec => failed += 1,
+            None if counts => ok += 1,
+            None => {}
+            Some(e) => {
                 router.handle_error(f.node, &e);
-                if lost {
-                    return (ok, f.ops - ok);
-                }
                 if counts {
                     failed += 1;
                 }
