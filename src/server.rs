@@ -276,8 +276,9 @@ impl CmdStats {
     /// reply, by the connection's thread.
     pub fn count_exec(&self, cmd: u32, ns: u64, err: Option<&crate::error::CmdError>) {
         let st = self.block();
-        if cmd != crate::shard::msg::NO_CMD && cmd & crate::shard::msg::PART != 0 {
-            let i = (cmd & !crate::shard::msg::PART) as usize;
+        use crate::shard::msg::{NO_CMD, PART};
+        if cmd != NO_CMD && cmd & PART != 0 {
+            let i = (cmd & !PART) as usize;
             if let Some(c) = st.exec_ns.get(i) {
                 st.add(c, ns);
             }

@@ -454,22 +454,21 @@ impl Conn {
     }
 
     /// The reply slot with sequence number `seq`, if still queued.
+    fn slot(&self, seq: u64) -> Option<&Pending> {
+        let idx = seq.checked_sub(self.base_seq)?;
+        self.slots.get(usize::try_from(idx).ok()?)
+    }
+
+    /// The reply slot with sequence number `seq`, if still queued.
     pub fn slot_mut(&mut self, seq: u64) -> Option<&mut Pending> {
         let idx = seq.checked_sub(self.base_seq)?;
         self.slots.get_mut(usize::try_from(idx).ok()?)
     }
 
-    /// Deliver a (part of a) reply to slot `seq`. Returns what to do next when
-    /// a fan-out's merge does not answer the client: park the read on its
-    /// shards ([`Then::Block`]) or run the second step ([`Then::Fan`]); the
-    /// slot then stays `Waiting`.
     /// The statistics row of the fan-out collecting in slot `seq`
     /// ([`crate::shard::msg::NO_CMD`] if it is not one).
     pub fn fan_row(&self, seq: u64) -> u32 {
-        let slot = seq
-            .checked_sub(self.base_seq)
-            .and_then(|i| self.slots.get(i as usize));
-        match slot {
+        match self.slot(seq) {
             Some(Pending::Fan { row, .. }) => *row,
             _ => crate::shard::msg::NO_CMD,
         }
@@ -477,15 +476,16 @@ impl Conn {
 
     /// The error reply ready in slot `seq`, if that is what it holds.
     pub fn ready_error(&self, seq: u64) -> Option<&crate::error::CmdError> {
-        let slot = seq
-            .checked_sub(self.base_seq)
-            .and_then(|i| self.slots.get(i as usize));
-        match slot {
+        match self.slot(seq) {
             Some(Pending::Ready(r)) => r.error_text(),
             _ => None,
         }
     }
 
+    /// Deliver a (part of a) reply to slot `seq`. Returns what to do next when
+    /// a fan-out's merge does not answer the client: park the read on its
+    /// shards ([`Then::Block`]) or run the second step ([`Then::Fan`]); the
+    /// slot then stays `Waiting`.
     pub fn fill(&mut self, seq: u64, part: u16, reply: Reply) -> Option<Then> {
         let idx = seq.checked_sub(self.base_seq)?;
         let slot = self.slots.get_mut(idx as usize)?;

@@ -22,8 +22,7 @@ use crate::route::slot::ShardId;
 use crate::server::Shared;
 use crate::shard::blocking::{BlockedWatch, Ticket};
 use crate::shard::hold::TxBody;
-use crate::shard::msg::{Job, ShardReq};
-use crate::shard::msg::{NO_CMD, PART};
+use crate::shard::msg::{Job, ShardReq, NO_CMD, PART};
 
 /// Combines the replies of a fan-out (in part order) into the client's reply.
 pub type Merge = Box<dyn FnOnce(Vec<Reply>) -> Reply + Send>;

@@ -109,8 +109,8 @@ pub struct Job {
     pub reply_to: ReplyTo,
     /// Command table row index for INFO commandstats (`usec`, `failed_calls`),
     /// with [`PART`] set when the request is one shard's part of a command
-    /// over several (its time counts toward the command's `usec`, its error
-    /// only toward errorstats); [`NO_CMD`] when it is not counted.
+    /// over several (its time counts toward the command's `usec`; an error
+    /// counts once, on the merged reply); [`NO_CMD`] when it is not counted.
     pub cmd: u32,
     /// The command line, kept (moved, not copied) for SLOWLOG when it turns
     /// out slow; `None` for parts of larger commands.
