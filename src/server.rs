@@ -265,6 +265,21 @@ impl CmdStats {
         out
     }
 
+    /// `ns` nanoseconds more of row `cmd`'s `usec`, with no call, latency
+    /// sample or error: a part of a command over several shards, or the
+    /// attempt of a blocking read that parked (Redis records one latency
+    /// sample per call, when the woken read is served).
+    pub fn count_time(&self, cmd: u32, ns: u64) {
+        use crate::shard::msg::{NO_CMD, PART};
+        if cmd == NO_CMD {
+            return;
+        }
+        let st = self.block();
+        if let Some(c) = st.exec_ns.get((cmd & !PART) as usize) {
+            st.add(c, ns);
+        }
+    }
+
     /// A command (row `cmd`, or [`NO_CMD`](crate::shard::msg::NO_CMD) for a
     /// request not counted as one) ran on this thread's shard for `ns`
     /// nanoseconds and answered `err` if it failed: its time, and
@@ -278,10 +293,7 @@ impl CmdStats {
         let st = self.block();
         use crate::shard::msg::{NO_CMD, PART};
         if cmd != NO_CMD && cmd & PART != 0 {
-            let i = (cmd & !PART) as usize;
-            if let Some(c) = st.exec_ns.get(i) {
-                st.add(c, ns);
-            }
+            self.count_time(cmd, ns);
             return;
         }
         let i = cmd as usize;

@@ -654,6 +654,60 @@ fn commandstats_time_blocking_reads_served_at_once() {
     }
 }
 
+/// A blocking read that parks is one call: no latency sample when it parks,
+/// one when a write wakes it and it is served (as Redis records an
+/// unblocked command's run), with one shard and with two.
+#[test]
+fn woken_blocking_reads_are_timed_when_served() {
+    let (one, two) = (TestServer::start(1), TestServer::start(2));
+    let redis = RedisServer::start();
+    let mut servers = vec![("1 shard", one.addr), ("2 shards", two.addr)];
+    if let Some(r) = &redis {
+        servers.push(("redis-server", r.addr));
+    }
+    for (name, addr) in servers {
+        let mut c = common::RespClient::connect(addr);
+        c.raw(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        c.raw(&["CONFIG", "RESETSTAT"]);
+        let reader = std::thread::spawn(move || {
+            let mut r = common::RespClient::connect(addr);
+            r.raw(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ])
+        });
+        assert!(
+            common::eventually(5, || common::info_int(&mut c, "clients", "blocked_clients")
+                == 1),
+            "{name}: the reader never blocked"
+        );
+        let parked = c.raw(&["INFO", "latencystats"]);
+        assert!(
+            !parked.contains("latency_percentiles_usec_xreadgroup"),
+            "{name}: {parked}"
+        );
+        c.raw(&["XADD", "s", "1-1", "f", "v"]);
+        assert!(reader.join().unwrap().contains("1-1"), "{name}");
+        let served = c.raw(&["INFO", "latencystats"]);
+        assert!(
+            served.contains("latency_percentiles_usec_xreadgroup:"),
+            "{name}: {served}"
+        );
+        let stats = c.raw(&["INFO", "commandstats"]);
+        assert!(
+            stats.contains("cmdstat_xreadgroup:calls=1,"),
+            "{name}: {stats}"
+        );
+    }
+}
+
 #[test]
 fn latencystats_report_configured_percentiles() {
     let srv = TestServer::start(2);

@@ -563,7 +563,7 @@ pub fn start_block(
     let ticket = if plan.rerun.is_some() {
         Ticket::watched_rerun(watch)
     } else {
-        Ticket::watched(watch)
+        Ticket::watched(watch, counted.as_ref().map(|(row, _)| *row))
     };
     for (shard, part_argv) in &plan.parts {
         let parked = (plan.park)(part_argv, ticket.clone());

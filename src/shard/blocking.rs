@@ -46,6 +46,10 @@ pub struct Ticket {
     /// `(key, ID)` for each `$` a shard resolved when it parked (XREAD), so
     /// the read runs again from the same place.
     resolved: std::sync::Mutex<Vec<(Bytes, Bytes)>>,
+    /// The command statistics row of a read on one shard: the run that
+    /// serves it when woken adds its time to the command's `usec`, as Redis
+    /// adds the re-execution of an unblocked command.
+    row: Option<u32>,
 }
 
 /// Where a ticket reports its client's blocked state.
@@ -63,10 +67,12 @@ impl Ticket {
         Arc::new(Ticket::default())
     }
 
-    /// A fresh, unclaimed ticket that reports its client's blocked state to `watch`.
-    pub fn watched(watch: BlockedWatch) -> Arc<Ticket> {
+    /// A fresh, unclaimed ticket that reports its client's blocked state to
+    /// `watch`; `row`: the command statistics row its serving run counts in.
+    pub fn watched(watch: BlockedWatch, row: Option<u32>) -> Arc<Ticket> {
         Arc::new(Ticket {
             watch: Some(watch),
+            row,
             ..Ticket::default()
         })
     }
@@ -176,12 +182,21 @@ pub struct Waiters {
     by_key: HashMap<(usize, Bytes), VecDeque<u64>>,
     /// Keys written since the last service pass.
     ready: Vec<(usize, Bytes)>,
+    /// `(row, ns)` of the runs that served woken readers since
+    /// [`take_timings`](Self::take_timings) (INFO commandstats).
+    timings: Vec<(u32, u64)>,
     next_id: u64,
     /// Waiters came or went since [`take_changed`](Self::take_changed).
     changed: bool,
 }
 
 impl Waiters {
+    /// The `(row, ns)` of the runs that served woken readers (see
+    /// [`Ticket::watched`]) since the last call.
+    pub fn take_timings(&mut self) -> Vec<(u32, u64)> {
+        std::mem::take(&mut self.timings)
+    }
+
     /// Number of parked waiters (stale ones included until swept).
     pub fn len(&self) -> usize {
         self.waiters.len()
@@ -391,13 +406,19 @@ pub fn serve_ready(
                     reply_budget_bytes: u64::MAX,
                     reply_to: w.reply_to,
                 };
+                let started = w.ticket.row.map(|_| quanta::Instant::now());
                 let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);
                 let reply_to = w.reply_to;
+                let row = w.ticket.row;
                 db.blocking.waiters.insert(id, w);
                 match outcome {
                     Attempt::NotReady => {}
                     Attempt::Served(reply) => {
                         db.blocking.unregister(id);
+                        if let (Some(row), Some(t)) = (row, started) {
+                            let ns = t.elapsed().as_nanos() as u64;
+                            db.blocking.timings.push((row, ns));
+                        }
                         out.push((reply_to, reply));
                     }
                     Attempt::Lost => {

@@ -1244,9 +1244,15 @@ impl<'a> Exec<'a> {
         let started = quanta::Instant::now();
         let reply = job.req.apply(self.db, &cx);
         let ns = started.elapsed().as_nanos() as u64;
-        self.shared
-            .cmdstats
-            .count_exec(job.cmd, ns, reply.error_text());
+        if matches!(reply, Reply::NoReply) {
+            // A blocking read that parked: its call's latency sample comes
+            // when it is served.
+            self.shared.cmdstats.count_time(job.cmd, ns);
+        } else {
+            self.shared
+                .cmdstats
+                .count_exec(job.cmd, ns, reply.error_text());
+        }
         if self.shared.slowlog.is_slow(ns) {
             if let Some(argv) = &job.argv {
                 log_slow(self.shared, argv, ns / 1000, job.reply_to.conn);
@@ -1308,6 +1314,9 @@ impl<'a> Exec<'a> {
             None => {
                 blocking::serve_ready(self.db, self.now_ms, &mut served, &blocking::no_redirect)
             }
+        }
+        for (row, ns) in self.db.blocking.take_timings() {
+            self.shared.cmdstats.count_exec(row, ns, None);
         }
         for (to, reply) in served {
             // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
