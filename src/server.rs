@@ -129,6 +129,20 @@ thread_local! {
     /// recorded into the histograms once per loop iteration under one lock.
     static PENDING_LATENCY: std::cell::RefCell<Vec<(u32, u64)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// Commands of a transaction that answered an error, `(command row,
+    /// error)`, noted where EXEC's reply is put together (a merge, with no
+    /// server at hand; see [`note_failed`]) and counted by
+    /// [`CmdStats::flush_failed`].
+    static PENDING_FAILED: std::cell::RefCell<Vec<(u32, crate::error::CmdError)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Note that a command of row `row` inside a transaction answered `err`: one
+/// failed call and one error reply (INFO commandstats `failed_calls`,
+/// errorstats, `total_error_replies`), as Redis counts the commands EXEC
+/// runs. Counted at this thread's next [`CmdStats::flush_failed`].
+pub fn note_failed(row: u32, err: crate::error::CmdError) {
+    PENDING_FAILED.with(|p| p.borrow_mut().push((row, err)));
 }
 
 /// An empty latency histogram with Redis's bounds and precision.
@@ -342,9 +356,19 @@ impl CmdStats {
         out
     }
 
+    /// Count the failures [`note_failed`] noted on this thread.
+    pub fn flush_failed(&self) {
+        let failed = PENDING_FAILED.with(|p| std::mem::take(&mut *p.borrow_mut()));
+        for (row, e) in failed {
+            self.count_exec(row, 0, Some(&e));
+        }
+    }
+
     /// Publish the latencies this thread recorded since the last flush into
-    /// its block (one lock per loop iteration, not per command).
+    /// its block (one lock per loop iteration, not per command), and count
+    /// the failures noted since (see [`flush_failed`](Self::flush_failed)).
     pub fn flush_latency(&self) {
+        self.flush_failed();
         PENDING_LATENCY.with(|p| {
             let mut p = p.borrow_mut();
             if p.is_empty() {

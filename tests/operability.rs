@@ -528,6 +528,104 @@ fn commands_over_two_shards_count_once_and_are_timed() {
     }
 }
 
+/// Commands that fail inside EXEC, and a blocked read over two shards that
+/// a key deletion ends with NOGROUP, count as failed calls and error
+/// replies, as on redis-server.
+#[test]
+fn failures_inside_exec_and_of_woken_reads_count_like_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (a, b) = common::keys_on_two_shards("s", 2);
+    let (m, n) = common::keys_on_two_shards("m", 2);
+    for (name, addr) in [("shardstream", srv.addr), ("redis-server", redis.addr)] {
+        let _ = name;
+        let mut c = common::RespClient::connect(addr);
+        for cmd in [
+            vec!["XGROUP", "CREATE", &a, "g", "$", "MKSTREAM"],
+            vec!["XGROUP", "CREATE", &b, "g", "$", "MKSTREAM"],
+            vec!["SET", "str", "1"],
+            vec!["XADD", &m, "1-1", "f", "v"],
+            vec!["XADD", &n, "1-1", "f", "v"],
+            vec!["CONFIG", "RESETSTAT"],
+        ] {
+            c.raw(&cmd);
+        }
+    }
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    let script = format!(
+        "
+        MULTI
+        INCR {m}
+        XADD {m} 0-1 f v
+        LPUSH {n} x
+        XADD {n} 5-1 f v
+        GET str
+        EXEC
+        MULTI
+        GET str
+        INCR {m}
+        EXEC
+        "
+    );
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let args = common::words(line);
+        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
+    }
+    let prefixes = [
+        "cmdstat_incr",
+        "cmdstat_xadd",
+        "cmdstat_lpush",
+        "cmdstat_get",
+        "cmdstat_exec",
+        "errorstat_",
+        "total_error_replies",
+        "unexpected_error_replies",
+    ];
+    for section in ["commandstats", "errorstats", "stats"] {
+        assert_eq!(
+            stat_lines(&mut ours, section, &prefixes),
+            stat_lines(&mut theirs, section, &prefixes),
+            "{section}"
+        );
+    }
+    // Redis 7.2+ runs a woken read again, so deleting one of its streams
+    // answers NOGROUP (7.0 answered UNBLOCKED): one failed XREADGROUP.
+    let (ra, rb, addr) = (a.clone(), b.clone(), srv.addr);
+    let reader = std::thread::spawn(move || {
+        let mut r = common::RespClient::connect(addr);
+        r.raw(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            &ra,
+            &rb,
+            ">",
+            ">",
+        ])
+    });
+    assert!(common::eventually(5, || {
+        common::info_int(&mut ours, "clients", "blocked_clients") == 1
+    }));
+    ours.raw(&["DEL", &b]);
+    let got = reader.join().unwrap();
+    assert!(got.starts_with("-NOGROUP"), "{got}");
+    assert_eq!(
+        stat_lines(&mut ours, "commandstats", &["cmdstat_xreadgroup"]),
+        ["cmdstat_xreadgroup:calls=1,rejected_calls=0,failed_calls=1"]
+    );
+    assert_eq!(
+        stat_lines(&mut ours, "errorstats", &["errorstat_NOGROUP"]),
+        ["errorstat_NOGROUP:count=1"]
+    );
+}
+
 #[test]
 fn failed_rejected_and_error_stats_match_redis() {
     let Some(redis) = RedisServer::start() else {

@@ -668,6 +668,9 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("keyspace_misses:{}", sum(|i| i.keyspace_misses));
             line!("pubsub_channels:0");
             line!("pubsub_patterns:0");
+            // Errors from an AOF load or a master's stream: none reach a
+            // client here (Redis 7.0's field, always present).
+            line!("unexpected_error_replies:0");
             line!("total_error_replies:{}", s.errors);
             line!("total_reads_processed:{}", s.reads);
             line!("total_writes_processed:{}", s.writes);

@@ -411,14 +411,22 @@ fn exec_queue(
             }
         }
     }
+    // Each queued command is a call; one that answers an error is a failed
+    // one (counted when EXEC's reply is put together, see `count_failed`).
+    let mut rows = Vec::with_capacity(queue.len());
     for argv in &queue {
-        if let Some(spec) = argv.first().and_then(|name| table::lookup(name)) {
+        let spec = argv.first().and_then(|name| table::lookup(name));
+        if let Some(spec) = spec {
             shared.count_call(spec.name, false, false);
         }
+        rows.push(spec.and_then(|s| shared.cmdstats.index_of(s.name)));
     }
 
     if steps.is_empty() && watching.is_empty() {
-        return Ok(reply_exec(outs, Vec::new()).into());
+        let reply = reply_exec(outs, Vec::new());
+        count_failed(&rows, &reply);
+        shared.cmdstats.flush_failed();
+        return Ok(reply.into());
     }
     let mut shards: Vec<ShardId> = watching.to_vec();
     for (_, work) in &steps {
@@ -427,7 +435,11 @@ fn exec_queue(
     shards.sort_unstable_by_key(|s| s.0);
     shards.dedup();
     let merge: Merge = Box::new(move |parts: Vec<Reply>| match parts.into_iter().next() {
-        Some(Reply::Array(replies)) => reply_exec(outs, replies),
+        Some(Reply::Array(replies)) => {
+            let reply = reply_exec(outs, replies);
+            count_failed(&rows, &reply);
+            reply
+        }
         Some(other) => other,
         None => Reply::NullArray,
     });
@@ -568,6 +580,18 @@ fn not_a_command(argv: &[Bytes]) -> Reply {
 
 /// EXEC's array: each queued command's reply in queue order, step replies
 /// (`step_replies`, in step order) slotted in where they belong.
+/// Note each error in EXEC's `reply` as a failed call of its command (`rows`,
+/// in queue order), as Redis counts the commands a transaction runs.
+fn count_failed(rows: &[Option<usize>], reply: &Reply) {
+    if let Reply::Array(items) = reply {
+        for (row, item) in rows.iter().zip(items) {
+            if let (Some(row), Some(e)) = (row, item.error_text()) {
+                crate::server::note_failed(*row as u32, e.clone());
+            }
+        }
+    }
+}
+
 fn reply_exec(outs: Vec<Out>, step_replies: Vec<Reply>) -> Reply {
     let mut step_replies: Vec<Option<Reply>> = step_replies.into_iter().map(Some).collect();
     Reply::Array(

@@ -653,7 +653,10 @@ pub fn rerun_argv(
 }
 
 /// Start a command routed for slot `seq` of `conn` (already reserved and
-/// waiting): answer it, send its parts, or park it.
+/// waiting): answer it, send its parts, or park it. It is a woken read
+/// running again (its call was counted when it was first dispatched);
+/// `row` is its statistics row, so its time and failure count as the
+/// command's.
 pub fn start_routed(
     io: u16,
     shared: &Shared,
@@ -661,24 +664,30 @@ pub fn start_routed(
     conn: &mut Conn,
     seq: u64,
     routed: Routed,
+    row: u32,
 ) {
     match routed {
         Routed::Reply(r) | Routed::Close(r) => {
+            if let (Some(e), true) = (r.error_text(), row != NO_CMD) {
+                shared.cmdstats.count_exec(row, 0, Some(e));
+            }
             conn.fill(seq, 0, r);
         }
         Routed::One(shard, req) => {
             conn.note_sent(shard);
-            batches[usize::from(shard.0)].push(conn.job(io, seq, 0, req));
+            let mut job = conn.job(io, seq, 0, req);
+            job.cmd = row;
+            batches[usize::from(shard.0)].push(job);
         }
         Routed::Fan(parts, merge, then) => {
-            start_fan(io, batches, conn, seq, parts, merge, then, NO_CMD)
+            start_fan(io, batches, conn, seq, parts, merge, then, row)
         }
         Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
         Routed::Atomic(shards, body, merge, then) => {
             let flush = conn.must_flush(shards.iter().fold(0u64, |m, s| m | 1 << (s.0 % 64)));
             let (parts, merge, then) =
                 crate::route::held::held_steps(shared, &shards, body, merge, flush, then);
-            start_fan(io, batches, conn, seq, parts, merge, then, NO_CMD);
+            start_fan(io, batches, conn, seq, parts, merge, then, row);
         }
         Routed::Drop => {
             conn.fill(seq, 0, Reply::NullArray);

@@ -681,6 +681,8 @@ impl ShardThread {
         conn.answered |= remote;
         let row = conn.fan_row(to.seq);
         let then = conn.fill(to.seq, to.part, reply);
+        // A transaction's merge notes its failed commands (see `note_failed`).
+        self.shared.cmdstats.flush_failed();
         if row != msg::NO_CMD {
             // A command over several shards failed as a whole (its merged
             // reply is an error): one failed call, as Redis counts it.
@@ -729,6 +731,7 @@ impl ShardThread {
                                 &mut conn.session,
                                 &self.shared,
                             );
+                            let row = self.shared.cmdstats.index_of(spec.name);
                             crate::route::router::start_routed(
                                 self.me,
                                 &self.shared,
@@ -736,6 +739,7 @@ impl ShardThread {
                                 conn,
                                 to.seq,
                                 routed,
+                                row.map_or(msg::NO_CMD, |i| i as u32),
                             );
                         }
                         None => {
