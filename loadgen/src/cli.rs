@@ -116,8 +116,9 @@ pub struct LatencyArgs {
     /// XREADGROUP COUNT.
     #[arg(long, default_value_t = 10)]
     pub count: usize,
-    /// XREADGROUP BLOCK, milliseconds.
-    #[arg(long, default_value_t = 100)]
+    /// XREADGROUP BLOCK, milliseconds, at least 1 (a consumer checks for the
+    /// end of the run between reads, so it must not block forever).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub block_ms: u64,
     /// Producer pipelining depth: at most this many *due* XADDs per round trip.
     /// On schedule a producer sends one entry at a time; depth only lets a

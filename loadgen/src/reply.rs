@@ -12,6 +12,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion, RedisError, RedisResult, Value};
 use redis_protocol::resp2::types::RangeFrame as Frame2;
@@ -228,7 +229,7 @@ pub fn for_each_field<'a, T: Tree<'a>>(fields: T, mut f: impl FnMut(&'a [u8], &'
 /// A consumer's connection to one node: commands go out packed by the redis
 /// crate, replies are decoded in place (see the module documentation).
 pub struct RawConn {
-    sock: TcpStream,
+    sock: Sock,
     /// Read buffer; `buf[..end]` holds the bytes of the current replies.
     buf: Vec<u8>,
     end: usize,
@@ -246,6 +247,28 @@ pub struct Replies<'a> {
 enum Decoded {
     V2(Frame2),
     V3(Frame3),
+}
+
+/// A TCP or Unix-domain socket.
+enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Sock {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.write_all(bytes),
+            Sock::Unix(s) => s.write_all(bytes),
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.read(buf),
+            Sock::Unix(s) => s.read(buf),
+        }
+    }
 }
 
 impl<'a> Replies<'a> {
@@ -286,21 +309,25 @@ fn decode_one(resp3: bool, data: &[u8]) -> RedisResult<Option<(Decoded, usize)>>
 }
 
 impl RawConn {
-    /// Connect to `info`'s TCP address and authenticate, select the
-    /// database and switch protocol as the redis crate would (`HELLO 3`
-    /// for RESP3, else `AUTH`; then `SELECT` when the database is not 0).
+    /// Connect to `info`'s address (TCP or Unix socket) and authenticate,
+    /// select the database and switch protocol as the redis crate would
+    /// (`HELLO 3` for RESP3, else `AUTH`; then `SELECT` when the database is
+    /// not 0).
     pub fn open(info: &ConnectionInfo) -> RedisResult<RawConn> {
-        let (host, port) = match info.addr() {
-            ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+        let sock = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let s = TcpStream::connect((host.as_str(), *port))?;
+                s.set_nodelay(true)?;
+                Sock::Tcp(s)
+            }
+            ConnectionAddr::Unix(path) => Sock::Unix(UnixStream::connect(path)?),
             _ => {
                 return Err(RedisError::from((
                     redis::ErrorKind::InvalidClientConfig,
-                    "loadgen consumers connect over TCP only",
+                    "loadgen connects over TCP or a Unix socket only (no TLS)",
                 )))
             }
         };
-        let sock = TcpStream::connect((host.as_str(), port))?;
-        sock.set_nodelay(true)?;
         let settings = info.redis_settings();
         let resp3 = settings.protocol() == ProtocolVersion::RESP3;
         let mut conn = RawConn {

@@ -56,6 +56,11 @@ impl Topology {
     /// Ask the seed (or any known node) for `CLUSTER SLOTS`.
     pub fn discover(url: &str) -> RedisResult<Topology> {
         let seed = url.into_connection_info()?;
+        if matches!(seed.addr(), ConnectionAddr::Unix(_)) {
+            return Err(bad(
+                "--cluster needs a TCP address (cluster nodes are reached by host:port)",
+            ));
+        }
         let mut con = redis::Client::open(seed.clone())?.get_connection()?;
         let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con)?;
         Self::from_cluster_slots(seed, &reply)
@@ -126,7 +131,11 @@ impl Topology {
     }
 
     /// Connection info for node `idx` (seed credentials, that node's address).
+    /// A standalone server reached over a Unix socket is the seed itself.
     pub fn info_for(&self, idx: usize) -> ConnectionInfo {
+        if matches!(self.seed.addr(), ConnectionAddr::Unix(_)) {
+            return self.seed.clone();
+        }
         let (host, port) = self
             .nodes
             .get(idx)
@@ -136,10 +145,13 @@ impl Topology {
     }
 }
 
+/// The node key of `info`'s address: `(host, port)`, or `(socket path, 0)`
+/// for a Unix socket.
 fn node_addr(info: &ConnectionInfo) -> NodeAddr {
     match info.addr() {
         ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
         ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+        ConnectionAddr::Unix(path) => (path.to_string_lossy().into_owned(), 0),
         _ => ("127.0.0.1".into(), 6379),
     }
 }

@@ -30,6 +30,9 @@ pub struct XaddReport {
     /// XADDs the server accepted.
     pub ops: u64,
     pub errors: u64,
+    /// The first error's text, when there were errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
     pub elapsed_s: f64,
     pub ops_per_s: f64,
     /// Per-XADD latency (its pipeline's round trip), µs.
@@ -65,13 +68,19 @@ impl XaddReport {
             l.p99_9,
             l.p99_99,
             l.max
-        )
+        ) + &self
+            .first_error
+            .as_ref()
+            .map(|e| format!("first error: {e}\n"))
+            .unwrap_or_default()
     }
 }
 
 struct Counters {
     ops: AtomicU64,
     errors: AtomicU64,
+    /// The text of the first error, shown with the report.
+    first_error: std::sync::OnceLock<String>,
     /// Requests handed out so far (for `--requests`).
     claimed: AtomicU64,
     stop: AtomicBool,
@@ -87,6 +96,20 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     }
     .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
+    // The clients' own connections must work (credentials, database): a
+    // PING on each node's, so a bad URL is a setup error, not a run of
+    // errors.
+    let ping = redis::cmd("PING").get_packed_command();
+    for node in 0..topo.nodes.len() {
+        let answer = admin.raw(node).and_then(|c| {
+            let replies = c.query(&ping, 1)?;
+            match replies.get(0).and_then(crate::reply::Node::to_error) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        });
+        answer.map_err(|e| e.to_string())?;
+    }
     let info = server_info(&mut admin);
     let keys = Arc::new(if args.multi > 0 {
         spread_keys(&args.key_prefix, args.multi)
@@ -99,6 +122,7 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     let counters = Arc::new(Counters {
         ops: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        first_error: std::sync::OnceLock::new(),
         claimed: AtomicU64::new(0),
         stop: AtomicBool::new(false),
     });
@@ -167,6 +191,7 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
         server_info: info,
         ops,
         errors: counters.errors.load(Ordering::Relaxed),
+        first_error: counters.first_error.get().cloned(),
         elapsed_s,
         ops_per_s: ops as f64 / elapsed_s.max(1e-9),
         latency_us: percentiles(&hist),
@@ -254,6 +279,7 @@ fn drive(
                         c.router.handle_error(node, &e);
                         c.packed.clear();
                         counters.errors.fetch_add(ops, Ordering::Relaxed);
+                        let _ = counters.first_error.set(e.to_string());
                         std::thread::sleep(Duration::from_millis(10));
                     }
                 }
@@ -267,7 +293,7 @@ fn drive(
         }
         for f in flights.drain(..) {
             let c = &mut clients[f.client];
-            let (ok, failed) = read_flight(&f, &mut c.router);
+            let (ok, failed) = read_flight(&f, &mut c.router, &counters.first_error);
             if failed > 0 {
                 // The topology may have changed (MOVED): pack anew.
                 c.packed.clear();
@@ -340,7 +366,11 @@ fn pipelines(
 /// Read a flight's replies: `(ops done, ops failed)`. An XADD is done when
 /// it answered (an ID, or nil under NOMKSTREAM); a transaction when its EXEC answered an array. A lost
 /// connection fails what is left of the flight.
-fn read_flight(f: &Flight, router: &mut Router) -> (u64, u64) {
+fn read_flight(
+    f: &Flight,
+    router: &mut Router,
+    first_error: &std::sync::OnceLock<String>,
+) -> (u64, u64) {
     // Replies are decoded in place (see `crate::reply`): per reply, whether
     // it is an array, or its error.
     let replies = router.raw(f.node).and_then(|k| {
@@ -355,6 +385,7 @@ fn read_flight(f: &Flight, router: &mut Router) -> (u64, u64) {
         Ok(r) => r,
         Err(e) => {
             // The round trip failed: nothing of it can be counted as done.
+            let _ = first_error.set(e.to_string());
             router.handle_error(f.node, &e);
             return (0, f.ops);
         }
@@ -369,6 +400,7 @@ fn read_flight(f: &Flight, router: &mut Router) -> (u64, u64) {
             None if counts => ok += 1,
             None => {}
             Some(e) => {
+                let _ = first_error.set(e.to_string());
                 router.handle_error(f.node, &e);
                 if counts {
                     failed += 1;

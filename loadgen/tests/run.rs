@@ -495,6 +495,36 @@ fn consumers_follow_the_url_auth_database_and_protocol() {
     assert!(info.contains("cmdstat_hello:"), "{info}");
 }
 
+/// A `unix://` URL reaches the server on its Unix socket, in both modes.
+#[test]
+fn unix_socket_urls_are_followed() {
+    let dir = scratch("unix-socket");
+    let _ = std::fs::create_dir_all(&dir);
+    let sock = dir.join("redis.sock");
+    let _ = std::fs::remove_file(&sock);
+    let sock_s = sock.to_str().unwrap().to_string();
+    let Some(redis) = RedisServer::start_with(&["--unixsocket", &sock_s]) else {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sock.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = format!("unix://{sock_s}");
+    check_latency_run(&["--url", &url], "unix");
+    let out = loadgen(&["xadd", "--url", &url, "-n", "2000", "-c", "2", "-P", "8"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("XADD: 2000 ops"), "{text}");
+    assert!(text.contains(" 0 errors"), "{text}");
+    drop(redis);
+}
+
 #[test]
 fn xadd_throughput_against_redis_server() {
     let Some(redis) = RedisServer::start() else {
@@ -622,12 +652,40 @@ fn empty_runs_are_setup_errors() {
         (&["--consumers", "0"][..], "--consumers"),
         (&["--duration", "0"][..], "--duration"),
         (&["--duration=-1"][..], "--duration"),
+        // BLOCK 0 would wait forever: consumers could never stop.
+        (&["--block-ms", "0"][..], "--block-ms"),
     ] {
         let out = loadgen(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(name), "{args:?}: {err}");
     }
+}
+
+/// `loadgen xadd` against a server it cannot use is a setup error with the
+/// reason, not a run of anonymous errors.
+#[test]
+fn xadd_setup_errors_say_why() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string(); // bound then dropped: nothing listens there
+    let out = loadgen(&["xadd", "--port", &closed, "-n", "100"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("refused"), "{err}");
+    let Some(redis) = RedisServer::start_with(&["--requirepass", "right"]) else {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    };
+    let url = format!("redis://:wrong@127.0.0.1:{}/", redis.port);
+    let out = loadgen(&["xadd", "--url", &url, "-n", "100"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("WRONGPASS"), "{err}");
+    assert!(!err.contains("wrong@"), "{err}");
 }
 
 #[test]
