@@ -507,6 +507,7 @@ pub fn run(args: &LatencyArgs, url: &str, target_desc: String) -> Result<RunOutp
     }
     .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
+    admin.check_nodes()?;
     let info = server_info(&mut admin);
 
     let keys = if args.partition {

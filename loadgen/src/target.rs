@@ -216,6 +216,23 @@ impl Router {
             .ok_or_else(|| bad("connection vanished"))
     }
 
+    /// A PING on each node's in-place connection (the one workers read
+    /// on): an unreachable node, a wrong password or database is a setup
+    /// error with its reason, before the run starts.
+    pub fn check_nodes(&mut self) -> Result<(), String> {
+        let ping = redis::cmd("PING").get_packed_command();
+        for node in 0..self.topo.nodes.len() {
+            let replies = self
+                .raw(node)
+                .and_then(|c| c.query(&ping, 1).map(|r| r.get(0)?.to_error()));
+            match replies {
+                Ok(None) => {}
+                Ok(Some(e)) | Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
     /// Whether MOVED is followed (the target is a cluster).
     pub fn cluster(&self) -> bool {
         self.cluster

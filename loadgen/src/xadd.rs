@@ -96,20 +96,7 @@ pub fn run(args: &XaddArgs, url: &str, target_desc: String) -> Result<XaddReport
     }
     .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
     let mut admin = Router::new(url, topo.clone(), cluster);
-    // The clients' own connections must work (credentials, database): a
-    // PING on each node's, so a bad URL is a setup error, not a run of
-    // errors.
-    let ping = redis::cmd("PING").get_packed_command();
-    for node in 0..topo.nodes.len() {
-        let answer = admin.raw(node).and_then(|c| {
-            let replies = c.query(&ping, 1)?;
-            match replies.get(0).and_then(crate::reply::Node::to_error) {
-                Some(e) => Err(e),
-                None => Ok(()),
-            }
-        });
-        answer.map_err(|e| e.to_string())?;
-    }
+    admin.check_nodes()?;
     let info = server_info(&mut admin);
     let keys = Arc::new(if args.multi > 0 {
         spread_keys(&args.key_prefix, args.multi)
