@@ -681,9 +681,10 @@ impl ShardThread {
         conn.answered |= remote;
         let row = conn.fan_row(to.seq);
         let then = conn.fill(to.seq, to.part, reply);
-        // A transaction's merge notes its failed commands (see `note_failed`).
-        self.shared.cmdstats.flush_failed();
         if row != msg::NO_CMD {
+            // A transaction's merge notes its failed commands (see
+            // `note_failed`): EXEC is a fan-out with a row.
+            self.shared.cmdstats.flush_failed();
             // A command over several shards failed as a whole (its merged
             // reply is an error): one failed call, as Redis counts it.
             if let Some(e) = conn.ready_error(to.seq) {
