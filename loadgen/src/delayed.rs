@@ -93,8 +93,7 @@ fn unix_us() -> u64 {
 
 /// Run the delayed-delivery test against `url` (a single node).
 pub fn run(args: &DelayedArgs, url: &str, target_desc: String) -> Result<DelayedReport, String> {
-    let topo = Topology::single(url)
-        .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
+    let topo = Topology::of(url, false)?;
     let mut admin = Router::new(url, topo.clone(), false);
     let info = server_info(&mut admin);
     let keys = Arc::new(stream_keys(&args.key_prefix, args.keys, args.hash_tag));

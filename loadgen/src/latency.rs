@@ -500,12 +500,7 @@ pub fn max_backlog(args: &LatencyArgs) -> u64 {
 /// Run the latency test against `url`.
 pub fn run(args: &LatencyArgs, url: &str, target_desc: String) -> Result<RunOutput, String> {
     let cluster = args.target.cluster;
-    let topo = if cluster {
-        Topology::discover(url)
-    } else {
-        Topology::single(url)
-    }
-    .map_err(|e| format!("cannot reach {}: {e}", crate::redact::redact_url(url)))?;
+    let topo = Topology::of(url, cluster)?;
     let mut admin = Router::new(url, topo.clone(), cluster);
     admin.check_nodes()?;
     let info = server_info(&mut admin);

@@ -53,6 +53,19 @@ impl Topology {
         })
     }
 
+    /// The topology of the server at `url`: asked with `CLUSTER SLOTS` when
+    /// `cluster`, else every slot on it. The error says which step failed
+    /// (the caller names the target).
+    pub fn of(url: &str, cluster: bool) -> Result<Topology, String> {
+        if !cluster {
+            return Topology::single(url).map_err(|e| e.to_string());
+        }
+        Topology::discover(url).map_err(|e| match e.code() {
+            Some(_) => format!("--cluster needs a Redis Cluster node; CLUSTER SLOTS answered: {e}"),
+            None => e.to_string(),
+        })
+    }
+
     /// Ask the seed (or any known node) for `CLUSTER SLOTS`.
     pub fn discover(url: &str) -> RedisResult<Topology> {
         let seed = url.into_connection_info()?;

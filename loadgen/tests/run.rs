@@ -662,6 +662,28 @@ fn empty_runs_are_setup_errors() {
     }
 }
 
+/// `--cluster` against a standalone server says that is the problem.
+#[test]
+fn cluster_flag_on_a_standalone_server_says_so() {
+    let Some(redis) = RedisServer::start() else {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    };
+    let port = redis.port.to_string();
+    for args in [
+        vec!["--port", &port, "--cluster", "--duration", "1"],
+        vec!["xadd", "--port", &port, "--cluster", "-n", "10"],
+    ] {
+        let out = loadgen(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--cluster needs a Redis Cluster node"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// `loadgen xadd` against a server it cannot use is a setup error with the
 /// reason, not a run of anonymous errors.
 #[test]
