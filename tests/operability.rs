@@ -461,6 +461,37 @@ fn stat_lines(c: &mut common::RespClient, section: &str, prefixes: &[&str]) -> V
     out
 }
 
+/// Assert both servers show the same INFO commandstats, errorstats and
+/// stats lines starting with any of `prefixes` (`usec` figures blanked).
+fn assert_same_stats(
+    ours: &mut common::RespClient,
+    theirs: &mut common::RespClient,
+    prefixes: &[&str],
+) {
+    for section in ["commandstats", "errorstats", "stats"] {
+        assert_eq!(
+            stat_lines(ours, section, prefixes),
+            stat_lines(theirs, section, prefixes),
+            "{section}"
+        );
+    }
+}
+
+/// The `cmdstat_<cmd>:` line of an INFO commandstats text.
+fn cmdstat_line<'a>(info: &'a str, cmd: &str) -> &'a str {
+    info.lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+        .unwrap_or_else(|| panic!("no {cmd} in {info}"))
+}
+
+/// A numeric field (`usec`, `usec_per_call`) of a commandstats line.
+fn stat_field(line: &str, field: &str) -> f64 {
+    line.split([':', ','])
+        .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {line}"))
+}
+
 /// A command over keys of two shards is one call: its parts' time adds up
 /// in `usec`, and a failure counts once in `failed_calls` and errorstats,
 /// as on redis-server.
@@ -477,18 +508,9 @@ fn commands_over_two_shards_count_once_and_are_timed() {
     }
     let info = ours.raw(&["INFO", "commandstats"]);
     for cmd in ["mset", "mget", "del", "xread"] {
-        let line = info
-            .lines()
-            .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
-            .unwrap_or_else(|| panic!("no {cmd} in {info}"));
+        let line = cmdstat_line(&info, cmd);
         assert!(line.contains(":calls=300,"), "{line}");
-        let usec: u64 = line
-            .split("usec=")
-            .nth(1)
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap();
-        assert!(usec > 0, "{line}");
+        assert!(stat_field(line, "usec") > 0.0, "{line}");
     }
     let Some(redis) = RedisServer::start() else {
         return;
@@ -508,10 +530,7 @@ fn commands_over_two_shards_count_once_and_are_timed() {
         DEL {a} {b}
         "
     );
-    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let args = common::words(line);
-        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
-    }
+    assert_same_replies(&mut ours, &mut theirs, &script);
     let prefixes = [
         "cmdstat_xread",
         "cmdstat_mget",
@@ -519,13 +538,7 @@ fn commands_over_two_shards_count_once_and_are_timed() {
         "errorstat_",
         "total_error_replies",
     ];
-    for section in ["commandstats", "errorstats", "stats"] {
-        assert_eq!(
-            stat_lines(&mut ours, section, &prefixes),
-            stat_lines(&mut theirs, section, &prefixes),
-            "{section}"
-        );
-    }
+    assert_same_stats(&mut ours, &mut theirs, &prefixes);
 }
 
 /// Commands that fail inside EXEC, and a blocked read over two shards that
@@ -570,10 +583,7 @@ fn failures_inside_exec_and_of_woken_reads_count_like_redis() {
         EXEC
         "
     );
-    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let args = common::words(line);
-        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
-    }
+    assert_same_replies(&mut ours, &mut theirs, &script);
     let prefixes = [
         "cmdstat_incr",
         "cmdstat_xadd",
@@ -584,31 +594,16 @@ fn failures_inside_exec_and_of_woken_reads_count_like_redis() {
         "total_error_replies",
         "unexpected_error_replies",
     ];
-    for section in ["commandstats", "errorstats", "stats"] {
-        assert_eq!(
-            stat_lines(&mut ours, section, &prefixes),
-            stat_lines(&mut theirs, section, &prefixes),
-            "{section}"
-        );
-    }
+    assert_same_stats(&mut ours, &mut theirs, &prefixes);
     // Redis 7.2+ runs a woken read again, so deleting one of its streams
     // answers NOGROUP (7.0 answered UNBLOCKED): one failed XREADGROUP.
     let (ra, rb, addr) = (a.clone(), b.clone(), srv.addr);
     let reader = std::thread::spawn(move || {
         let mut r = common::RespClient::connect(addr);
-        r.raw(&[
-            "XREADGROUP",
-            "GROUP",
-            "g",
-            "c",
-            "BLOCK",
-            "0",
-            "STREAMS",
-            &ra,
-            &rb,
-            ">",
-            ">",
-        ])
+        r.raw(&common::words(&format!(
+            "XREADGROUP GROUP g c BLOCK 0 STREAMS {} {} > >",
+            ra, rb
+        )))
     });
     assert!(common::eventually(5, || {
         common::info_int(&mut ours, "clients", "blocked_clients") == 1
@@ -649,10 +644,7 @@ fn failed_rejected_and_error_stats_match_redis() {
     ";
     let mut ours = srv.client();
     let mut theirs = redis.client();
-    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let args = common::words(line);
-        assert_eq!(ours.raw(&args), theirs.raw(&args), "{line}");
-    }
+    assert_same_replies(&mut ours, &mut theirs, script);
     let prefixes = [
         "cmdstat_xadd",
         "cmdstat_xreadgroup",
@@ -663,13 +655,7 @@ fn failed_rejected_and_error_stats_match_redis() {
         "errorstat_",
         "total_error_replies",
     ];
-    for section in ["commandstats", "errorstats", "stats"] {
-        assert_eq!(
-            stat_lines(&mut ours, section, &prefixes),
-            stat_lines(&mut theirs, section, &prefixes),
-            "{section}"
-        );
-    }
+    assert_same_stats(&mut ours, &mut theirs, &prefixes);
 }
 
 #[test]
@@ -680,31 +666,12 @@ fn commandstats_measure_execution_time() {
         c.raw(&["XADD", &format!("s{}", i % 7), "*", "f", "v"]);
     }
     let info = c.raw(&["INFO", "commandstats"]);
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("cmdstat_xadd:"))
-        .unwrap();
-    let usec: u64 = line
-        .split("usec=")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(usec > 0, "{line}");
+    let line = cmdstat_line(&info, "xadd");
+    let usec = stat_field(line, "usec");
+    assert!(usec > 0.0, "{line}");
     assert!(line.contains("calls=200,"), "{line}");
-    let per_call: f64 = line
-        .split("usec_per_call=")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((per_call - usec as f64 / 200.0).abs() < 0.01, "{line}");
+    let per_call = stat_field(line, "usec_per_call");
+    assert!((per_call - usec / 200.0).abs() < 0.01, "{line}");
 }
 
 /// A blocking read served at once is timed like any command (Redis counts
@@ -719,35 +686,16 @@ fn commandstats_time_blocking_reads_served_at_once() {
         }
         c.raw(&["XGROUP", "CREATE", "s", "g", "0"]);
         for _ in 0..300 {
-            c.raw(&[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "COUNT",
-                "1",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">",
-            ]);
+            c.raw(&common::words(
+                "XREADGROUP GROUP g c COUNT 1 BLOCK 0 STREAMS s >",
+            ));
             c.raw(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "0"]);
         }
         let info = c.raw(&["INFO", "commandstats"]);
         for cmd in ["xreadgroup", "xread"] {
-            let line = info
-                .lines()
-                .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
-                .unwrap_or_else(|| panic!("no {cmd} in {info}"));
+            let line = cmdstat_line(&info, cmd);
             assert!(line.contains(":calls=300,"), "{line}");
-            let usec: u64 = line
-                .split("usec=")
-                .nth(1)
-                .and_then(|v| v.split(',').next())
-                .and_then(|v| v.parse().ok())
-                .unwrap();
-            assert!(usec > 0, "shards {shards}: {line}");
+            assert!(stat_field(line, "usec") > 0.0, "shards {shards}: {line}");
         }
     }
 }
@@ -769,17 +717,7 @@ fn woken_blocking_reads_are_timed_when_served() {
         c.raw(&["CONFIG", "RESETSTAT"]);
         let reader = std::thread::spawn(move || {
             let mut r = common::RespClient::connect(addr);
-            r.raw(&[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">",
-            ])
+            r.raw(&common::words("XREADGROUP GROUP g c BLOCK 0 STREAMS s >"))
         });
         assert!(
             common::eventually(5, || common::info_int(&mut c, "clients", "blocked_clients")

@@ -532,6 +532,11 @@ mod tests {
         frames
     }
 
+    /// The replies [`decode_all`] found in `bytes`.
+    fn replies_of<'a>(bytes: &'a [u8], frames: &'a [(usize, Decoded)]) -> Replies<'a> {
+        Replies { buf: bytes, frames }
+    }
+
     #[test]
     fn entries_walk_alike_from_values_and_in_place_frames() {
         let want = |k: &str, id: &str, t, p, n| {
@@ -556,10 +561,7 @@ mod tests {
             let mut bytes = Vec::new();
             wire(&tree, &mut bytes, resp3);
             let frames = decode_all(resp3, &bytes);
-            let replies = Replies {
-                buf: &bytes,
-                frames: &frames,
-            };
+            let replies = replies_of(&bytes, &frames);
             assert_eq!(replies.len(), 1);
             let mut seen = walk(replies.get(0).unwrap());
             // A RESP3 map may come back in any key order.
@@ -569,10 +571,7 @@ mod tests {
             let mut nil = Vec::new();
             wire(&T::Nil, &mut nil, resp3);
             let frames = decode_all(resp3, &nil);
-            let replies = Replies {
-                buf: &nil,
-                frames: &frames,
-            };
+            let replies = replies_of(&nil, &frames);
             assert!(walk(replies.get(0).unwrap()).is_empty());
         }
         assert!(walk(&Value::Nil).is_empty());
@@ -586,10 +585,7 @@ mod tests {
                 wire(&t, &mut bytes, resp3);
             }
             let frames = decode_all(resp3, &bytes);
-            let replies = Replies {
-                buf: &bytes,
-                frames: &frames,
-            };
+            let replies = replies_of(&bytes, &frames);
             assert_eq!(replies.len(), 3);
             assert_eq!(replies.get(0).and_then(Node::int), Some(3));
             let moved = replies.get(1).and_then(Node::to_error).unwrap();

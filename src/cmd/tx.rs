@@ -416,10 +416,11 @@ fn exec_queue(
     let mut rows = Vec::with_capacity(queue.len());
     for argv in &queue {
         let spec = argv.first().and_then(|name| table::lookup(name));
-        if let Some(spec) = spec {
-            shared.count_call(spec.name, false, false);
+        let row = spec.and_then(|s| shared.cmdstats.index_of(s.name));
+        if spec.is_some() {
+            shared.count_call_at(row, false, false);
         }
-        rows.push(spec.and_then(|s| shared.cmdstats.index_of(s.name)));
+        rows.push(row);
     }
 
     if steps.is_empty() && watching.is_empty() {
