@@ -150,17 +150,9 @@ fn reader_is_served_before_the_next_pipelined_command() {
         // whose read was pipelined behind the XADD finds nothing new.
         let group_key = format!("gpipe{round}");
         writer.raw(&["XGROUP", "CREATE", &group_key, "g", "$", "MKSTREAM"]);
-        reader.send(&[
-            "XREADGROUP",
-            "GROUP",
-            "g",
-            "c1",
-            "BLOCK",
-            "0",
-            "STREAMS",
-            &group_key,
-            ">",
-        ]);
+        reader.send(&common::words(&format!(
+            "XREADGROUP GROUP g c1 BLOCK 0 STREAMS {group_key} >"
+        )));
         settle(&mut writer);
         let mut wire = resp_command(&["XADD", &group_key, "6-1", "f", "v"]);
         wire.extend(resp_command(&[
