@@ -83,6 +83,21 @@ impl CmdError {
         CmdError::Msg(text.into())
     }
 
+    /// Redis's `addReplySubcommandSyntaxError`: `ERR unknown subcommand or
+    /// wrong number of arguments for '<sub>'. Try <CMD> HELP.`, for a
+    /// subcommand given more arguments than it takes (`sub` as the client
+    /// sent it, `cmd` the container: CLIENT, CLUSTER, ...).
+    pub fn subcommand_syntax(cmd: &str, sub: &[u8]) -> Self {
+        CmdError::Msg(
+            format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+                String::from_utf8_lossy(sub),
+                cmd.to_ascii_uppercase()
+            )
+            .into(),
+        )
+    }
+
     /// `WrongArity` for `cmd` (any case; printed lowercased).
     pub fn arity(cmd: &str) -> Self {
         CmdError::WrongArity {

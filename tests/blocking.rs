@@ -9,20 +9,11 @@ mod common;
 use std::time::Duration;
 
 use common::{resp_command, RespClient, TestServer};
-use shardstream::route::slot::slot_of;
 
 const SHARDS: u16 = 4;
 
 fn keys_on_two_shards(prefix: &str) -> (String, String) {
-    let first = format!("{prefix}0");
-    let shard0 = slot_of(first.as_bytes()).shard(SHARDS);
-    for n in 1..1000 {
-        let k = format!("{prefix}{n}");
-        if slot_of(k.as_bytes()).shard(SHARDS) != shard0 {
-            return (first, k);
-        }
-    }
-    panic!("no key on another shard");
+    common::keys_on_two_shards(prefix, SHARDS)
 }
 
 fn bulk(s: &str) -> String {
@@ -333,5 +324,251 @@ fn info_counts_blocking_keys_and_nokey_ones() {
     assert!(group.read_reply().starts_with("-NOGROUP"));
     assert!(common::eventually(5, || counts(&mut c) == ("1".into(), "0".into())));
     drop(list);
-    assert!(common::eventually(5, || counts(&mut c) == ("0".into(), "0".into())));
+    // As soon as the client no longer counts as blocked, its key no longer
+    // counts either (the Tcl suite checks right after; no sweep needed).
+    assert!(common::eventually(5, || {
+        common::info_int(&mut c, "clients", "blocked_clients") == 0
+    }));
+    assert!(promptly(|| counts(&mut c) == ("0".into(), "0".into())));
+}
+
+/// Whether `f` holds within 50 ms: quicker than the periodic sweep of
+/// answered waiters (`hz 1` in these tests: once a second).
+fn promptly(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_millis(50);
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Wait until the server counts `n` blocked clients.
+fn wait_blocked(probe: &mut RespClient, n: u64) {
+    assert!(
+        common::eventually(5, || common::info_int(probe, "clients", "blocked_clients")
+            == n),
+        "never {n} blocked clients"
+    );
+}
+
+/// Block `reader` (CLIENT ID `id`) with `cmd`, end it with `CLIENT UNBLOCK
+/// id [reason]` from `probe`, and return what each side saw: the UNBLOCK
+/// reply, the reader's reply, then `blocked_clients`.
+fn unblock_round(
+    probe: &mut RespClient,
+    reader: &mut RespClient,
+    id: &str,
+    cmd: &[&str],
+    reason: Option<&str>,
+) -> String {
+    reader.send(cmd);
+    wait_blocked(probe, 1);
+    let mut unblock = vec!["CLIENT", "UNBLOCK", id];
+    unblock.extend(reason);
+    let answer = probe.raw(&unblock);
+    let got = reader.read_reply();
+    wait_blocked(probe, 0);
+    format!("{cmd:?} {reason:?}: {answer} / {got}")
+}
+
+/// The blocking commands and reasons `CLIENT UNBLOCK` is tried with; `a`
+/// and `b` are keys on two shards.
+fn unblock_cases<'a>(a: &'a str, b: &'a str) -> Vec<(Vec<&'a str>, Option<&'static str>)> {
+    let xread = vec!["XREAD", "BLOCK", "0", "STREAMS", a, "$"];
+    let group = vec![
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        a,
+        ">",
+    ];
+    let both = vec!["XREAD", "BLOCK", "0", "STREAMS", a, b, "$", "$"];
+    vec![
+        (xread.clone(), None),
+        (xread.clone(), Some("TIMEOUT")),
+        (xread, Some("error")),
+        (group.clone(), Some("ERROR")),
+        (group, Some("timeout")),
+        (both.clone(), None),
+        (both, Some("ERROR")),
+        (vec!["BLPOP", "list", "0"], Some("TIMEOUT")),
+        (vec!["BZPOPMIN", "zset", "0"], Some("ERROR")),
+    ]
+}
+
+/// `CLIENT UNBLOCK` over one server: every case of [`unblock_cases`], the
+/// argument errors, and a client that is not blocked.
+fn unblock_transcript(
+    probe: &mut RespClient,
+    reader: &mut RespClient,
+    a: &str,
+    b: &str,
+) -> Vec<String> {
+    probe.raw(&["XGROUP", "CREATE", a, "g", "$", "MKSTREAM"]);
+    let id = reader.raw(&["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').to_string();
+    let mut out: Vec<String> = unblock_cases(a, b)
+        .iter()
+        .map(|(cmd, reason)| unblock_round(probe, reader, &id, cmd, *reason))
+        .collect();
+    for args in [
+        vec!["CLIENT", "UNBLOCK", &id],
+        vec!["CLIENT", "UNBLOCK", "999999", "ERROR"],
+        vec!["CLIENT", "UNBLOCK", "-1"],
+        vec!["CLIENT", "UNBLOCK"],
+        vec!["CLIENT", "UNBLOCK", "abc"],
+        vec!["CLIENT", "UNBLOCK", &id, "later"],
+        vec!["CLIENT", "UNBLOCK", "abc", "later"],
+        vec!["CLIENT", "UNBLOCK", &id, "TIMEOUT", "x"],
+    ] {
+        out.push(format!("{args:?}: {}", probe.raw(&args)).replace(&id, "<id>"));
+    }
+    // The reader is usable after all that.
+    out.push(reader.raw(&["PING"]));
+    out
+}
+
+#[test]
+fn client_unblock_ends_blocked_reads_as_redis_does() {
+    let srv = TestServer::start(SHARDS);
+    let (a, b) = keys_on_two_shards("u");
+    let ours = unblock_transcript(&mut srv.client(), &mut srv.client(), &a, &b);
+    let timeout = "*-1";
+    let error = "-UNBLOCKED client unblocked via CLIENT UNBLOCK";
+    for (line, want) in ours.iter().zip([
+        timeout, timeout, error, error, timeout, timeout, error, timeout, error,
+    ]) {
+        assert!(line.ends_with(&format!(": :1 / {want}")), "{line}");
+    }
+    assert_eq!(
+        ours[9..],
+        [
+            r#"["CLIENT", "UNBLOCK", "<id>"]: :0"#,
+            r#"["CLIENT", "UNBLOCK", "999999", "ERROR"]: :0"#,
+            r#"["CLIENT", "UNBLOCK", "-1"]: :0"#,
+            r#"["CLIENT", "UNBLOCK"]: -ERR wrong number of arguments for 'client|unblock' command"#,
+            r#"["CLIENT", "UNBLOCK", "abc"]: -ERR value is not an integer or out of range"#,
+            r#"["CLIENT", "UNBLOCK", "<id>", "later"]: -ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"#,
+            r#"["CLIENT", "UNBLOCK", "abc", "later"]: -ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"#,
+            r#"["CLIENT", "UNBLOCK", "<id>", "TIMEOUT", "x"]: -ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP."#,
+            "+PONG",
+        ]
+    );
+    if let Some(redis) = common::RedisServer::start() {
+        let theirs = unblock_transcript(&mut redis.client(), &mut redis.client(), &a, &b);
+        assert_eq!(ours, theirs);
+    }
+}
+
+#[test]
+fn client_unblock_error_counts_a_failed_call_and_a_timeout_does_not() {
+    // Redis 7.2+: `-UNBLOCKED` is the blocked command's failed call and an
+    // UNBLOCKED error; a timeout (by CLIENT UNBLOCK or BLOCK's own) is neither.
+    let srv = TestServer::start(SHARDS);
+    let (a, b) = keys_on_two_shards("f");
+    let mut probe = srv.client();
+    let mut reader = srv.client();
+    let id = reader.raw(&["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':');
+    probe.raw(&["CONFIG", "RESETSTAT"]);
+    for (cmd, reason) in [
+        (vec!["BLPOP", "l", "0"], "ERROR"),
+        (vec!["BLPOP", "l", "0"], "TIMEOUT"),
+        (
+            vec!["XREAD", "BLOCK", "0", "STREAMS", &a, &b, "$", "$"],
+            "ERROR",
+        ),
+    ] {
+        unblock_round(&mut probe, &mut reader, id, &cmd, Some(reason));
+    }
+    let stats = probe.raw(&["INFO", "commandstats"]);
+    let row = |name: &str| {
+        stats
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .map(|l| {
+                l.split(',')
+                    .filter(|f| f.contains("calls="))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    assert!(row("blpop").starts_with("cmdstat_blpop:calls=2"), "{stats}");
+    assert!(
+        row("blpop").ends_with("rejected_calls=0,failed_calls=1"),
+        "{stats}"
+    );
+    assert!(
+        row("xread").ends_with("rejected_calls=0,failed_calls=1"),
+        "{stats}"
+    );
+    let errors = probe.raw(&["INFO", "errorstats"]);
+    assert!(errors.contains("errorstat_UNBLOCKED:count=2"), "{errors}");
+    assert_eq!(
+        common::info_int(&mut probe, "stats", "total_error_replies"),
+        2
+    );
+}
+
+#[test]
+fn ended_waits_leave_no_blocking_keys_behind() {
+    // A read over two shards ended by its client leaving, by CLIENT UNBLOCK
+    // or by its timeout: both shards stop counting its keys at once.
+    let srv = TestServer::start(SHARDS);
+    let (a, b) = keys_on_two_shards("e");
+    let mut probe = srv.client();
+    probe.raw(&["CONFIG", "SET", "hz", "1"]);
+    let keys = |p: &mut RespClient| common::info_int(p, "clients", "total_blocking_keys");
+    let read = |block: &'static str| {
+        vec![
+            "XREAD".to_string(),
+            "BLOCK".into(),
+            block.into(),
+            "STREAMS".into(),
+            a.clone(),
+            b.clone(),
+            "$".into(),
+            "$".into(),
+        ]
+    };
+    // The client goes away.
+    let mut gone = srv.client();
+    gone.send(&read("0"));
+    wait_blocked(&mut probe, 1);
+    assert_eq!(keys(&mut probe), 2);
+    drop(gone);
+    wait_blocked(&mut probe, 0);
+    assert!(promptly(|| keys(&mut probe) == 0));
+    // CLIENT UNBLOCK.
+    let mut reader = srv.client();
+    let id = reader.raw(&["CLIENT", "ID"]);
+    reader.send(&read("0"));
+    wait_blocked(&mut probe, 1);
+    assert_eq!(keys(&mut probe), 2);
+    assert_eq!(
+        probe.raw(&["CLIENT", "UNBLOCK", id.trim_start_matches(':')]),
+        ":1"
+    );
+    assert_eq!(reader.read_reply(), "*-1");
+    assert!(promptly(|| keys(&mut probe) == 0));
+    // BLOCK's own timeout.
+    reader.send(&read("100"));
+    wait_blocked(&mut probe, 1);
+    assert_eq!(reader.read_reply(), "*-1");
+    assert!(promptly(|| keys(&mut probe) == 0));
+    // Every shard still serves the next reader.
+    reader.send(&read("0"));
+    wait_blocked(&mut probe, 1);
+    probe.raw(&["XADD", &b, "5-1", "f", "v"]);
+    assert_eq!(reader.read_reply(), one_entry(&b, "5-1", "f", "v"));
 }

@@ -884,10 +884,7 @@ fn real_cluster(cx: &ConnCtx<'_>, sub: &str) -> Result<Arc<Cluster>, CmdError> {
 /// Redis's `addReplySubcommandSyntaxError` for a CLUSTER subcommand given
 /// the wrong number of arguments past its table arity (MEET, RESET).
 fn subcommand_syntax(argv: &[Bytes]) -> CmdError {
-    CmdError::msg(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
-        text(&argv[1])
-    ))
+    CmdError::subcommand_syntax("CLUSTER", &argv[1])
 }
 
 /// Parse slot numbers (`ERR Invalid or out of range slot`).

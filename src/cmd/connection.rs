@@ -1,5 +1,6 @@
 //! Connection commands: HELLO, AUTH, RESET and the CLIENT container (ID,
-//! SETNAME, GETNAME, SETINFO, LIST, INFO, KILL, NO-EVICT, NO-TOUCH, HELP).
+//! SETNAME, GETNAME, SETINFO, LIST, INFO, KILL, UNBLOCK, NO-EVICT, NO-TOUCH,
+//! HELP).
 //!
 //! They run on the connection's thread and only touch the connection's [`Session`], its
 //! [`ClientShared`] record and the server-wide client registry; no shard is
@@ -120,6 +121,15 @@ const CLIENT_SUBS: &[CommandSpec] = &[
         "Terminates open connections.",
         "2.4.0",
         client_kill,
+    ),
+    row(
+        "CLIENT|UNBLOCK",
+        -3,
+        ADMIN_NLS,
+        ADMIN_CONN,
+        "Unblocks a client blocked by a blocking command from a different connection.",
+        "5.0.0",
+        client_unblock,
     ),
     row(
         "CLIENT|NO-EVICT",
@@ -543,6 +553,64 @@ fn kill_client(shared: &Shared, c: &ClientShared) {
     }
 }
 
+/// `CLIENT UNBLOCK <client-id> [TIMEOUT|ERROR]` — end another client's
+/// blocking command (XREAD/XREADGROUP BLOCK, BLPOP, BZPOPMIN, ...) as if it
+/// timed out (`TIMEOUT`, the default: it gets a null array) or with the
+/// error `-UNBLOCKED client unblocked via CLIENT UNBLOCK` (`ERROR`, which
+/// counts as a failed call of that command and errorstat `UNBLOCKED`).
+///
+/// # Reply
+/// Integer: 1 if the client was blocked and is now unblocked, 0 otherwise
+/// (no such client, not blocked, or already being answered).
+///
+/// # Errors
+/// `ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR` (checked first);
+/// `ERR value is not an integer or out of range` for the id; more than four
+/// arguments: `ERR unknown subcommand or wrong number of arguments for
+/// 'unblock'. Try CLIENT HELP.`
+///
+/// # Source
+/// `clientCommand` "unblock", redis/src/networking.c (reply and errors as
+/// Redis 8.x; a timeout is not a failed call since Redis 7.2).
+fn client_unblock(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    use crate::shard::blocking::Unblocked;
+    if argv.len() > 4 {
+        return Err(CmdError::subcommand_syntax("CLIENT", &argv[1]));
+    }
+    let how = match argv.get(3) {
+        None => Unblocked::Timeout,
+        Some(r) if is(r, "TIMEOUT") => Unblocked::Timeout,
+        Some(r) if is(r, "ERROR") => Unblocked::Error,
+        Some(_) => {
+            return Err(CmdError::msg(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let id = args::int_arg(&argv[2])?;
+    let target = cx
+        .shared
+        .clients
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&(id as u64)).cloned());
+    let ticket = target
+        .as_ref()
+        .and_then(|c| c.ticket.lock().ok().and_then(|t| t.upgrade()));
+    let unblocked = match (target, ticket) {
+        (Some(c), Some(t)) if t.unblock(how) => {
+            // Its connection's thread answers it on its next loop turn.
+            let thread = c.thread.load(Ordering::SeqCst);
+            if let Some(t) = cx.shared.threads.get(usize::from(thread)) {
+                t.wake();
+            }
+            1
+        }
+        _ => 0,
+    };
+    Ok(Reply::Int(unblocked).into())
+}
+
 /// Filters of the new CLIENT KILL form.
 #[derive(Default)]
 struct KillFilter {
@@ -768,6 +836,8 @@ fn client_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
         "    Record the client library name or version.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
         "HELP",
         "    Print this help.",
     ])

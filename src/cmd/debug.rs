@@ -140,10 +140,7 @@ fn debug(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     if (is(sub, "CHANGE-REPL-ID") && n == 2) || (is(sub, "LOG") && n == 3) {
         return Ok(Reply::Ok.into());
     }
-    Err(CmdError::msg(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-        args::text(sub)
-    )))
+    Err(CmdError::subcommand_syntax("DEBUG", sub))
 }
 
 /// The single part's reply, unchanged.

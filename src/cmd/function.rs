@@ -202,10 +202,7 @@ fn inspect_library(code: &[u8]) -> Result<(String, Vec<FunctionMeta>), CmdError>
 /// `functionFlushCommand`, redis/src/functions.c.
 fn flush(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     if argv.len() > 3 {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-            args::text(&argv[1])
-        )));
+        return Err(CmdError::subcommand_syntax("FUNCTION", &argv[1]));
     }
     if argv.len() == 3 && !is(&argv[2], "SYNC") && !is(&argv[2], "ASYNC") {
         return Err(CmdError::msg(
@@ -472,10 +469,7 @@ enum RestorePolicy {
 /// `functionRestoreCommand`, redis/src/functions.c.
 fn restore(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     if argv.len() > 4 {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-            args::text(&argv[1])
-        )));
+        return Err(CmdError::subcommand_syntax("FUNCTION", &argv[1]));
     }
     let policy =
         match argv.get(3) {

@@ -205,10 +205,7 @@ pub const SPECS: &[CommandSpec] = &[CommandSpec {
 /// `slowlogCommand`, redis/src/slowlog.c.
 fn get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     if argv.len() > 3 {
-        return Err(CmdError::msg(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
-            args::text(&argv[1])
-        )));
+        return Err(CmdError::subcommand_syntax("SLOWLOG", &argv[1]));
     }
     let bad = || CmdError::msg("ERR count should be greater than or equal to -1");
     let count = match argv.get(2) {

@@ -110,6 +110,12 @@ pub struct Blocked {
     pub deadline: Option<Instant>,
     /// How to run the read again when a shard wakes it (reads over several shards).
     pub rerun: Option<Rerun>,
+    /// The shards the read is parked on (bit per shard id, modulo 64), told
+    /// to drop their waiters when the connection's thread ends the wait.
+    pub shards: u64,
+    /// Command-table row of the blocked command (`CLIENT UNBLOCK ... ERROR`
+    /// counts it failed), [`crate::shard::msg::NO_CMD`] when not counted.
+    pub row: u32,
 }
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),
@@ -146,6 +152,9 @@ pub struct ClientShared {
     /// Parked in a blocking read (`flags=b`); set by the shard that parks it
     /// (see [`crate::shard::blocking::Ticket`]).
     pub blocked: Arc<AtomicBool>,
+    /// The ticket of the client's latest blocking command, for `CLIENT
+    /// UNBLOCK` from other connections (dangling once it is over).
+    pub ticket: Mutex<std::sync::Weak<crate::shard::blocking::Ticket>>,
     /// In MONITOR mode (`flags=O`).
     pub monitor: AtomicBool,
     /// `CLIENT NO-EVICT on` (`flags=e`).

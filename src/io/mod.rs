@@ -176,6 +176,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         killed: AtomicBool::new(false),
         multi: AtomicU64::new(u64::MAX),
         blocked: Arc::new(AtomicBool::new(false)),
+        ticket: Mutex::new(std::sync::Weak::new()),
         monitor: AtomicBool::new(false),
         no_evict: AtomicBool::new(false),
         no_touch: AtomicBool::new(false),

@@ -555,6 +555,14 @@ pub fn start_block(
     seq: u64,
     mut plan: BlockPlan,
 ) {
+    let row = plan
+        .counted
+        .as_ref()
+        .map_or(crate::shard::msg::NO_CMD, |(row, _)| *row);
+    let shards = plan
+        .parts
+        .iter()
+        .fold(0u64, |m, (s, _)| m | 1 << (s.0 % 64));
     let mut counted = plan.counted.take().filter(|_| plan.parts.len() == 1);
     let watch = BlockedWatch {
         flag: conn.session.shared.blocked.clone(),
@@ -591,11 +599,16 @@ pub fn start_block(
     }
     let deadline =
         (plan.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(plan.timeout_ms));
+    if let Ok(mut t) = conn.session.shared.ticket.lock() {
+        *t = Arc::downgrade(&ticket);
+    }
     conn.blocked = Some(Blocked {
         seq,
         ticket,
         deadline,
         rerun: plan.rerun,
+        shards,
+        row,
     });
     conn.hold_until = Some(seq);
 }

@@ -50,6 +50,23 @@ pub struct Ticket {
     /// serves it when woken adds its time to the command's `usec`, as Redis
     /// adds the re-execution of an unblocked command.
     row: Option<u32>,
+    /// Set by `CLIENT UNBLOCK` after it claimed the ticket: [`UNBLOCK_TIMEOUT`]
+    /// or [`UNBLOCK_ERROR`]; the connection's thread answers and clears it.
+    unblocked: AtomicU8,
+}
+
+/// [`Ticket::unblock`] with `TIMEOUT`: the client gets its command's timeout reply.
+const UNBLOCK_TIMEOUT: u8 = 1;
+/// [`Ticket::unblock`] with `ERROR`: the client gets `-UNBLOCKED`.
+const UNBLOCK_ERROR: u8 = 2;
+
+/// How `CLIENT UNBLOCK` ended a blocked command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unblocked {
+    /// `TIMEOUT` (the default): the reply of a timed-out wait (a null array).
+    Timeout,
+    /// `ERROR`: `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    Error,
 }
 
 /// Where a ticket reports its client's blocked state.
@@ -129,6 +146,37 @@ impl Ticket {
         }
     }
 
+    /// `CLIENT UNBLOCK <id> [TIMEOUT|ERROR]` from any thread: if the client
+    /// is parked (counted as blocked) and nobody answered it yet, claim the
+    /// ticket and leave `how` for the connection's thread, which answers the
+    /// client the next time it looks (wake it). True when this call
+    /// unblocked the client (CLIENT UNBLOCK answers 1).
+    ///
+    /// # Source
+    /// `CLIENT UNBLOCK`, redis/src/networking.c: only a client blocked on keys
+    /// is unblocked; a timeout answers the command's timeout reply, an error
+    /// `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    pub fn unblock(&self, how: Unblocked) -> bool {
+        if self.state.load(Ordering::SeqCst) != 1 || !self.claim() {
+            return false;
+        }
+        let code = match how {
+            Unblocked::Timeout => UNBLOCK_TIMEOUT,
+            Unblocked::Error => UNBLOCK_ERROR,
+        };
+        self.unblocked.store(code, Ordering::SeqCst);
+        true
+    }
+
+    /// Take what [`unblock`](Self::unblock) left: `Some` once per unblock.
+    pub fn take_unblocked(&self) -> Option<Unblocked> {
+        match self.unblocked.swap(0, Ordering::SeqCst) {
+            UNBLOCK_TIMEOUT => Some(Unblocked::Timeout),
+            UNBLOCK_ERROR => Some(Unblocked::Error),
+            _ => None,
+        }
+    }
+
     /// The blocking command is over (answered, timed out, client gone): the
     /// client no longer counts as blocked.
     pub fn finish(&self) {
@@ -180,6 +228,9 @@ pub struct Waiters {
     waiters: HashMap<u64, Waiter>,
     /// FIFO of waiter ids per watched key.
     by_key: HashMap<(usize, Bytes), VecDeque<u64>>,
+    /// Waiter ids per client (`reply_to.conn`): one, or an answered one not
+    /// yet dropped and the client's next.
+    by_client: HashMap<u64, Vec<u64>>,
     /// Keys written since the last service pass.
     ready: Vec<(usize, Bytes)>,
     /// `(row, ns)` of the runs that served woken readers since
@@ -216,6 +267,7 @@ impl Waiters {
         for k in &w.keys {
             self.by_key.entry(k.clone()).or_default().push_back(id);
         }
+        self.by_client.entry(w.reply_to.conn).or_default().push(id);
         self.waiters.insert(id, w);
     }
 
@@ -287,9 +339,33 @@ impl Waiters {
         !self.ready.is_empty()
     }
 
+    /// Drop the waiters of client `conn` that someone already answered
+    /// (its connection's thread on timeout, CLIENT UNBLOCK or disconnect;
+    /// another shard), now rather than at the next sweep, so INFO's
+    /// blocking-key counts drop at once, as Redis's do.
+    pub fn forget_client(&mut self, conn: u64) {
+        let Some(ids) = self.by_client.get(&conn) else {
+            return;
+        };
+        let answered: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| self.waiters.get(id).is_some_and(|w| w.ticket.is_fired()))
+            .collect();
+        for id in answered {
+            self.unregister(id);
+        }
+    }
+
     fn unregister(&mut self, id: u64) -> Option<Waiter> {
         let w = self.waiters.remove(&id)?;
         self.changed = true;
+        if let Some(ids) = self.by_client.get_mut(&w.reply_to.conn) {
+            ids.retain(|x| *x != id);
+            if ids.is_empty() {
+                self.by_client.remove(&w.reply_to.conn);
+            }
+        }
         for k in &w.keys {
             if let Some(q) = self.by_key.get_mut(k) {
                 q.retain(|x| *x != id);

@@ -297,6 +297,10 @@ struct ShardThread {
     cluster_version: u64,
 }
 
+/// What a client blocked on keys gets from `CLIENT UNBLOCK <id> ERROR`
+/// (redis/src/networking.c).
+const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+
 impl ShardThread {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
@@ -502,6 +506,7 @@ impl ShardThread {
                 }
                 ShardMsg::Accept(sock, addr) => self.accept(sock, addr),
                 ShardMsg::Adopt(conn) => self.adopt(*conn),
+                ShardMsg::Unblocked(conn) => self.db.blocking.forget_client(conn),
                 ShardMsg::Shutdown => self.stopping = true,
             }
         }
@@ -681,6 +686,7 @@ impl ShardThread {
         conn.answered |= remote;
         let row = conn.fan_row(to.seq);
         let then = conn.fill(to.seq, to.part, reply);
+        let mut release = None;
         if row != msg::NO_CMD {
             // A transaction's merge notes its failed commands (see
             // `note_failed`): EXEC is a fan-out with a row.
@@ -701,7 +707,12 @@ impl ShardThread {
                     to.seq,
                     plan,
                 );
-                if conn.blocked.is_some() {
+                if let Some(b) = conn.blocked.as_mut() {
+                    // A read over several shards parks after a first pass:
+                    // the command's row is the fan-out's.
+                    if b.row == msg::NO_CMD {
+                        b.row = row;
+                    }
                     self.blocked_ids.insert(to.conn);
                 }
             }
@@ -718,6 +729,8 @@ impl ShardThread {
             Some(Then::Rerun) => {
                 if let Some(b) = conn.blocked.take() {
                     b.ticket.finish();
+                    // The shards that did not wake it still hold its waiters.
+                    release = Some(b.shards);
                     let argv = b.rerun.as_ref().map(|r| {
                         (
                             r.spec,
@@ -756,7 +769,27 @@ impl ShardThread {
             }
             None => {}
         }
+        if let Some(shards) = release {
+            self.release_waiters(to.conn, shards);
+        }
         self.touched.push(to.conn);
+    }
+
+    /// The connection's thread ended client `conn`'s blocked read (timeout,
+    /// CLIENT UNBLOCK, disconnect, a rerun): the shards it was parked on
+    /// (`shards`, a bit per shard) drop its waiters now, so INFO's
+    /// `total_blocking_keys` no longer counts them.
+    fn release_waiters(&mut self, conn: u64, shards: u64) {
+        for (i, thread) in self.shared.threads.iter().enumerate() {
+            if shards & (1 << (i % 64)) == 0 {
+                continue;
+            }
+            if i == usize::from(self.me) {
+                self.db.blocking.forget_client(conn);
+            } else {
+                thread.send(ShardMsg::Unblocked(conn));
+            }
+        }
     }
 
     /// Serve a connection from the acceptor (or refuse it: `maxclients`).
@@ -990,13 +1023,15 @@ impl ShardThread {
     }
 
     /// Answer blocked reads whose BLOCK timeout passed with a null array,
-    /// unless a shard claimed the ticket first (its reply is on the way).
+    /// unless a shard claimed the ticket first (its reply is on the way),
+    /// and those `CLIENT UNBLOCK` ended (see [`blocking::Ticket::unblock`]).
     fn expire_blocked(&mut self) {
         if self.blocked_ids.is_empty() {
             return;
         }
         let now = Instant::now();
         let mut done = Vec::new();
+        let mut ended = Vec::new();
         for id in &self.blocked_ids {
             let Some(conn) = self.conns.get_mut(id) else {
                 done.push(*id);
@@ -1006,16 +1041,34 @@ impl ShardThread {
                 done.push(*id);
                 continue;
             };
-            if b.deadline.is_some_and(|d| d <= now) {
-                let seq = b.seq;
+            let (seq, shards) = (b.seq, b.shards);
+            if let Some(how) = b.ticket.take_unblocked() {
+                let reply = match how {
+                    blocking::Unblocked::Timeout => Reply::NullArray,
+                    blocking::Unblocked::Error => {
+                        // An error reply of the blocked command: one failed
+                        // call and errorstat UNBLOCKED, as Redis counts it.
+                        let e = crate::error::CmdError::msg(UNBLOCKED_ERROR);
+                        self.shared.cmdstats.count_exec(b.row, 0, Some(&e));
+                        Reply::Error(e)
+                    }
+                };
+                conn.fill(seq, 0, reply);
+                self.touched.push(*id);
+                ended.push((*id, shards));
+            } else if b.deadline.is_some_and(|d| d <= now) {
                 if b.ticket.claim() {
                     conn.fill(seq, 0, Reply::NullArray);
+                    ended.push((*id, shards));
                 }
                 self.touched.push(*id);
             }
         }
         for id in done {
             self.blocked_ids.remove(&id);
+        }
+        for (id, shards) in ended {
+            self.release_waiters(id, shards);
         }
     }
 
@@ -1159,6 +1212,7 @@ impl ShardThread {
                 // Claiming makes every shard drop its waiter for this client.
                 b.ticket.claim();
                 b.ticket.finish();
+                self.release_waiters(id, b.shards);
             }
             self.blocked_ids.remove(&id);
             if conn.session.monitor.take().is_some() {

@@ -139,6 +139,9 @@ pub enum ShardMsg {
     /// A connection handed over by another shard thread because its requests
     /// keep landing here (its socket, buffers and session; no reply is in flight).
     Adopt(Box<crate::io::conn::Conn>),
+    /// Client `0`'s blocked read is over (its connection's thread answered
+    /// it or the client left): drop its answered waiters now.
+    Unblocked(u64),
     /// Exit the loop (the server is shutting down).
     Shutdown,
 }

@@ -6,13 +6,14 @@
 #
 #   REDIS_SRC=~/src/redis tests/tcl/run-stream-suites.sh            # DEBUG enabled: all tags
 #   DEBUG_COMMAND=no REDIS_SRC=~/src/redis tests/tcl/run-stream-suites.sh   # without needs:debug
+#   SHARDS=2 REDIS_SRC=~/src/redis tests/tcl/run-stream-suites.sh   # streams on two shard threads
 #
 # Needs tclsh (apt-get install tcl). Builds the release binary unless
 # SHARDSTREAM_BIN names one. Exits with the suite runner's status.
 #
-# Expected today: every test passes (142 with DEBUG, 130 without) but "XINFO
-# FULL output" when the suites predate Redis 8.6 (they count XINFO STREAM
-# FULL's fields without IDMP's).
+# Expected today, with SHARDS=1 (the default) or 2: every test passes (142
+# with DEBUG, 130 without) but "XINFO FULL output" when the suites predate
+# Redis 8.6 (they count XINFO STREAM FULL's fields without IDMP's).
 set -euo pipefail
 
 : "${REDIS_SRC:?set REDIS_SRC to a Redis source tree (runtest and tests/)}"
@@ -30,7 +31,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 # some stream tests use, exist now).
 : > "$work/skip.txt"
 
-"$bin" --port "$port" --bind 127.0.0.1 --dir "$work" --appendonly no --shards 1 \
+"$bin" --port "$port" --bind 127.0.0.1 --dir "$work" --appendonly no --shards "${SHARDS:-1}" \
   --enable-debug-command "$debug" --logfile "$work/shardstream.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
