@@ -313,7 +313,30 @@ fn client_kill_errors() {
         "-ERR No such user 'bob'"
     );
     assert_eq!(c.raw(&["CLIENT", "KILL", "TYPE", "master"]), ":0");
+    assert_eq!(
+        c.raw(&["CLIENT", "KILL", "MAXAGE", "0"]),
+        "-ERR maxage should be greater than 0"
+    );
+    assert_eq!(
+        c.raw(&["CLIENT", "KILL", "MAXAGE", "soon"]),
+        "-ERR maxage is not an integer or out of range"
+    );
     assert_eq!(c.raw(&["PING"]), "+PONG");
+}
+
+#[test]
+fn client_kill_maxage_closes_only_older_connections() {
+    // Redis 7.4's MAXAGE: clients connected for at least that many seconds.
+    let srv = TestServer::start(2);
+    let mut old = srv.client();
+    assert_eq!(old.raw(&["PING"]), "+PONG");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let mut young = srv.client();
+    let mut killer = srv.client();
+    assert_eq!(killer.raw(&["CLIENT", "KILL", "MAXAGE", "1"]), ":1");
+    assert!(old.is_closed());
+    assert_eq!(young.raw(&["PING"]), "+PONG");
+    assert_eq!(killer.raw(&["CLIENT", "KILL", "MAXAGE", "1000"]), ":0");
 }
 
 #[test]

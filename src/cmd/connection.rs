@@ -620,6 +620,8 @@ struct KillFilter {
     /// `Some(false)`: a type no shardstream client has.
     normal: Option<bool>,
     skipme: bool,
+    /// `MAXAGE`: only clients connected at least this many seconds.
+    max_age_s: Option<u64>,
 }
 
 impl KillFilter {
@@ -631,11 +633,15 @@ impl KillFilter {
                 .as_ref()
                 .is_none_or(|a| *a == c.laddr.to_string())
             && self.normal.unwrap_or(true)
+            && self
+                .max_age_s
+                .is_none_or(|max| c.created.elapsed().as_secs() >= max)
     }
 }
 
 /// `CLIENT KILL ip:port` (old form) or
-/// `CLIENT KILL [ID id] [TYPE type] [USER user] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] ...`
+/// `CLIENT KILL [ID id] [TYPE type] [USER user] [ADDR ip:port] [LADDR ip:port] [SKIPME yes|no] [MAXAGE s] ...`
+/// (`MAXAGE`, Redis 7.4: clients connected at least `s` seconds)
 ///
 /// Closes the matching connections (the shard thread serving each closes it; the killer
 /// gets its reply first when it kills itself).
@@ -645,6 +651,7 @@ impl KillFilter {
 /// # Errors
 /// * `ERR No such client` (old form, no match)
 /// * `ERR client-id should be greater than 0`
+/// * `ERR maxage is not an integer or out of range`, `ERR maxage should be greater than 0`
 /// * `ERR Unknown client type '<t>'`, `ERR No such user '<u>'`
 /// * `ERR syntax error` for an odd number of filter arguments, an unknown
 ///   filter or a SKIPME value other than yes/no
@@ -678,6 +685,13 @@ fn client_kill(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError>
                 Some(id) if id > 0 => f.id = Some(id as u64),
                 _ => return Err(CmdError::msg("ERR client-id should be greater than 0")),
             }
+        } else if is(opt, "MAXAGE") {
+            let age = parse_i64(val)
+                .ok_or_else(|| CmdError::msg("ERR maxage is not an integer or out of range"))?;
+            if age <= 0 {
+                return Err(CmdError::msg("ERR maxage should be greater than 0"));
+            }
+            f.max_age_s = Some(age as u64);
         } else if is(opt, "TYPE") {
             let normal = client_type_matches_normal(val)?;
             f.normal = Some(f.normal.unwrap_or(true) && normal);
@@ -825,7 +839,8 @@ fn client_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
         "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",
         "    Kill connections. Options are: ID <client-id>, TYPE <normal|master|replica|pubsub>,",
-        "    USER <username>, ADDR <ip:port>, LADDR <ip:port>, SKIPME <yes|no>.",
+        "    USER <username>, ADDR <ip:port>, LADDR <ip:port>, SKIPME <yes|no>,",
+        "    MAXAGE <seconds>.",
         "LIST [TYPE <normal|master|replica|pubsub>] [ID <client-id> [...]]",
         "    Return information about client connections.",
         "NO-EVICT <on|off>",
