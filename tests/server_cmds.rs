@@ -1174,3 +1174,83 @@ fn reset_requires_auth_again() {
     assert_eq!(c.raw(&["RESET"]), "+RESET");
     assert_eq!(c.raw(&["GET", "k"]), "-NOAUTH Authentication required.");
 }
+
+/// The replies a connection gets for `script` (one command per line) sent
+/// as one pipeline, up to the final `ECHO end-of-script`.
+fn replies_to_pipeline(c: &mut RespClient, script: &str) -> Vec<String> {
+    let mut wire = Vec::new();
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        wire.extend(common::resp_command(&common::words(line)));
+    }
+    wire.extend(common::resp_command(&["ECHO", "end-of-script"]));
+    c.send_raw(&wire);
+    let mut out = Vec::new();
+    loop {
+        let r = c.read_reply();
+        if r == "$13\r\nend-of-script" {
+            return out;
+        }
+        out.push(r);
+    }
+}
+
+#[test]
+fn client_reply_off_and_skip_silence_replies_as_redis_does() {
+    let script = "
+        CLIENT REPLY OFF
+        SET a 1
+        GET a
+        NOSUCHCMD x
+        XADD s 1-1 f v
+        MSET k1 v k2 v k3 v k4 v
+        XREAD BLOCK 10 STREAMS nokey $
+        CLIENT REPLY ON
+        GET a
+        CLIENT REPLY SKIP
+        GET a
+        XLEN s
+        CLIENT REPLY SKIP
+        CLIENT REPLY ON
+        DEL k1 k2 k3 k4
+        CLIENT REPLY OFF
+        CLIENT REPLY SKIP
+        GET a
+        CLIENT REPLY ON
+        CLIENT REPLY SKIP
+        CLIENT REPLY FOO
+        CLIENT REPLY FOO
+        CLIENT REPLY
+        CLIENT REPLY OFF
+        RESET
+        PING
+        CLIENT REPLY SKIP
+        RESET
+        PING
+    ";
+    let srv = TestServer::start(2);
+    let ours = replies_to_pipeline(&mut srv.client(), script);
+    assert_eq!(
+        ours,
+        [
+            "+OK",
+            "$1\r\n1",
+            ":1",
+            "+OK",
+            ":4",
+            "+OK",
+            "-ERR syntax error",
+            "-ERR wrong number of arguments for 'client|reply' command",
+            "+RESET",
+            "+PONG",
+            "+PONG",
+        ]
+    );
+    // QUIT under OFF closes the connection without its +OK.
+    let mut quiet = srv.client();
+    quiet.send(&["CLIENT", "REPLY", "OFF"]);
+    quiet.send(&["QUIT"]);
+    assert!(quiet.is_closed());
+    if let Some(redis) = RedisServer::start() {
+        assert_eq!(ours, replies_to_pipeline(&mut redis.client(), script));
+    }
+}

@@ -1,6 +1,6 @@
 //! Connection commands: HELLO, AUTH, RESET and the CLIENT container (ID,
-//! SETNAME, GETNAME, SETINFO, LIST, INFO, KILL, UNBLOCK, NO-EVICT, NO-TOUCH,
-//! HELP).
+//! SETNAME, GETNAME, SETINFO, LIST, INFO, KILL, REPLY, UNBLOCK, NO-EVICT,
+//! NO-TOUCH, HELP).
 //!
 //! They run on the connection's thread and only touch the connection's [`Session`], its
 //! [`ClientShared`] record and the server-wide client registry; no shard is
@@ -121,6 +121,15 @@ const CLIENT_SUBS: &[CommandSpec] = &[
         "Terminates open connections.",
         "2.4.0",
         client_kill,
+    ),
+    row(
+        "CLIENT|REPLY",
+        3,
+        NLS,
+        SLOW_CONN,
+        "Instructs the server whether to reply to commands.",
+        "3.2.0",
+        client_reply,
     ),
     row(
         "CLIENT|UNBLOCK",
@@ -553,6 +562,39 @@ fn kill_client(shared: &Shared, c: &ClientShared) {
     }
 }
 
+/// `CLIENT REPLY ON|OFF|SKIP` — whether this connection gets replies:
+/// `OFF` writes none (errors included) until `CLIENT REPLY ON`; `SKIP` drops
+/// the reply of the next command only (nothing under `OFF`). Commands still
+/// run: a pipeline of writes under `OFF` costs no reply traffic.
+///
+/// # Reply
+/// `+OK` for `ON`; nothing for `OFF` and `SKIP`.
+///
+/// # Errors
+/// `ERR syntax error` for another mode (not written under `OFF`).
+///
+/// # Source
+/// `clientCommand` "reply", redis/src/networking.c.
+fn client_reply(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let s = &mut *cx.conn;
+    let mode = &argv[2];
+    if is(mode, "ON") {
+        s.reply_off = false;
+        s.reply_skip = 0;
+    } else if is(mode, "OFF") {
+        s.reply_off = true;
+    } else if is(mode, "SKIP") {
+        if !s.reply_off {
+            // This command's reply, then the next one's.
+            s.reply_skip = 2;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    // Written only for ON: OFF and SKIP are silenced by the dispatcher.
+    Ok(Reply::Ok.into())
+}
+
 /// `CLIENT UNBLOCK <client-id> [TIMEOUT|ERROR]` — end another client's
 /// blocking command (XREAD/XREADGROUP BLOCK, BLPOP, BZPOPMIN, ...) as if it
 /// timed out (`TIMEOUT`, the default: it gets a null array) or with the
@@ -781,6 +823,9 @@ fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     }
     s.readonly = false;
     s.asking = false;
+    // Replies back on (a RESET that CLIENT REPLY SKIP covers stays silent,
+    // as in Redis, which clears only the skip still to come).
+    s.reply_off = false;
     s.shared.no_evict.store(false, Ordering::Relaxed);
     s.shared.no_touch.store(false, Ordering::Relaxed);
     s.authenticated = !needs_auth;
@@ -843,6 +888,8 @@ fn client_help(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
         "    MAXAGE <seconds>.",
         "LIST [TYPE <normal|master|replica|pubsub>] [ID <client-id> [...]]",
         "    Return information about client connections.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
         "NO-EVICT <on|off>",
         "    Accepted for compatibility; clients are never evicted.",
         "NO-TOUCH <on|off>",

@@ -270,6 +270,11 @@ pub struct Session {
     pub watching: Vec<crate::route::slot::ShardId>,
     /// MONITOR mode: the lines waiting for this client (see [`crate::monitor`]).
     pub monitor: Option<crate::monitor::Feed>,
+    /// `CLIENT REPLY OFF`: no command's reply is written until `CLIENT REPLY ON`.
+    pub reply_off: bool,
+    /// `CLIENT REPLY SKIP`: the replies of this many more commands (the
+    /// SKIP itself, then the next) are not written.
+    pub reply_skip: u8,
     pub shared: Arc<ClientShared>,
 }
 
@@ -371,6 +376,10 @@ pub struct Conn {
     /// Protocol changes waiting for their reply to be encoded: from the
     /// reply with this sequence number on (the `HELLO`'s own), this protocol.
     pub proto_switches: VecDeque<(u64, bool)>,
+    /// Sequence numbers, ascending, of replies not to write (`CLIENT REPLY
+    /// OFF` / `SKIP` when their command was dispatched); their command's
+    /// other effects (QUIT closing, a blocking read ending) still happen.
+    pub silent: VecDeque<u64>,
     /// The command row this connection named last, with its command
     /// statistics row: a pipeline of one command is looked up once.
     pub cmd_cache: Option<(&'static crate::cmd::CommandSpec, Option<usize>)>,
@@ -608,12 +617,17 @@ impl Conn {
                 self.proto_switches.pop_front();
             }
             if let Some(Pending::Ready(r)) = self.slots.pop_front() {
-                if matches!(r, Reply::OverOutputLimit) {
-                    self.output_limit_hit = Some(self.output_bytes());
-                    self.drop_output();
-                    break;
+                if self.silent.front() == Some(&self.base_seq) {
+                    // CLIENT REPLY OFF / SKIP: not written.
+                    self.silent.pop_front();
+                } else {
+                    if matches!(r, Reply::OverOutputLimit) {
+                        self.output_limit_hit = Some(self.output_bytes());
+                        self.drop_output();
+                        break;
+                    }
+                    self.encode(r);
                 }
-                self.encode(r);
             }
             if let Some(limit) = limit {
                 if self.over_output_limit(limit, Instant::now) {

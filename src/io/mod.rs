@@ -198,6 +198,8 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             transit: None,
             watching: Vec::new(),
             monitor: None,
+            reply_off: false,
+            reply_skip: 0,
             shared: client,
         },
         rbuf: BytesMut::with_capacity(16 * 1024),
@@ -224,6 +226,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         answered: false,
         out_resp3: false,
         proto_switches: Default::default(),
+        silent: Default::default(),
         cmd_cache: None,
     })
 }
@@ -499,8 +502,27 @@ fn feed_transaction(shared: &Shared, session: &Session) {
     }
 }
 
-/// Admit one decoded command, then answer it here or queue it for its shard(s).
+/// Admit one decoded command, then answer it here or queue it for its
+/// shard(s); under `CLIENT REPLY OFF` or `SKIP` its reply (an error
+/// included) is not written.
 fn dispatch(
+    shared: &Arc<Shared>,
+    out: &mut Outgoing,
+    conn: &mut Conn,
+    argv: Vec<Bytes>,
+    local: &mut dyn RunLocal,
+) {
+    let first = conn.next_seq();
+    dispatch_one(shared, out, conn, argv, local);
+    let s = &mut conn.session;
+    if s.reply_off || s.reply_skip > 0 {
+        s.reply_skip = s.reply_skip.saturating_sub(1);
+        let end = conn.next_seq();
+        conn.silent.extend(first..end);
+    }
+}
+
+fn dispatch_one(
     shared: &Arc<Shared>,
     out: &mut Outgoing,
     conn: &mut Conn,
