@@ -1254,3 +1254,78 @@ fn client_reply_off_and_skip_silence_replies_as_redis_does() {
         assert_eq!(ours, replies_to_pipeline(&mut redis.client(), script));
     }
 }
+
+/// WAIT on one server: its immediate answers and errors, a timed wait, and
+/// waits ended by CLIENT UNBLOCK; what each side saw, in order.
+fn wait_transcript(probe: &mut RespClient, waiter: &mut RespClient) -> Vec<String> {
+    let mut out = Vec::new();
+    for args in [
+        vec!["WAIT", "0", "0"],
+        vec!["WAIT", "-1", "100"],
+        vec!["WAIT", "x", "0"],
+        vec!["WAIT", "1", "x"],
+        vec!["WAIT", "1", "-1"],
+        vec!["WAIT", "1"],
+        vec!["EVAL", "return redis.call('wait', 1, 100)", "0"],
+    ] {
+        let r = probe.raw(&args);
+        // Redis adds the script's SHA and line to the script error.
+        out.push(r.split(" script: ").next().unwrap_or_default().to_string());
+    }
+    out.extend(replies_to_pipeline(probe, "MULTI\nWAIT 1 0\nEXEC"));
+    // No replica ever acknowledges: the whole timeout passes, then 0; the
+    // pipeline behind it waits.
+    let started = std::time::Instant::now();
+    out.extend(replies_to_pipeline(waiter, "WAIT 1 150\nPING"));
+    out.push(format!(
+        "waited the timeout: {}",
+        started.elapsed().as_millis() >= 140
+    ));
+    let id = waiter.raw(&["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':');
+    for reason in ["TIMEOUT", "ERROR"] {
+        waiter.send(&["WAIT", "2", "0"]);
+        assert!(common::eventually(5, || {
+            common::info_int(probe, "clients", "blocked_clients") == 1
+        }));
+        out.push(probe.raw(&["CLIENT", "UNBLOCK", id, reason]));
+        out.push(waiter.read_reply());
+    }
+    out.push(common::info_int(probe, "clients", "blocked_clients").to_string());
+    out
+}
+
+#[test]
+fn wait_without_replicas_answers_as_a_redis_primary_does() {
+    let srv = TestServer::start(2);
+    let ours = wait_transcript(&mut srv.client(), &mut srv.client());
+    assert_eq!(
+        ours,
+        [
+            ":0",
+            ":0",
+            "-ERR value is not an integer or out of range",
+            "-ERR timeout is not an integer or out of range",
+            "-ERR timeout is negative",
+            "-ERR wrong number of arguments for 'wait' command",
+            "-ERR This Redis command is not allowed from script",
+            "+OK",
+            "+QUEUED",
+            "*1\r\n:0",
+            ":0",
+            "+PONG",
+            "waited the timeout: true",
+            ":1",
+            ":0",
+            ":1",
+            "-UNBLOCKED client unblocked via CLIENT UNBLOCK",
+            "0",
+        ]
+    );
+    if let Some(redis) = RedisServer::start() {
+        assert_eq!(
+            ours,
+            wait_transcript(&mut redis.client(), &mut redis.client())
+        );
+    }
+}

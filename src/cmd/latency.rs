@@ -1,4 +1,5 @@
-//! `LATENCY HISTOGRAM|LATEST|HISTORY|RESET|DOCTOR|HELP` and `ROLE`.
+//! `LATENCY HISTOGRAM|LATEST|HISTORY|RESET|DOCTOR|HELP`, and the
+//! replication commands of a server without replicas: `ROLE`, `WAIT`.
 //!
 //! Command latencies come from the per-thread histograms of
 //! [`CmdStats`](crate::server::CmdStats) (execution time on the shard that
@@ -105,6 +106,16 @@ pub const SPECS: &[CommandSpec] = &[
         "2.8.12",
         role,
     ),
+    CommandSpec::conn(
+        "WAIT",
+        3,
+        Flags::NOSCRIPT,
+        "generic",
+        &["slow", "connection"],
+        "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.",
+        "3.0.0",
+        wait,
+    ),
 ];
 
 /// `ROLE`
@@ -121,6 +132,42 @@ fn role(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
         Reply::Array(Vec::new()),
     ])
     .into())
+}
+
+/// `WAIT numreplicas timeout` — wait until `numreplicas` replicas
+/// acknowledged this connection's writes, for at most `timeout` ms (0:
+/// for ever). shardstream has no replicas, so the count is always 0: with
+/// `numreplicas` ≤ 0 WAIT answers at once; otherwise the client blocks
+/// for the whole timeout (INFO `blocked_clients` counts it; `CLIENT
+/// UNBLOCK` ends it), as a Redis primary without replicas does. Inside
+/// MULTI it answers at once.
+///
+/// # Reply
+/// Integer: the number of replicas that acknowledged (0).
+///
+/// # Errors
+/// `ERR value is not an integer or out of range` (numreplicas); `ERR
+/// timeout is not an integer or out of range`, `ERR timeout is negative`.
+///
+/// # Source
+/// `waitCommand`, redis/src/replication.c; the timeout as
+/// `getTimeoutFromObjectOrReply` with `UNIT_MILLISECONDS` (redis/src/timeout.c).
+fn wait(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
+    let replicas = crate::cmd::args::int_arg(&argv[1])?;
+    let timeout_ms = crate::cmd::args::parse_i64(&argv[2]).ok_or(CmdError::msg(
+        "ERR timeout is not an integer or out of range",
+    ))?;
+    if timeout_ms < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    let acked = Reply::Int(0);
+    if replicas <= 0 {
+        return Ok(acked.into());
+    }
+    Ok(Action::Wait {
+        timeout_ms: timeout_ms as u64,
+        reply: acked,
+    })
 }
 
 /// `LATENCY HISTOGRAM [command ...]`

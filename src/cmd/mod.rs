@@ -114,6 +114,10 @@ pub enum Action {
     Close(Reply),
     /// Close the connection now without replying (SHUTDOWN, as Redis does).
     Drop,
+    /// Block the client on no key (WAIT) for `timeout_ms` (0: until
+    /// `CLIENT UNBLOCK` or it leaves), then answer `reply`; inside a
+    /// transaction, answer `reply` at once.
+    Wait { timeout_ms: u64, reply: Reply },
 }
 
 impl From<Reply> for Action {

@@ -373,6 +373,8 @@ fn exec_queue(
                 Routed::Block(_) => Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))),
                 Routed::Reply(r) | Routed::Close(r) => Planned::Ready(r),
                 Routed::Drop => Planned::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))),
+                // A transaction does not block (Redis's CLIENT_DENY_BLOCKING).
+                Routed::Wait(_, r) => Planned::Ready(r),
             },
         );
     }
@@ -394,7 +396,7 @@ fn exec_queue(
                     continue;
                 };
                 let work = match route(spec, argv, cx.conn, shared) {
-                    Routed::Reply(r) | Routed::Close(r) => {
+                    Routed::Reply(r) | Routed::Close(r) | Routed::Wait(_, r) => {
                         outs.push(Out::Ready(r));
                         continue;
                     }

@@ -116,6 +116,10 @@ pub struct Blocked {
     /// Command-table row of the blocked command (`CLIENT UNBLOCK ... ERROR`
     /// counts it failed), [`crate::shard::msg::NO_CMD`] when not counted.
     pub row: u32,
+    /// The answer when the wait times out (or `CLIENT UNBLOCK ... TIMEOUT`
+    /// ends it): a null array for reads and pops, the acknowledgement count
+    /// for WAIT.
+    pub timeout_reply: Reply,
 }
 
 /// What other threads may read about a client (CLIENT LIST / INFO / KILL),

@@ -569,6 +569,12 @@ fn dispatch_one(
             shared.count_call_at(stat, false, false);
             conn.dead = true;
         }
+        Routed::Wait(timeout_ms, reply) => {
+            shared.count_call_at(stat, false, false);
+            let seq = conn.push_slot(Pending::Waiting);
+            let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            router::start_wait(shared, conn, seq, timeout_ms, reply, row);
+        }
         Routed::One(shard, req) => {
             shared.count_call_at(stat, false, false);
             out.count(conn, shard);

@@ -33,6 +33,9 @@ pub enum Routed {
     Close(Reply),
     /// Close the connection at once, without a reply (SHUTDOWN).
     Drop,
+    /// Block the client on no key for this long (ms, 0 = forever), then
+    /// answer this ([`crate::cmd::Action::Wait`]).
+    Wait(u64, Reply),
     One(ShardId, ShardReq),
     /// Parts run on their shards, replies merged; then, optionally, park the
     /// read or run a second step (see [`Then`]).
@@ -75,6 +78,7 @@ pub fn route(
                 Ok(Action::Reply(r)) => Routed::Reply(r),
                 Ok(Action::Close(r)) => Routed::Close(r),
                 Ok(Action::Drop) => Routed::Drop,
+                Ok(Action::Wait { timeout_ms, reply }) => Routed::Wait(timeout_ms, reply),
                 Ok(Action::Run(shard, req)) => Routed::One(shard, req),
                 Ok(Action::FanOut { parts, merge }) => Routed::Fan(parts, merge, None),
                 Ok(Action::FanOutThen { parts, merge, then }) => {
@@ -609,6 +613,7 @@ pub fn start_block(
         rerun: plan.rerun,
         shards,
         row,
+        timeout_reply: Reply::NullArray,
     });
     conn.hold_until = Some(seq);
 }
@@ -705,7 +710,43 @@ pub fn start_routed(
         Routed::Drop => {
             conn.fill(seq, 0, Reply::NullArray);
         }
+        Routed::Wait(_, reply) => {
+            conn.fill(seq, 0, reply);
+        }
     }
+}
+
+/// Block the client on no key (WAIT) until `timeout_ms` passes (0: until
+/// `CLIENT UNBLOCK` or it leaves), then answer `reply` in slot `seq`. It
+/// counts as blocked (INFO `blocked_clients`, `flags=b`) meanwhile.
+pub fn start_wait(
+    shared: &Shared,
+    conn: &mut Conn,
+    seq: u64,
+    timeout_ms: u64,
+    reply: Reply,
+    row: u32,
+) {
+    let watch = BlockedWatch {
+        flag: conn.session.shared.blocked.clone(),
+        count: shared.blocked_clients.clone(),
+    };
+    let ticket = Ticket::watched(watch, None);
+    ticket.mark_parked();
+    if let Ok(mut t) = conn.session.shared.ticket.lock() {
+        *t = Arc::downgrade(&ticket);
+    }
+    let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
+    conn.blocked = Some(Blocked {
+        seq,
+        ticket,
+        deadline,
+        rerun: None,
+        shards: 0,
+        row,
+        timeout_reply: reply,
+    });
+    conn.hold_until = Some(seq);
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the

@@ -1044,7 +1044,7 @@ impl ShardThread {
             let (seq, shards) = (b.seq, b.shards);
             if let Some(how) = b.ticket.take_unblocked() {
                 let reply = match how {
-                    blocking::Unblocked::Timeout => Reply::NullArray,
+                    blocking::Unblocked::Timeout => b.timeout_reply.clone(),
                     blocking::Unblocked::Error => {
                         // An error reply of the blocked command: one failed
                         // call and errorstat UNBLOCKED, as Redis counts it.
@@ -1058,7 +1058,7 @@ impl ShardThread {
                 ended.push((*id, shards));
             } else if b.deadline.is_some_and(|d| d <= now) {
                 if b.ticket.claim() {
-                    conn.fill(seq, 0, Reply::NullArray);
+                    conn.fill(seq, 0, b.timeout_reply.clone());
                     ended.push((*id, shards));
                 }
                 self.touched.push(*id);
