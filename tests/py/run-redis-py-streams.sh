@@ -21,23 +21,9 @@
 set -euo pipefail
 
 : "${REDIS_PY_SRC:?set REDIS_PY_SRC to a redis-py source tree (tests/ and redis/)}"
-here=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${SHARDSTREAM_BIN:-}
-if [[ -z "$bin" ]]; then
-  (cd "$here" && cargo build --release --bin shardstream)
-  bin=$here/target/release/shardstream
-fi
-work=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-
-"$bin" --port "$port" --bind 127.0.0.1 --dir "$work" --appendonly no --shards "${SHARDS:-2}" \
-  --logfile "$work/shardstream.log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 50); do
-  redis-cli -p "$port" ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
+# shellcheck source=../peer-server.sh
+source "$(dirname "$0")/../peer-server.sh"
+start_shardstream "${SHARDS:-2}"
 
 cd "$REDIS_PY_SRC"
 status=0

@@ -17,28 +17,14 @@
 set -euo pipefail
 
 : "${REDIS_SRC:?set REDIS_SRC to a Redis source tree (runtest and tests/)}"
-here=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${SHARDSTREAM_BIN:-}
-if [[ -z "$bin" ]]; then
-  (cd "$here" && cargo build --release --bin shardstream)
-  bin=$here/target/release/shardstream
-fi
 debug=${DEBUG_COMMAND:-yes}
-work=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# shellcheck source=../peer-server.sh
+source "$(dirname "$0")/../peer-server.sh"
+start_shardstream "${SHARDS:-1}" --enable-debug-command "$debug"
 
 # Tests to leave out, one name per line (none today: lists and sets, which
 # some stream tests use, exist now).
 : > "$work/skip.txt"
-
-"$bin" --port "$port" --bind 127.0.0.1 --dir "$work" --appendonly no --shards "${SHARDS:-1}" \
-  --enable-debug-command "$debug" --logfile "$work/shardstream.log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 50); do
-  redis-cli -p "$port" ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
 
 # Without DEBUG the suites' own switch leaves out the tests that need it.
 tags=()
