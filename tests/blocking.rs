@@ -363,7 +363,7 @@ fn unblock_round(
     probe: &mut RespClient,
     reader: &mut RespClient,
     id: &str,
-    cmd: &[&str],
+    cmd: &[impl AsRef<[u8]> + std::fmt::Debug],
     reason: Option<&str>,
 ) -> String {
     reader.send(cmd);
@@ -378,20 +378,10 @@ fn unblock_round(
 
 /// The blocking commands and reasons `CLIENT UNBLOCK` is tried with; `a`
 /// and `b` are keys on two shards.
-fn unblock_cases<'a>(a: &'a str, b: &'a str) -> Vec<(Vec<&'a str>, Option<&'static str>)> {
-    let xread = vec!["XREAD", "BLOCK", "0", "STREAMS", a, "$"];
-    let group = vec![
-        "XREADGROUP",
-        "GROUP",
-        "g",
-        "c",
-        "BLOCK",
-        "0",
-        "STREAMS",
-        a,
-        ">",
-    ];
-    let both = vec!["XREAD", "BLOCK", "0", "STREAMS", a, b, "$", "$"];
+fn unblock_cases(a: &str, b: &str) -> Vec<(Vec<String>, Option<&'static str>)> {
+    let xread = common::words(&format!("XREAD BLOCK 0 STREAMS {a} $"));
+    let group = common::words(&format!("XREADGROUP GROUP g c BLOCK 0 STREAMS {a} >"));
+    let both = common::words(&format!("XREAD BLOCK 0 STREAMS {a} {b} $ $"));
     vec![
         (xread.clone(), None),
         (xread.clone(), Some("TIMEOUT")),
@@ -400,8 +390,8 @@ fn unblock_cases<'a>(a: &'a str, b: &'a str) -> Vec<(Vec<&'a str>, Option<&'stat
         (group, Some("timeout")),
         (both.clone(), None),
         (both, Some("ERROR")),
-        (vec!["BLPOP", "list", "0"], Some("TIMEOUT")),
-        (vec!["BZPOPMIN", "zset", "0"], Some("ERROR")),
+        (common::words("BLPOP list 0"), Some("TIMEOUT")),
+        (common::words("BZPOPMIN zset 0"), Some("ERROR")),
     ]
 }
 
