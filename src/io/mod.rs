@@ -427,6 +427,12 @@ pub fn process_input(
         if conn.rbuf.is_empty() || conn.rbuf.len() < conn.need_bytes {
             return;
         }
+        if conn.session.shared.killed.load(Ordering::Relaxed) {
+            // CLIENT KILL answered for it: none of its later commands runs
+            // (Redis stops reading a client it closes asynchronously).
+            conn.dead = true;
+            return;
+        }
         if conn.slots.len() >= MAX_PENDING_REPLIES {
             // Resumed once replies drain (see `Conn::paused`).
             conn.paused = true;
