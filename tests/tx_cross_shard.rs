@@ -543,3 +543,51 @@ fn multi_key_reads_never_see_half_a_write() {
     writer.join().expect("writer");
     assert!(torn.is_empty(), "torn reads: {torn:?}");
 }
+
+#[test]
+fn a_cross_shard_write_runs_before_the_transaction_pipelined_after_it() {
+    // DEL over two shards is coordinated by the lower one; on that shard's
+    // own thread, a MULTI/EXEC on its keys pipelined behind it (and the GET
+    // after it) must still see the DEL done first, as Redis runs a
+    // connection's commands in order. Eight connections: every thread gets
+    // some, the coordinator's among them.
+    let on = |shard: u16| {
+        (0..)
+            .map(|i| format!("o{i}"))
+            .find(|k| slot_of(k.as_bytes()).shard(SHARDS).0 == shard)
+            .expect("a key on the shard")
+    };
+    let (k0, k1) = (on(0), on(1));
+    let srv = TestServer::start(SHARDS);
+    for i in 0..8 {
+        let s = format!("s{i}{{{k0}}}");
+        let script = format!(
+            "SET {k0} 5\nDEL {k0} {k1}\nMULTI\nINCR {k0}\nEXEC\nGET {k0}\n\
+             XADD {s} 1-1 f v\nDEL {s} {k1}\nMULTI\nXADD {s} 2-1 f v\nEXEC\nXLEN {s}"
+        );
+        let mut wire = Vec::new();
+        for line in script.lines() {
+            wire.extend(common::resp_command(&common::words(line)));
+        }
+        let mut c = srv.client();
+        c.send_raw(&wire);
+        let replies: Vec<String> = script.lines().map(|_| c.read_reply()).collect();
+        assert_eq!(
+            replies,
+            [
+                "+OK",
+                ":1",
+                "+OK",
+                "+QUEUED",
+                "*1\r\n:1",
+                "$1\r\n1",
+                "$3\r\n1-1",
+                ":1",
+                "+OK",
+                "+QUEUED",
+                "*1\r\n$3\r\n2-1",
+                ":1",
+            ]
+        );
+    }
+}

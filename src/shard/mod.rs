@@ -1397,14 +1397,20 @@ impl io::RunLocal for Exec<'_> {
     fn run_local(&mut self, out: &mut Outgoing, conn: &mut Conn, job: Job) {
         // Requests queued for this shard earlier in the iteration (fan-out
         // parts, parked reads) run first, so this shard sees them in order.
+        // A cross-shard transaction among them (a job that only leaves its
+        // coordination) runs before the next of them, as in `run_jobs`:
+        // consecutive ones together, then the rest.
         let me = usize::from(job.reply_to.io);
-        for queued in std::mem::take(&mut out.batches[me]) {
-            if let Some((to, reply)) = self.run(queued) {
+        let mut queued = std::mem::take(&mut out.batches[me]).into_iter().peekable();
+        while let Some(next) = queued.next() {
+            if let Some((to, reply)) = self.run(next) {
                 self.queue_reply(to, reply);
             }
             self.serve_waiters();
+            if !queued.peek().is_some_and(|j| j.req.coordinates()) {
+                self.coordinate();
+            }
         }
-        // A transaction among them runs before this request.
         self.coordinate();
         if let Some((to, reply)) = self.run(job) {
             // A single-shard request's slot: filling it never starts a next step.
