@@ -567,3 +567,33 @@ fn ended_waits_leave_no_blocking_keys_behind() {
     probe.raw(&["XADD", &b, "5-1", "f", "v"]);
     assert_eq!(reader.read_reply(), one_entry(&b, "5-1", "f", "v"));
 }
+
+#[test]
+fn client_unblock_pipelined_after_a_write_waits_for_it() {
+    // XADD then CLIENT UNBLOCK in one pipeline: the XADD serves the reader
+    // first and UNBLOCK finds nobody blocked, as in Redis, even when the
+    // XADD hops to another shard's thread and UNBLOCK runs on the writer's.
+    let srv = TestServer::start(SHARDS);
+    for round in 0..8 {
+        let key = format!("pu{round}");
+        let mut reader = srv.client();
+        let mut writer = srv.client();
+        let id = reader.raw(&["CLIENT", "ID"]);
+        writer.raw(&["XGROUP", "CREATE", &key, "g", "$", "MKSTREAM"]);
+        reader.send(&common::words(&format!(
+            "XREADGROUP GROUP g c BLOCK 0 STREAMS {key} >"
+        )));
+        wait_blocked(&mut writer, 1);
+        let mut wire = resp_command(&["XADD", &key, "1-1", "f", "v"]);
+        wire.extend(resp_command(&[
+            "CLIENT",
+            "UNBLOCK",
+            id.trim_start_matches(':'),
+            "ERROR",
+        ]));
+        writer.send_raw(&wire);
+        assert_eq!(writer.read_reply(), "$3\r\n1-1");
+        assert_eq!(writer.read_reply(), ":0");
+        assert_eq!(reader.read_reply(), one_entry(&key, "1-1", "f", "v"));
+    }
+}

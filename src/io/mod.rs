@@ -212,6 +212,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         slots: Default::default(),
         close_after: None,
         hold_until: None,
+        deferred: None,
         dead: false,
         want_write: false,
         blocked: None,
@@ -424,6 +425,10 @@ pub fn process_input(
         if conn.dead || conn.close_after.is_some() || conn.hold_until.is_some() {
             return;
         }
+        if let Some(argv) = conn.deferred.take() {
+            run_command(shared, out, conn, argv, limits, local);
+            continue;
+        }
         if conn.rbuf.is_empty() || conn.rbuf.len() < conn.need_bytes {
             return;
         }
@@ -442,15 +447,22 @@ pub fn process_input(
         match codec::decode_resuming(&mut conn.rbuf, decode_limits, &mut conn.scan) {
             Ok(Decoded::Command(argv)) => {
                 conn.need_bytes = 0;
-                if !argv.is_empty() {
-                    dispatch(shared, out, conn, argv, local);
-                    conn.encode_ready(Some(&limits.output));
-                    if conn.session.monitor.is_some() {
-                        // The lines so far (its own command's included)
-                        // follow its reply, before the next command's.
-                        conn.take_lines(Some(&limits.output));
-                    }
+                if argv.is_empty() {
+                    continue;
                 }
+                if acts_on_other_clients(&argv)
+                    && conn.session.multi.is_none()
+                    && conn.has_in_flight()
+                {
+                    // It would overtake this connection's earlier requests
+                    // still running on other shards (a pipelined XADD then
+                    // CLIENT UNBLOCK of its reader): it runs once they are
+                    // answered, as it does after them in Redis.
+                    conn.deferred = Some(argv);
+                    conn.hold_until = Some(conn.next_seq().saturating_sub(1));
+                    return;
+                }
+                run_command(shared, out, conn, argv, limits, local);
             }
             Ok(Decoded::Incomplete { min_total }) => {
                 conn.need_bytes = min_total;
@@ -465,6 +477,32 @@ pub fn process_input(
             }
         }
     }
+}
+
+/// Dispatch one command and write what is ready of the replies.
+fn run_command(
+    shared: &Arc<Shared>,
+    out: &mut Outgoing,
+    conn: &mut Conn,
+    argv: Vec<Bytes>,
+    limits: &Limits,
+    local: &mut dyn RunLocal,
+) {
+    dispatch(shared, out, conn, argv, local);
+    conn.encode_ready(Some(&limits.output));
+    if conn.session.monitor.is_some() {
+        // The lines so far (its own command's included) follow its reply,
+        // before the next command's.
+        conn.take_lines(Some(&limits.output));
+    }
+}
+
+/// `CLIENT UNBLOCK` and `CLIENT KILL`: connection-level commands that act
+/// on other clients, so must not run ahead of this connection's earlier
+/// requests (see [`process_input`]).
+fn acts_on_other_clients(argv: &[Bytes]) -> bool {
+    use crate::cmd::args::is;
+    argv.len() >= 2 && is(&argv[0], "CLIENT") && (is(&argv[1], "UNBLOCK") || is(&argv[1], "KILL"))
 }
 
 /// Commands MONITOR does not show (Redis: `CMD_ADMIN`, `CMD_SKIP_MONITOR`).

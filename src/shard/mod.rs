@@ -1091,7 +1091,7 @@ impl ShardThread {
             }
             let resume = (was_held && conn.hold_until.is_none())
                 || (conn.paused && conn.slots.len() < io::MAX_PENDING_REPLIES);
-            if resume && !conn.rbuf.is_empty() {
+            if resume && (!conn.rbuf.is_empty() || conn.deferred.is_some()) {
                 // A blocking command finished, or queued replies drained:
                 // go on with the pipeline.
                 conn.paused = false;
