@@ -26,29 +26,43 @@ impl RedisServer {
     }
 
     /// Started with extra configuration arguments (`--requirepass x`).
+    /// `None` when redis-server is not installed. A port another process
+    /// took between our pick and redis-server's bind makes it exit: it is
+    /// started again on a new port.
     fn start_with(extra: &[&str]) -> Option<RedisServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let server = RedisServer { port, child };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(server);
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()?;
+            let mut server = RedisServer { port, child };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if !matches!(server.child.try_wait(), Ok(None)) {
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    // Listening, and still ours after a moment (a server
+                    // that lost the port exits at once).
+                    std::thread::sleep(Duration::from_millis(20));
+                    if matches!(server.child.try_wait(), Ok(None)) {
+                        return Some(server);
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        None
+        panic!("redis-server did not start on any of 5 free ports");
     }
 }
 
