@@ -48,6 +48,26 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
+/// A blocking command's timeout in seconds (a float) as ms, 0 = forever.
+///
+/// # Errors
+/// `ERR timeout is not a float or out of range`, `ERR timeout is out of
+/// range` (too large), `ERR timeout is negative`.
+/// # Source
+/// `getTimeoutFromObjectOrReply` (UNIT_SECONDS), redis/src/timeout.c:
+/// seconds × 1000 rounded up.
+pub fn parse_timeout_s(arg: &[u8]) -> Result<u64, CmdError> {
+    let s = parse_f64(arg).ok_or(CmdError::msg("ERR timeout is not a float or out of range"))?;
+    let ms = (s * 1000.0).ceil();
+    if ms > i64::MAX as f64 {
+        return Err(CmdError::msg("ERR timeout is out of range"));
+    }
+    if ms < 0.0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    Ok(ms as u64)
+}
+
 /// `parse_i64`, or `ERR value is not an integer or out of range`.
 pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     parse_i64(b).ok_or(CmdError::NotInteger)

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use crossbeam_channel::bounded;
 
-use crate::cmd::args::{int_arg, is, parse_f64, parse_i64};
+use crate::cmd::args::{int_arg, is, parse_i64, parse_timeout_s};
 use crate::cmd::{
     on_shard, Action, CommandSpec, ConnCtx, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq,
 };
@@ -344,26 +344,6 @@ fn parse_end(arg: &[u8]) -> Result<End, CmdError> {
     } else {
         Err(CmdError::Syntax)
     }
-}
-
-/// A blocking command's timeout in seconds (a float) as ms, 0 = forever.
-///
-/// # Errors
-/// `ERR timeout is not a float or out of range`, `ERR timeout is out of
-/// range` (too large), `ERR timeout is negative`.
-/// # Source
-/// `getTimeoutFromObjectOrReply` (UNIT_SECONDS), redis/src/timeout.c:
-/// seconds × 1000 rounded up.
-pub fn parse_timeout_s(arg: &[u8]) -> Result<u64, CmdError> {
-    let s = parse_f64(arg).ok_or(CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = (s * 1000.0).ceil();
-    if ms > i64::MAX as f64 {
-        return Err(CmdError::msg("ERR timeout is out of range"));
-    }
-    if ms < 0.0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    Ok(ms as u64)
 }
 
 /// A parsed `LMPOP` / `BLMPOP` (without its timeout).

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::cmd::args::{self, parse_i64};
+use crate::cmd::args::{self, parse_i64, parse_timeout_s};
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -198,26 +198,6 @@ pub(super) fn parse_zpopmin(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// `ZPOPMAX key [count]`
 pub(super) fn parse_zpopmax(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     pop_req(argv, End::Max)
-}
-
-/// Parse a blocking timeout in seconds (a double), as Redis's
-/// `getTimeoutFromObjectOrReply` with `UNIT_SECONDS`: milliseconds rounded
-/// up; 0 waits forever.
-///
-/// # Errors
-/// `ERR timeout is not a float or out of range`, `ERR timeout is out of
-/// range` (7.2+), `ERR timeout is negative`.
-pub fn parse_timeout_s(arg: &[u8]) -> Result<u64, CmdError> {
-    let t = crate::zset::score::parse_score(arg)
-        .ok_or(CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = (t * 1000.0).ceil();
-    if ms > i64::MAX as f64 {
-        return Err(CmdError::msg("ERR timeout is out of range"));
-    }
-    if ms < 0.0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    Ok(ms as u64)
 }
 
 /// Parse `BZPOPMIN key [key ...] timeout` / BZPOPMAX.
