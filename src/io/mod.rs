@@ -646,7 +646,8 @@ fn dispatch_one(
                 out.count(conn, *shard);
             }
             let seq = conn.push_slot(Pending::Waiting);
-            start_block(out.me, shared, &mut out.batches, conn, seq, plan);
+            let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            start_block(out.me, shared, &mut out.batches, conn, seq, plan, row);
         }
         Routed::Fan(parts, merge, then) => {
             shared.count_call_at(stat, false, false);

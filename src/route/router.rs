@@ -551,6 +551,8 @@ pub fn start_fan(
 
 /// Park a blocking read on its shards under one ticket; the slot `seq` is filled
 /// by whichever shard serves it, or by the connection's thread on timeout.
+/// `row`: the command's statistics row ([`NO_CMD`] when not counted), which
+/// a CLIENT UNBLOCK error and a rerun count toward.
 pub fn start_block(
     io: u16,
     shared: &Shared,
@@ -558,20 +560,14 @@ pub fn start_block(
     conn: &mut Conn,
     seq: u64,
     mut plan: BlockPlan,
+    row: u32,
 ) {
-    let row = plan
-        .counted
-        .as_ref()
-        .map_or(crate::shard::msg::NO_CMD, |(row, _)| *row);
     let shards = plan
         .parts
         .iter()
         .fold(0u64, |m, (s, _)| m | 1 << (s.0 % 64));
     let mut counted = plan.counted.take().filter(|_| plan.parts.len() == 1);
-    let watch = BlockedWatch {
-        flag: conn.session.shared.blocked.clone(),
-        count: shared.blocked_clients.clone(),
-    };
+    let watch = blocked_watch(shared, conn);
     let ticket = if plan.rerun.is_some() {
         Ticket::watched_rerun(watch)
     } else {
@@ -603,19 +599,37 @@ pub fn start_block(
     }
     let deadline =
         (plan.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(plan.timeout_ms));
-    if let Ok(mut t) = conn.session.shared.ticket.lock() {
-        *t = Arc::downgrade(&ticket);
+    hold_blocked(
+        conn,
+        Blocked {
+            seq,
+            ticket,
+            deadline,
+            rerun: plan.rerun,
+            shards,
+            row,
+            timeout_reply: Reply::NullArray,
+        },
+    );
+}
+
+/// Where a blocked client's ticket reports its state: the client's
+/// `flags=b` and the server's `blocked_clients`.
+fn blocked_watch(shared: &Shared, conn: &Conn) -> BlockedWatch {
+    BlockedWatch {
+        flag: conn.session.shared.blocked.clone(),
+        count: shared.blocked_clients.clone(),
     }
-    conn.blocked = Some(Blocked {
-        seq,
-        ticket,
-        deadline,
-        rerun: plan.rerun,
-        shards,
-        row,
-        timeout_reply: Reply::NullArray,
-    });
-    conn.hold_until = Some(seq);
+}
+
+/// The connection is blocked in `b`: its pipeline holds until `b`'s reply
+/// is written, and CLIENT UNBLOCK from other connections finds its ticket.
+fn hold_blocked(conn: &mut Conn, b: Blocked) {
+    if let Ok(mut t) = conn.session.shared.ticket.lock() {
+        *t = Arc::downgrade(&b.ticket);
+    }
+    conn.hold_until = Some(b.seq);
+    conn.blocked = Some(b);
 }
 
 /// The command line of a woken read over several shards, to run it again
@@ -700,7 +714,7 @@ pub fn start_routed(
         Routed::Fan(parts, merge, then) => {
             start_fan(io, batches, conn, seq, parts, merge, then, row)
         }
-        Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan),
+        Routed::Block(plan) => start_block(io, shared, batches, conn, seq, plan, row),
         Routed::Atomic(shards, body, merge, then) => {
             let flush = conn.must_flush(shards.iter().fold(0u64, |m, s| m | 1 << (s.0 % 64)));
             let (parts, merge, then) =
@@ -727,26 +741,21 @@ pub fn start_wait(
     reply: Reply,
     row: u32,
 ) {
-    let watch = BlockedWatch {
-        flag: conn.session.shared.blocked.clone(),
-        count: shared.blocked_clients.clone(),
-    };
-    let ticket = Ticket::watched(watch, None);
+    let ticket = Ticket::watched(blocked_watch(shared, conn), None);
     ticket.mark_parked();
-    if let Ok(mut t) = conn.session.shared.ticket.lock() {
-        *t = Arc::downgrade(&ticket);
-    }
     let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
-    conn.blocked = Some(Blocked {
-        seq,
-        ticket,
-        deadline,
-        rerun: None,
-        shards: 0,
-        row,
-        timeout_reply: reply,
-    });
-    conn.hold_until = Some(seq);
+    hold_blocked(
+        conn,
+        Blocked {
+            seq,
+            ticket,
+            deadline,
+            rerun: None,
+            shards: 0,
+            row,
+            timeout_reply: reply,
+        },
+    );
 }
 
 /// Merge XREAD-style replies from several shards: `[key, entries]` pairs in the

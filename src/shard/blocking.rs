@@ -170,6 +170,11 @@ impl Ticket {
 
     /// Take what [`unblock`](Self::unblock) left: `Some` once per unblock.
     pub fn take_unblocked(&self) -> Option<Unblocked> {
+        // Checked for every blocked client on every loop turn: a plain load
+        // first, the swap only when CLIENT UNBLOCK left something.
+        if self.unblocked.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         match self.unblocked.swap(0, Ordering::SeqCst) {
             UNBLOCK_TIMEOUT => Some(Unblocked::Timeout),
             UNBLOCK_ERROR => Some(Unblocked::Error),
@@ -228,9 +233,10 @@ pub struct Waiters {
     waiters: HashMap<u64, Waiter>,
     /// FIFO of waiter ids per watched key.
     by_key: HashMap<(usize, Bytes), VecDeque<u64>>,
-    /// Waiter ids per client (`reply_to.conn`): one, or an answered one not
-    /// yet dropped and the client's next.
-    by_client: HashMap<u64, Vec<u64>>,
+    /// Each client's latest waiter (`reply_to.conn` → waiter id): the one
+    /// [`forget_client`](Self::forget_client) drops when its wait is over
+    /// (an older answered one is left to [`sweep`](Self::sweep)).
+    by_client: crate::io::conn::ConnMap<u64>,
     /// Keys written since the last service pass.
     ready: Vec<(usize, Bytes)>,
     /// `(row, ns)` of the runs that served woken readers since
@@ -267,7 +273,7 @@ impl Waiters {
         for k in &w.keys {
             self.by_key.entry(k.clone()).or_default().push_back(id);
         }
-        self.by_client.entry(w.reply_to.conn).or_default().push(id);
+        self.by_client.insert(w.reply_to.conn, id);
         self.waiters.insert(id, w);
     }
 
@@ -344,15 +350,10 @@ impl Waiters {
     /// another shard), now rather than at the next sweep, so INFO's
     /// blocking-key counts drop at once, as Redis's do.
     pub fn forget_client(&mut self, conn: u64) {
-        let Some(ids) = self.by_client.get(&conn) else {
+        let Some(&id) = self.by_client.get(&conn) else {
             return;
         };
-        let answered: Vec<u64> = ids
-            .iter()
-            .copied()
-            .filter(|id| self.waiters.get(id).is_some_and(|w| w.ticket.is_fired()))
-            .collect();
-        for id in answered {
+        if self.waiters.get(&id).is_some_and(|w| w.ticket.is_fired()) {
             self.unregister(id);
         }
     }
@@ -360,11 +361,8 @@ impl Waiters {
     fn unregister(&mut self, id: u64) -> Option<Waiter> {
         let w = self.waiters.remove(&id)?;
         self.changed = true;
-        if let Some(ids) = self.by_client.get_mut(&w.reply_to.conn) {
-            ids.retain(|x| *x != id);
-            if ids.is_empty() {
-                self.by_client.remove(&w.reply_to.conn);
-            }
+        if self.by_client.get(&w.reply_to.conn) == Some(&id) {
+            self.by_client.remove(&w.reply_to.conn);
         }
         for k in &w.keys {
             if let Some(q) = self.by_key.get_mut(k) {

@@ -706,13 +706,11 @@ impl ShardThread {
                     conn,
                     to.seq,
                     plan,
-                );
-                if let Some(b) = conn.blocked.as_mut() {
                     // A read over several shards parks after a first pass:
                     // the command's row is the fan-out's.
-                    if b.row == msg::NO_CMD {
-                        b.row = row;
-                    }
+                    row,
+                );
+                if conn.blocked.is_some() {
                     self.blocked_ids.insert(to.conn);
                 }
             }
@@ -745,7 +743,6 @@ impl ShardThread {
                                 &mut conn.session,
                                 &self.shared,
                             );
-                            let row = self.shared.cmdstats.index_of(spec.name);
                             crate::route::router::start_routed(
                                 self.me,
                                 &self.shared,
@@ -753,7 +750,7 @@ impl ShardThread {
                                 conn,
                                 to.seq,
                                 routed,
-                                row.map_or(msg::NO_CMD, |i| i as u32),
+                                b.row,
                             );
                         }
                         None => {
