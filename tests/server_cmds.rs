@@ -1329,3 +1329,90 @@ fn wait_without_replicas_answers_as_a_redis_primary_does() {
         );
     }
 }
+
+/// Blocking timeouts as Redis 7.2+ reads them (`getTimeoutFromObjectOrReply`):
+/// seconds are any `strtold` number, hexadecimal included, × 1000 rounded
+/// up; a timeout whose deadline would not fit in 64 bits is out of range
+/// (milliseconds too: XREAD BLOCK, WAIT), which redis-server 7.0 accepts and
+/// blocks on, so the replies are checked here rather than against it.
+#[test]
+fn blocking_timeouts_are_read_as_redis_reads_them() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    // 0x1p-3 s is 125 ms: the read times out with a null array after it.
+    let started = std::time::Instant::now();
+    assert_eq!(c.raw(&["BLPOP", "list", "0x1p-3"]), "*-1");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(120));
+    let started = std::time::Instant::now();
+    assert_eq!(c.raw(&["BZPOPMIN", "zset", "0X.2"]), "*-1");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(120));
+    for (args, reply) in [
+        (
+            vec!["BLPOP", "k", "0x"],
+            "-ERR timeout is not a float or out of range",
+        ),
+        (
+            vec!["BLPOP", "k", "1e5000"],
+            "-ERR timeout is not a float or out of range",
+        ),
+        (
+            vec!["BLPOP", "k", "1e-5000"],
+            "-ERR timeout is not a float or out of range",
+        ),
+        (
+            vec!["BLPOP", "k", "nan"],
+            "-ERR timeout is not a float or out of range",
+        ),
+        (
+            vec!["BLPOP", "k", " 1"],
+            "-ERR timeout is not a float or out of range",
+        ),
+        (vec!["BLPOP", "k", "inf"], "-ERR timeout is out of range"),
+        (vec!["BLPOP", "k", "1e400"], "-ERR timeout is out of range"),
+        (
+            vec!["BLPOP", "k", "9223372036854775"],
+            "-ERR timeout is out of range",
+        ),
+        (vec!["BRPOP", "k", "-inf"], "-ERR timeout is negative"),
+        (
+            vec!["BLMOVE", "k", "l", "LEFT", "LEFT", "-1"],
+            "-ERR timeout is negative",
+        ),
+        (
+            vec!["XREAD", "BLOCK", "9223372036854775807", "STREAMS", "s", "$"],
+            "-ERR timeout is out of range",
+        ),
+        (
+            vec!["XREAD", "BLOCK", "0x10", "STREAMS", "s", "$"],
+            "-ERR timeout is not an integer or out of range",
+        ),
+        (
+            vec![
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "-1",
+                "STREAMS",
+                "s",
+                ">",
+            ],
+            "-ERR timeout is negative",
+        ),
+        (
+            vec!["WAIT", "1", "9223372036854775807"],
+            "-ERR timeout is out of range",
+        ),
+    ] {
+        assert_eq!(c.raw(&args), reply, "{args:?}");
+    }
+    // A negative timeout that rounds up to 0 ms blocks forever, as 0 does.
+    c.send(&["BLPOP", "forever", "-0.0001"]);
+    let mut probe = srv.client();
+    assert!(common::eventually(5, || {
+        common::info_int(&mut probe, "clients", "blocked_clients") == 1
+    }));
+    assert_eq!(probe.raw(&["RPUSH", "forever", "x"]), ":1");
+    assert_eq!(c.read_reply(), "*2\r\n$7\r\nforever\r\n$1\r\nx");
+}

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use crate::error::CmdError;
+use crate::ldouble::LongDouble;
 
 /// Parse a signed 64-bit integer as Redis's `string2ll` does.
 pub fn parse_i64(b: &[u8]) -> Option<i64> {
@@ -48,22 +49,56 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-/// A blocking command's timeout in seconds (a float) as ms, 0 = forever.
+/// A blocking command's timeout in seconds, as Redis reads it: any
+/// `strtold` number (`1.5`, `.5`, `1e-3`, hexadecimal `0x1p-3`), × 1000 in
+/// long double and rounded up to whole ms. 0 (and a negative value that
+/// rounds up to 0) blocks forever.
 ///
 /// # Errors
-/// `ERR timeout is not a float or out of range`, `ERR timeout is out of
-/// range` (too large), `ERR timeout is negative`.
+/// `ERR timeout is not a float or out of range`; `ERR timeout is out of
+/// range` (past `i64::MAX` ms, or a deadline past it); `ERR timeout is
+/// negative`.
 /// # Source
-/// `getTimeoutFromObjectOrReply` (UNIT_SECONDS), redis/src/timeout.c:
-/// seconds × 1000 rounded up.
+/// `getTimeoutFromObjectOrReply` (UNIT_SECONDS), redis/src/timeout.c, with
+/// `string2ld` (redis/src/util.c); the deadline check is Redis 7.2+.
 pub fn parse_timeout_s(arg: &[u8]) -> Result<u64, CmdError> {
-    let s = parse_f64(arg).ok_or(CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = (s * 1000.0).ceil();
-    if ms > i64::MAX as f64 {
-        return Err(CmdError::msg("ERR timeout is out of range"));
+    let s = LongDouble::parse(arg)
+        .ok_or(CmdError::msg("ERR timeout is not a float or out of range"))?;
+    let ms = s.mul_u64(1000).ceil_i128();
+    if ms > i128::from(i64::MAX) {
+        return Err(CmdError::msg(TIMEOUT_OUT_OF_RANGE));
     }
-    if ms < 0.0 {
+    timeout_deadline_fits(ms)
+}
+
+/// A blocking command's timeout in milliseconds (XREAD / XREADGROUP
+/// `BLOCK`, WAIT): an integer, 0 = forever.
+///
+/// # Errors
+/// `ERR timeout is not an integer or out of range`; `ERR timeout is
+/// negative`; `ERR timeout is out of range` (a deadline past `i64::MAX` ms).
+/// # Source
+/// `getTimeoutFromObjectOrReply` (UNIT_MILLISECONDS), redis/src/timeout.c;
+/// the deadline check is Redis 7.2+.
+pub fn parse_timeout_ms(arg: &[u8]) -> Result<u64, CmdError> {
+    let ms = parse_i64(arg).ok_or(CmdError::msg(
+        "ERR timeout is not an integer or out of range",
+    ))?;
+    timeout_deadline_fits(i128::from(ms))
+}
+
+const TIMEOUT_OUT_OF_RANGE: &str = "ERR timeout is out of range";
+
+/// The last checks of `getTimeoutFromObjectOrReply`: a negative timeout is
+/// refused, and so is one whose deadline (now + timeout, ms since the Unix
+/// epoch) would not fit in an `i64`.
+fn timeout_deadline_fits(ms: i128) -> Result<u64, CmdError> {
+    if ms < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    let now = i128::from(crate::shard::now_ms());
+    if ms > 0 && ms > i128::from(i64::MAX) - now {
+        return Err(CmdError::msg(TIMEOUT_OUT_OF_RANGE));
     }
     Ok(ms as u64)
 }

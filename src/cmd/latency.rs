@@ -147,25 +147,21 @@ fn role(_cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 ///
 /// # Errors
 /// `ERR value is not an integer or out of range` (numreplicas); `ERR
-/// timeout is not an integer or out of range`, `ERR timeout is negative`.
+/// timeout is not an integer or out of range`, `ERR timeout is negative`,
+/// `ERR timeout is out of range` (see [`crate::cmd::args::parse_timeout_ms`]).
 ///
 /// # Source
 /// `waitCommand`, redis/src/replication.c; the timeout as
 /// `getTimeoutFromObjectOrReply` with `UNIT_MILLISECONDS` (redis/src/timeout.c).
 fn wait(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let replicas = crate::cmd::args::int_arg(&argv[1])?;
-    let timeout_ms = crate::cmd::args::parse_i64(&argv[2]).ok_or(CmdError::msg(
-        "ERR timeout is not an integer or out of range",
-    ))?;
-    if timeout_ms < 0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
+    let timeout_ms = crate::cmd::args::parse_timeout_ms(&argv[2])?;
     let acked = Reply::Int(0);
     if replicas <= 0 {
         return Ok(acked.into());
     }
     Ok(Action::Wait {
-        timeout_ms: timeout_ms as u64,
+        timeout_ms,
         reply: acked,
     })
 }

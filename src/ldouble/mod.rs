@@ -161,6 +161,49 @@ impl LongDouble {
         }
     }
 
+    /// `self × k`, rounded once as the x87 FPU rounds (to nearest, ties to
+    /// even); infinite past the format's range.
+    pub fn mul_u64(&self, k: u64) -> LongDouble {
+        match *self {
+            LongDouble::Inf { neg } => LongDouble::Inf { neg },
+            LongDouble::Finite { neg, mant, exp } => {
+                round(neg, BigUint::from(mant) * k, &BigUint::from(1u8), exp)
+                    .unwrap_or(LongDouble::Inf { neg })
+            }
+        }
+    }
+
+    /// The least integer not below the value (`ceill`), saturated to the
+    /// range of an `i128` (infinities included).
+    pub fn ceil_i128(&self) -> i128 {
+        let (neg, mant, exp) = match *self {
+            LongDouble::Inf { neg: true } => return i128::MIN,
+            LongDouble::Inf { neg: false } => return i128::MAX,
+            LongDouble::Finite { neg, mant, exp } => (neg, i128::from(mant), exp),
+        };
+        let magnitude_floor_or_ceil = if exp >= 0 {
+            // Integer already; 2^63 × 2^64 is the most an i128 holds.
+            if exp > 63 && mant != 0 {
+                return if neg { i128::MIN } else { i128::MAX };
+            }
+            mant << exp
+        } else if exp <= -64 {
+            // Below one (the significand has at most 64 bits): 0 < |x| < 1.
+            i128::from(!neg && mant != 0)
+        } else {
+            let shift = -exp;
+            let whole = mant >> shift;
+            let has_fraction = mant & ((1i128 << shift) - 1) != 0;
+            // ceil rounds a positive value's magnitude up, a negative one's down.
+            whole + i128::from(has_fraction && !neg)
+        };
+        if neg {
+            -magnitude_floor_or_ceil
+        } else {
+            magnitude_floor_or_ceil
+        }
+    }
+
     /// The nearest `f64` (rounded once from the 64-bit significand, then
     /// scaled exactly): infinite past `f64::MAX`, zero below its subnormals.
     pub fn to_f64(&self) -> f64 {
@@ -356,6 +399,45 @@ mod tests {
         let a = LongDouble::parse(cur.as_bytes())?;
         let b = LongDouble::parse(by.as_bytes())?;
         a.add(&b).map(|v| v.to_human_string())
+    }
+
+    /// Blocking timeouts: seconds × 1000 in long double, then `ceill`
+    /// (`getTimeoutFromObjectOrReply`).
+    #[test]
+    fn seconds_times_1000_rounded_up() {
+        let ms = |s: &str| {
+            LongDouble::parse(s.as_bytes())
+                .unwrap()
+                .mul_u64(1000)
+                .ceil_i128()
+        };
+        assert_eq!(ms("0x1p-3"), 125);
+        assert_eq!(ms("0x1"), 1000);
+        assert_eq!(ms("1.5"), 1500);
+        assert_eq!(ms("0.0001"), 1);
+        assert_eq!(ms("0.001"), 1);
+        assert_eq!(ms("0.0011"), 2);
+        assert_eq!(ms("1e-4000"), 1);
+        assert_eq!(ms("-0.0001"), 0);
+        assert_eq!(ms("-0"), 0);
+        assert_eq!(ms("-1.0005"), -1000);
+        assert_eq!(ms("-2"), -2000);
+        assert_eq!(ms("9223372036854775.807"), 9223372036854775807);
+        assert_eq!(ms("9223372036854775.808"), 9223372036854775808);
+        assert_eq!(ms("1e300"), i128::MAX);
+        assert_eq!(ms("-1e300"), i128::MIN);
+        assert_eq!(ms("inf"), i128::MAX);
+        assert_eq!(ms("-inf"), i128::MIN);
+        // The product is rounded to 64 significant bits before ceil:
+        // (2^64 - 1) × 1000 needs 74 bits and rounds to the nearest
+        // multiple of 2^10 (what gcc's x87 `ceill(x * 1000.0L)` gives).
+        assert_eq!(ms("18446744073709551615"), 18446744073709551614976);
+        // 1e4930 s is finite as a long double (the largest is about
+        // 1.19e4932); × 1000 overflows to inf.
+        assert_eq!(
+            LongDouble::parse(b"1e4930").unwrap().mul_u64(1000),
+            LongDouble::Inf { neg: false }
+        );
     }
 
     /// Answers of redis-server 7.0.15 (x86-64) to INCRBYFLOAT.

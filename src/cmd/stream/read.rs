@@ -185,7 +185,8 @@ pub fn streams_keyword_at(argv: &[Bytes]) -> Option<usize> {
 ///
 /// # Errors
 /// In Redis's order, per option as it is met: `ERR timeout is not an integer
-/// or out of range`, `ERR timeout is negative`, `ERR value is not an integer
+/// or out of range`, `ERR timeout is negative`, `ERR timeout is out of range`
+/// (see [`crate::cmd::args::parse_timeout_ms`]), `ERR value is not an integer
 /// or out of range` (COUNT, CLAIM, MAXCOUNT, MAXSIZE), `ERR value is out of
 /// range, must be positive` (CLAIM below 0; MAXCOUNT, MAXSIZE below 1), the
 /// unbalanced-streams error (Redis 7.4's text:
@@ -208,13 +209,7 @@ pub fn parse_read_args(argv: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdE
         let o = &argv[i];
         if is(o, "BLOCK") && moreargs > 0 {
             i += 1;
-            let t = crate::cmd::args::parse_i64(&argv[i]).ok_or(CmdError::msg(
-                "ERR timeout is not an integer or out of range",
-            ))?;
-            if t < 0 {
-                return Err(CmdError::msg("ERR timeout is negative"));
-            }
-            out.block_ms = Some(t as u64);
+            out.block_ms = Some(crate::cmd::args::parse_timeout_ms(&argv[i])?);
         } else if is(o, "COUNT") && moreargs > 0 {
             i += 1;
             out.count = u64::try_from(int_arg(&argv[i])?).unwrap_or(0);
