@@ -41,6 +41,8 @@ const CONN_AUTH_FLAGS: Flags = Flags::NOSCRIPT
 
 const NLS: Flags = Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE);
 const ADMIN_NLS: Flags = Flags::ADMIN.with(NLS);
+/// CLIENT KILL / UNBLOCK: see [`Flags::AFTER_EARLIER`].
+const ADMIN_NLS_IN_ORDER: Flags = ADMIN_NLS.with(Flags::AFTER_EARLIER);
 
 const fn row(
     name: &'static str,
@@ -116,7 +118,7 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     row(
         "CLIENT|KILL",
         -3,
-        ADMIN_NLS,
+        ADMIN_NLS_IN_ORDER,
         ADMIN_CONN,
         "Terminates open connections.",
         "2.4.0",
@@ -134,7 +136,7 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     row(
         "CLIENT|UNBLOCK",
         -3,
-        ADMIN_NLS,
+        ADMIN_NLS_IN_ORDER,
         ADMIN_CONN,
         "Unblocks a client blocked by a blocking command from a different connection.",
         "5.0.0",

@@ -42,6 +42,11 @@ impl Flags {
     /// Redis's `CMD_MAY_REPLICATE`). Internal, as in Redis: `COMMAND INFO`
     /// does not list it; a monitor may not run such commands.
     pub const MAY_REPLICATE: Flags = Flags(1 << 15);
+    /// Acts on other clients (CLIENT KILL, CLIENT UNBLOCK), so runs only
+    /// once this connection's earlier requests on other shards are
+    /// answered, where Redis runs it: after them. Internal, not in `COMMAND
+    /// INFO`.
+    pub const AFTER_EARLIER: Flags = Flags(1 << 16);
 
     const NAMES: &'static [(Flags, &'static str)] = &[
         (Flags::WRITE, "write"),

@@ -340,7 +340,8 @@ pub struct Conn {
     /// Stop decoding input until the reply with this sequence number is written
     /// (a blocking command is in flight, as Redis blocks the client).
     pub hold_until: Option<u64>,
-    /// A command that acts on other clients (CLIENT UNBLOCK, CLIENT KILL),
+    /// A command that acts on other clients (`Flags::AFTER_EARLIER`:
+    /// CLIENT UNBLOCK, CLIENT KILL),
     /// decoded while earlier requests were in flight on other shards: it
     /// runs when they are answered (`hold_until` waits for them).
     pub deferred: Option<Vec<Bytes>>,

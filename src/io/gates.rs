@@ -118,6 +118,16 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
             return None;
         }
     };
+    if spec.flags.has(Flags::AFTER_EARLIER) && conn.session.multi.is_none() && conn.has_in_flight()
+    {
+        // It would overtake this connection's earlier requests still
+        // running on other shards (a pipelined XADD then CLIENT UNBLOCK of
+        // its reader): it runs again through every gate once they are
+        // answered, as it runs after them in Redis.
+        conn.deferred = argv.take();
+        conn.hold_until = Some(conn.next_seq().saturating_sub(1));
+        return None;
+    }
     if let Err(e) = gate_protected(shared, spec, &conn.session) {
         shared.count_call(spec.name, false, true);
         reject(shared, conn, e);

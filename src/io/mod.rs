@@ -450,18 +450,6 @@ pub fn process_input(
                 if argv.is_empty() {
                     continue;
                 }
-                if acts_on_other_clients(&argv)
-                    && conn.session.multi.is_none()
-                    && conn.has_in_flight()
-                {
-                    // It would overtake this connection's earlier requests
-                    // still running on other shards (a pipelined XADD then
-                    // CLIENT UNBLOCK of its reader): it runs once they are
-                    // answered, as it does after them in Redis.
-                    conn.deferred = Some(argv);
-                    conn.hold_until = Some(conn.next_seq().saturating_sub(1));
-                    return;
-                }
                 run_command(shared, out, conn, argv, limits, local);
             }
             Ok(Decoded::Incomplete { min_total }) => {
@@ -495,14 +483,6 @@ fn run_command(
         // before the next command's.
         conn.take_lines(Some(&limits.output));
     }
-}
-
-/// `CLIENT UNBLOCK` and `CLIENT KILL`: connection-level commands that act
-/// on other clients, so must not run ahead of this connection's earlier
-/// requests (see [`process_input`]).
-fn acts_on_other_clients(argv: &[Bytes]) -> bool {
-    use crate::cmd::args::is;
-    argv.len() >= 2 && is(&argv[0], "CLIENT") && (is(&argv[1], "UNBLOCK") || is(&argv[1], "KILL"))
 }
 
 /// Commands MONITOR does not show (Redis: `CMD_ADMIN`, `CMD_SKIP_MONITOR`).
@@ -558,6 +538,10 @@ fn dispatch(
 ) {
     let first = conn.next_seq();
     dispatch_one(shared, out, conn, argv, local);
+    if conn.deferred.is_some() {
+        // Not run yet (see `Flags::AFTER_EARLIER`): counted when it runs.
+        return;
+    }
     let s = &mut conn.session;
     if s.reply_off || s.reply_skip > 0 {
         s.reply_skip = s.reply_skip.saturating_sub(1);
