@@ -3,6 +3,7 @@
 #
 #   benches/vs-redis.sh [duration_s]
 #   PLOT_DIR=plots benches/vs-redis.sh 10    # also one overlay SVG per configuration
+#   ROUNDS=5 benches/vs-redis.sh 5           # each cell the median of 5 alternating runs
 #
 # Starts redis-server (if installed) and shardstream on free loopback ports,
 # runs the same loadgen configurations against both and prints, per
@@ -14,6 +15,12 @@
 # Configurations: 1k, 10k and 50k entries/s with 2 producers and 2 consumers at
 # COUNT 10, and the Redis docs' setting (10k/s, COUNT 10000).
 #
+# Tail percentiles of one short run swing with whatever else the host does
+# (on a shared 2-core VM, p99 flips from 0.5x to 3x between identical runs).
+# ROUNDS=N (default 1) runs every configuration N times, alternating the two
+# servers run by run, and prints the median of each figure over the rounds,
+# with the number of rounds in which shardstream's figure was the lower.
+#
 # Binaries come from cargo's target directory (CARGO_TARGET_DIR is honoured).
 # loadgen's output of every run is kept in a log directory when anything fails.
 set -euo pipefail
@@ -21,6 +28,7 @@ cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 SHARDS=${SHARDS:-$(nproc)}
 PLOT_DIR=${PLOT_DIR:-}
+ROUNDS=${ROUNDS:-1}
 
 cargo build --release -q --bin shardstream -p shardstream
 cargo build --release -q -p loadgen
@@ -77,38 +85,57 @@ run() { # port tag args... ; writes $TMP/<tag>.json and $TMP/<tag>.log
   fi
 }
 echo "rate = delivered entries/s; p50 p99 p99.9 in ms; ratio = shardstream / redis (< 1: shardstream faster)"
+[ "$ROUNDS" -gt 1 ] && echo "each figure: the median of $ROUNDS runs per server, alternating"
 printf '%-6s | %-36s | %-36s | %s\n' config "redis rate p50 p99 p99.9" "shardstream rate p50 p99 p99.9" "ratio p50 p99 p99.9"
 for c in "${CONFIGS[@]}"; do
   name=${c%%:*}; args=${c#*:}
-  plot=()
-  # shellcheck disable=SC2086
-  if [ -n "$RP" ]; then
-    run "$RP" "r-$name" $args --label "redis-server"
-    [ -n "$PLOT_DIR" ] && [ -f "$TMP/r-$name.json" ] && plot+=(--compare "$TMP/r-$name.json")
-  fi
-  [ -n "$PLOT_DIR" ] && plot+=(--plot "$PLOT_DIR/vs-redis-$name.svg")
-  # shellcheck disable=SC2086
-  run "$SP" "s-$name" $args --label "shardstream" "${plot[@]}"
-  python3 - "$name" "$TMP/r-$name.json" "$TMP/s-$name.json" <<'PY'
-import json, os, sys
-name, rf, sf = sys.argv[1:4]
-def load(f):
-    if not os.path.exists(f):
+  for round in $(seq "$ROUNDS"); do
+    plot=()
+    # shellcheck disable=SC2086
+    if [ -n "$RP" ]; then
+      run "$RP" "r-$name-$round" $args --label "redis-server"
+      [ -n "$PLOT_DIR" ] && [ "$round" = 1 ] && [ -f "$TMP/r-$name-$round.json" ] &&
+        plot+=(--compare "$TMP/r-$name-$round.json")
+    fi
+    [ -n "$PLOT_DIR" ] && [ "$round" = 1 ] && plot+=(--plot "$PLOT_DIR/vs-redis-$name.svg")
+    # shellcheck disable=SC2086
+    run "$SP" "s-$name-$round" $args --label "shardstream" "${plot[@]}"
+  done
+  python3 - "$name" "$TMP" "$ROUNDS" <<'PY'
+import json, os, statistics, sys
+name, tmp, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(tag):
+    """Per round: (rate, p50, p99, p99.9, verdict) of the runs that left a report."""
+    out = []
+    for i in range(1, rounds + 1):
+        f = os.path.join(tmp, f"{tag}-{name}-{i}.json")
+        if os.path.exists(f):
+            with open(f) as fh:
+                j = json.load(fh)
+            l = j["latency_us"]
+            out.append((j["rate_delivered"], l["p50"], l["p99"], l["p99.9"], j.get("verdict")))
+    return out
+def summary(runs):
+    if not runs:
         return None
-    with open(f) as fh:
-        j = json.load(fh)
-    l = j["latency_us"]
-    flag = {"ok": "", "saturated": " SAT", "failed": " FAIL"}.get(j.get("verdict"), " ?")
-    return j["rate_delivered"], l["p50"], l["p99"], l["p99.9"], flag
+    med = [statistics.median(r[k] for r in runs) for k in range(4)]
+    verdicts = {r[4] for r in runs}
+    flag = " FAIL" if "failed" in verdicts else " SAT" if "saturated" in verdicts else \
+        "" if verdicts == {"ok"} else " ?"
+    return med + [flag]
 def cell(r):
     if r is None:
         return "-"
     ms = lambda us: f"{us / 1000:.2f}"
     return f"{r[0]:8.0f}/s {ms(r[1]):>7} {ms(r[2]):>7} {ms(r[3]):>7}{r[4]}"
-r, s = load(rf), load(sf)
+rr, ss = load("r"), load("s")
+r, s = summary(rr), summary(ss)
 ratio = "-"
 if r and s:
     ratio = " ".join(f"{b / a:5.2f}" if a else "  inf" for a, b in zip(r[1:4], s[1:4]))
+    if rounds > 1 and len(rr) == len(ss):
+        wins = [sum(b[k] < a[k] for a, b in zip(rr, ss)) for k in (1, 2, 3)]
+        ratio += "  (lower in " + "/".join(map(str, wins)) + f" of {len(ss)})"
 print(f"{name:6} | {cell(r):36} | {cell(s):36} | {ratio}")
 PY
 done
