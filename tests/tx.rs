@@ -313,3 +313,70 @@ fn transactions_match_redis_server() {
         "#,
     );
 }
+
+/// XGROUP and XINFO are containers: inside MULTI each subcommand runs on
+/// the shard of its key, as it does outside (they once all ran on shard 0,
+/// where `XGROUP CREATE … MKSTREAM` made a second, unreachable key).
+#[test]
+fn container_subcommands_in_a_transaction_run_on_their_keys_shard() {
+    let srv = TestServer::start(4);
+    let mut c = srv.client();
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    for k in keys {
+        assert_eq!(c.raw(&["MULTI"]), "+OK");
+        for cmd in [
+            &["XGROUP", "CREATE", k, "grp", "$", "MKSTREAM"][..],
+            &["XINFO", "GROUPS", k],
+            &["XGROUP", "CREATECONSUMER", k, "grp", "alice"],
+            &["XADD", k, "1-1", "f", "v"],
+            &["XGROUP", "SETID", k, "grp", "0"],
+        ] {
+            assert_eq!(c.raw(cmd), "+QUEUED");
+        }
+        assert_eq!(
+            c.raw(&["EXEC"]),
+            "*5\r\n+OK\r\n*1\r\n*12\r\n$4\r\nname\r\n$3\r\ngrp\r\n$9\r\nconsumers\r\n:0\r\n\
+             $7\r\npending\r\n:0\r\n$17\r\nlast-delivered-id\r\n$3\r\n0-0\r\n\
+             $12\r\nentries-read\r\n$-1\r\n$3\r\nlag\r\n:0\r\n:1\r\n$3\r\n1-1\r\n+OK",
+            "key {k}"
+        );
+        assert_eq!(c.raw(&["EXISTS", k]), ":1", "key {k}");
+        assert_eq!(
+            c.raw(&["XREADGROUP", "GROUP", "grp", "alice", "STREAMS", k, ">"]),
+            format!("*1\r\n*2\r\n$1\r\n{k}\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv")
+        );
+    }
+    // One key each, none left behind on another shard.
+    assert_eq!(c.raw(&["DBSIZE"]), format!(":{}", keys.len()));
+    assert_eq!(c.raw(&["MULTI"]), "+OK");
+    for k in keys {
+        assert_eq!(c.raw(&["XGROUP", "DESTROY", k, "grp"]), "+QUEUED");
+    }
+    assert_eq!(c.raw(&["EXEC"]), format!("*8{}", "\r\n:1".repeat(8)));
+    for k in keys {
+        assert_eq!(c.raw(&["XINFO", "GROUPS", k]), "*0", "key {k}");
+    }
+    // Counted on the subcommands' rows, as outside MULTI.
+    let stats = c.raw(&["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_xgroup|create:calls=8,"), "{stats}");
+    assert!(stats.contains("cmdstat_xgroup|destroy:calls=8,"), "{stats}");
+}
+
+/// The same transactions, reply for reply, against redis-server.
+#[test]
+fn container_subcommands_in_a_transaction_match_redis_server() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(4);
+    let mut script = String::new();
+    for k in ["a", "b", "c", "d"] {
+        script.push_str(&format!(
+            "XADD {k} 1-1 f v\nMULTI\nXINFO GROUPS {k}\nXGROUP CREATE {k} g 0\nXLEN {k}\nEXEC\n\
+             MULTI\nXGROUP CREATE n{k} g $ MKSTREAM\nEXEC\nEXISTS n{k}\nXINFO GROUPS n{k}\n\
+             MULTI\nXGROUP DELCONSUMER {k} g nobody\nXGROUP DESTROY {k} g\nXGROUP DESTROY {k} g\nEXEC\n"
+        ));
+    }
+    script.push_str("DBSIZE\n");
+    common::assert_same_replies(&mut srv.client(), &mut redis.client(), &script);
+}

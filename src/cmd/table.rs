@@ -395,6 +395,18 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 }
 
 /// Look up a subcommand of a container command (`CLIENT` + `id` → `CLIENT|ID`).
+/// The table row that decides a command's keys, flags and statistics: a
+/// container's subcommand row (`XGROUP|CREATE`), else the command's own.
+/// `None` for an unknown command or subcommand, or a subcommand's wrong
+/// arity.
+pub fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
+    let spec = lookup(argv.first()?)?;
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Some(spec);
+    }
+    crate::cmd::connection::resolve_subcommand(spec, argv).ok()
+}
+
 pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec> {
     // Subcommand rows live in `'static` slices, so this reference is 'static.
     let subs: &'static [CommandSpec] = all_specs()

@@ -338,7 +338,7 @@ fn exec_queue(
     // Pass 1: route keyed commands (pure: parse + shard).
     let mut planned = Vec::with_capacity(queue.len());
     for argv in &queue {
-        let Some(spec) = argv.first().and_then(|name| table::lookup(name)) else {
+        let Some(spec) = table::row_of(argv) else {
             planned.push(Planned::Ready(not_a_command(argv)));
             continue;
         };
@@ -391,7 +391,7 @@ fn exec_queue(
                 steps.push((cx.conn.db, work));
             }
             Planned::Conn => {
-                let Some(spec) = argv.first().and_then(|name| table::lookup(name)) else {
+                let Some(spec) = table::row_of(argv) else {
                     outs.push(Out::Ready(not_a_command(argv)));
                     continue;
                 };
@@ -417,7 +417,7 @@ fn exec_queue(
     // one (counted when EXEC's reply is put together, see `count_failed`).
     let mut rows = Vec::with_capacity(queue.len());
     for argv in &queue {
-        let spec = argv.first().and_then(|name| table::lookup(name));
+        let spec = table::row_of(argv);
         let row = spec.and_then(|s| shared.cmdstats.index_of(s.name));
         if spec.is_some() {
             shared.count_call_at(row, false, false);

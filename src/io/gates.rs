@@ -300,24 +300,12 @@ fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
         return false;
     };
     match spec.name {
-        "EXEC" => queue.iter().any(|argv| {
-            argv.first()
-                .and_then(|name| table::lookup(name))
-                .is_some_and(|s| s.flags.has(Flags::DENYOOM))
-        }),
+        "EXEC" => queue
+            .iter()
+            .any(|argv| table::row_of(argv).is_some_and(|s| s.flags.has(Flags::DENYOOM))),
         "DISCARD" | "QUIT" | "RESET" => false,
         _ => true,
     }
-}
-
-/// The table row that decides a command's keys and flags (a container's
-/// subcommand row).
-pub fn row_of(argv: &[Bytes]) -> Option<&'static CommandSpec> {
-    let spec = table::lookup(argv.first()?)?;
-    if spec.subcommands.is_empty() || argv.len() < 2 {
-        return Some(spec);
-    }
-    cmd::connection::resolve_subcommand(spec, argv).ok()
 }
 
 /// Redis Cluster's redirection check (`getNodeByQuery`, Redis 7.x/8.x): a
@@ -365,7 +353,7 @@ fn gate_cluster(
             return Ok(());
         };
         for a in queue {
-            if let Some(s) = row_of(a) {
+            if let Some(s) = table::row_of(a) {
                 keys_of(s, a, &mut keys);
             }
         }

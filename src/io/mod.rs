@@ -507,7 +507,7 @@ fn feed_transaction(shared: &Shared, session: &Session) {
     let now_us = crate::monitor::now_us();
     let mut db = session.db;
     for argv in queue {
-        let Some(spec) = gates::row_of(argv) else {
+        let Some(spec) = crate::cmd::table::row_of(argv) else {
             continue;
         };
         if monitor_skips(spec.flags) {
