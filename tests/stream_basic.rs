@@ -52,6 +52,27 @@ fn xadd_replies_and_errors() {
         c.raw(&["XADD", "new", "bad", "a", "1"]),
         "-ERR Invalid stream ID specified as stream command argument"
     );
+    // The ID is checked where it is met, before the LIMIT rules (Redis's
+    // streamParseAddOrTrimArgsOrReply); a valid one leaves them to answer.
+    for args in [
+        &["XADD", "s", "LIMIT", "0", "abc", "f", "v"][..],
+        &["XADD", "s", "MAXLEN", "1", "LIMIT", "10", "abc", "f", "v"],
+        &["XADD", "s", "LIMIT", "1", "abc"],
+    ] {
+        assert_eq!(
+            c.raw(args),
+            "-ERR Invalid stream ID specified as stream command argument",
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        c.raw(&["XADD", "s", "LIMIT", "1", "5-5", "f"]),
+        "-ERR syntax error, LIMIT cannot be used without specifying a trimming strategy"
+    );
+    assert_eq!(
+        c.raw(&["XADD", "s", "LIMIT", "0", "0-0", "f", "v"]),
+        "-ERR syntax error, LIMIT cannot be used without the special ~ option"
+    );
     assert_eq!(
         c.raw(&["XADD", "new", "0-0", "a", "1"]),
         "-ERR The ID specified in XADD must be greater than 0-0"

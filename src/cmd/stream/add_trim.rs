@@ -97,6 +97,8 @@ pub(super) struct AddTrimArgs {
     idmp: Option<(Bytes, Option<Bytes>)>,
     /// XADD only: index of the ID argument (`argv.len()` when none was found).
     id_pos: usize,
+    /// XADD only: the ID, parsed where it is met (`*` when none was found).
+    id: Option<IdSpec>,
 }
 
 /// `[NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] [KEEPREF |
@@ -107,9 +109,10 @@ pub(super) struct AddTrimArgs {
 /// # Errors
 /// In Redis's order: `ERR syntax error, MAXLEN and MINID options at the same
 /// time are not compatible`, `ERR value is not an integer or out of range`,
-/// `ERR The MAXLEN argument must be >= 0.`, invalid MINID / XADD ID,
-/// `ERR The LIMIT argument must be >= 0.`, `ERR syntax error` (XTRIM only),
-/// then `ERR syntax error, LIMIT cannot be used without specifying a trimming
+/// `ERR The MAXLEN argument must be >= 0.`, invalid MINID, `ERR The LIMIT
+/// argument must be >= 0.`, each where its option is met; then the XADD ID
+/// where it is met, or `ERR syntax error` (XTRIM only); then `ERR syntax
+/// error, LIMIT cannot be used without specifying a trimming
 /// strategy`, `ERR syntax error, XTRIM must be called with a trimming
 /// strategy`, `ERR syntax error, LIMIT cannot be used without the special ~ option`.
 /// # Source
@@ -131,6 +134,7 @@ pub(super) fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, 
         let opt = &argv[i];
         if xadd && c_str_is(opt, b'*') {
             out.id_pos = i;
+            out.id = Some(IdSpec::Auto);
             break;
         } else if (is(opt, "MAXLEN") || is(opt, "MINID")) && moreargs > 0 {
             if strategy.is_some() {
@@ -180,7 +184,10 @@ pub(super) fn parse_add_trim(argv: &[Bytes], xadd: bool) -> Result<AddTrimArgs, 
             out.idmp = Some((argv[i + 1].clone(), Some(argv[i + 2].clone())));
             i += 2;
         } else if xadd {
+            // Anything else is the ID, checked here: before the LIMIT
+            // checks below, as Redis does.
             out.id_pos = i;
+            out.id = Some(parse_xadd_id(opt)?);
             break;
         } else {
             return Err(CmdError::Syntax);
@@ -257,10 +264,7 @@ pub const ERR_IDMP_NEEDS_AUTO_ID: &str =
 /// `xaddCommand`.
 pub fn parse_xadd_req(argv: &[Bytes]) -> Result<XaddReq, CmdError> {
     let opts = parse_add_trim(argv, true)?;
-    let id = match argv.get(opts.id_pos) {
-        Some(a) => parse_xadd_id(a)?,
-        None => IdSpec::Auto,
-    };
+    let id = opts.id.unwrap_or(IdSpec::Auto);
     if opts.idmp.is_some() && id != IdSpec::Auto {
         return Err(CmdError::msg(ERR_IDMP_NEEDS_AUTO_ID));
     }
