@@ -194,6 +194,45 @@ fn xread_non_blocking_over_shards() {
         c.raw(&["XREAD", "BLOCK", "-1", "STREAMS", &a, "0"]),
         "-ERR timeout is negative"
     );
+    // The first failing key in the caller's order answers, even when a
+    // shard's keys are not next to each other: here `a` (a string) comes
+    // before `b`'s bad ID, and `b` is on the shard of the first key.
+    c.raw(&["DEL", &a]);
+    c.raw(&["SET", &a, "x"]);
+    let wrongtype = "-WRONGTYPE Operation against a key holding the wrong kind of value";
+    let bad_id = "-ERR Invalid stream ID specified as stream command argument";
+    let shard = |k: &str| shardstream::route::slot::slot_of(k.as_bytes()).shard(SHARDS);
+    // Two keys on `b`'s shard (not `a`'s).
+    let keys_of_b: Vec<String> = (0..)
+        .map(|n| format!("{b}-{n}"))
+        .filter(|k| shard(k) == shard(&b))
+        .take(2)
+        .collect();
+    let (first, third) = (&keys_of_b[0], &keys_of_b[1]);
+    for (args, reply) in [
+        (
+            vec!["XREAD", "STREAMS", first, &a, third, "0", "0", "abc"],
+            wrongtype,
+        ),
+        (
+            vec![
+                "XREAD", "COUNT", "1", "STREAMS", first, &a, third, "0", "0", "abc",
+            ],
+            wrongtype,
+        ),
+        (
+            vec![
+                "XREAD", "BLOCK", "10", "STREAMS", first, &a, third, "0", "0", "abc",
+            ],
+            wrongtype,
+        ),
+        (
+            vec!["XREAD", "STREAMS", first, third, &a, "0", "abc", "0"],
+            bad_id,
+        ),
+    ] {
+        assert_eq!(c.raw(&args), reply, "{args:?}");
+    }
 }
 
 #[test]

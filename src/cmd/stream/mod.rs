@@ -173,7 +173,7 @@ pub const SPECS: &[CommandSpec] = &[
             merge: FanMerge::Streams,
             block_ms: xread_block_ms,
             park: park_xread,
-            validate: None,
+            validate: Some(read::check_xread),
         },
     },
 ];

@@ -412,16 +412,49 @@ pub fn apply_xread(
 }
 
 /// Resolve `$`, `+` and explicit IDs against the current data.
+///
+/// # Errors
+/// Those of [`resolve_read_ids_at`], without the key's index.
 pub(super) fn resolve_read_ids(
     db: &mut ShardDb,
     cx: &ExecCtx,
     req: &XreadReq,
 ) -> Result<Vec<StreamId>, CmdError> {
+    resolve_read_ids_at(db, cx, req).map_err(|(_, e)| e)
+}
+
+/// The validation step of a multi-shard XREAD (see [`Handler::Blocking`]):
+/// `+OK`, or `[local key index, error]` for the first key of this part
+/// whose type or ID is refused, so the error of the first failing key of
+/// the whole command answers. No side effects.
+///
+/// [`Handler::Blocking`]: crate::cmd::table::Handler::Blocking
+pub(super) fn check_xread(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let req = parse_xread_req(argv)?;
+    Ok(on_shard(move |db, cx| {
+        match resolve_read_ids_at(db, cx, &req) {
+            Ok(_) => Reply::Ok,
+            Err((n, e)) => Reply::Array(vec![Reply::Int(n as i64), Reply::Error(e)]),
+        }
+    }))
+}
+
+/// [`resolve_read_ids`], each key checked in order: its type, then its ID.
+///
+/// # Errors
+/// `(index in req.keys, error)` of the first failing key: `WrongType`, the
+/// ID's error, `ERR the stream last element ID is 0-0` (`+` on a stream
+/// that never had an entry).
+fn resolve_read_ids_at(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadReq,
+) -> Result<Vec<StreamId>, (usize, CmdError)> {
     let mut out = Vec::with_capacity(req.keys.len());
-    for (key, from) in req.keys.iter().zip(&req.from) {
-        let s = db.get_stream(cx.db, key, cx.now_ms)?;
+    for (n, (key, from)) in req.keys.iter().zip(&req.from).enumerate() {
+        let s = db.get_stream(cx.db, key, cx.now_ms).map_err(|e| (n, e))?;
         let id = match from {
-            ReadFrom::Invalid(e) => return Err(e.clone()),
+            ReadFrom::Invalid(e) => return Err((n, e.clone())),
             ReadFrom::After(id) => *id,
             ReadFrom::Last => s.map_or(StreamId::MIN, |s| s.last_id()),
             ReadFrom::LastEntry => match s {
@@ -431,7 +464,7 @@ pub(super) fn resolve_read_ids(
                     // A stream that never had an entry (XGROUP CREATE
                     // MKSTREAM): Redis cannot step back from 0-0.
                     None if s.last_id() == StreamId::MIN => {
-                        return Err(CmdError::msg("ERR the stream last element ID is 0-0"))
+                        return Err((n, CmdError::msg("ERR the stream last element ID is 0-0")))
                     }
                     None => s.last_id(),
                 },
