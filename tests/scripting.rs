@@ -995,3 +995,117 @@ fn delayed_messages_with_redis_py_register_script() {
         run_py("delayed_messages.py", redis.addr.port());
     }
 }
+
+/// Library changes and the commands that read the libraries, in the order
+/// one connection sent them. Each line is one command; every reply is
+/// returned in order.
+fn function_order_transcript(c: &mut RespClient, pipelined: bool) -> Vec<String> {
+    let lib = |name: &str, f: &str, body: &str| {
+        format!(
+            "#!lua name={name}\nredis.register_function('{f}', function(keys, args) {body} end)"
+        )
+    };
+    let pl_old = lib("PL", "pf", "return 'old'");
+    let pl_new = lib("PL", "pf", "return 'new'");
+    let l1_old = lib(
+        "L1",
+        "f1",
+        "return redis.call('XADD', keys[1], '1-1', 'v', 'old')",
+    );
+    let l1_new = lib("L1", "f1", "return 'new'");
+    let l2_v1 = lib("L2", "f2", "return 'v1'");
+    let l2_v2 = lib("L2", "f2", "return 'v2'");
+    let mut cmds: Vec<Vec<String>> = Vec::new();
+    let mut add = |args: &[&str]| cmds.push(args.iter().map(|s| s.to_string()).collect());
+    // Writes on every shard first, so later commands have earlier requests
+    // in flight on other shards.
+    add(&["DEL", "fo-stream"]);
+    for k in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        add(&["SET", k, "1"]);
+    }
+    add(&["FUNCTION", "FLUSH"]);
+    add(&["FUNCTION", "LOAD", &pl_old]);
+    add(&["MULTI"]);
+    add(&["FUNCTION", "FLUSH"]);
+    add(&["FUNCTION", "LOAD", &pl_new]);
+    add(&["FCALL", "pf", "0"]);
+    add(&["FUNCTION", "LIST", "LIBRARYNAME", "PL"]);
+    add(&["EXEC"]);
+    add(&["FCALL", "pf", "0"]);
+    add(&["FUNCTION", "LOAD", &l1_old]);
+    add(&["MULTI"]);
+    add(&["FUNCTION", "LOAD", "REPLACE", &l1_new]);
+    add(&["FCALL", "f1", "1", "fo-stream"]);
+    add(&["FUNCTION", "DELETE", "L1"]);
+    add(&["FCALL", "f1", "1", "fo-stream"]);
+    add(&["FCALL_RO", "pf", "0"]);
+    add(&["EXEC"]);
+    add(&["XLEN", "fo-stream"]);
+    // The same without MULTI.
+    for k in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        add(&["SET", k, "2"]);
+    }
+    add(&["FUNCTION", "LOAD", "REPLACE", &l2_v1]);
+    add(&["FUNCTION", "LOAD", "REPLACE", &l2_v2]);
+    add(&["FCALL", "f2", "0"]);
+    add(&["FUNCTION", "DELETE", "L2"]);
+    add(&["FCALL", "f2", "0"]);
+    add(&["FUNCTION", "LOAD", &l2_v1]);
+    add(&["FUNCTION", "LOAD", &l2_v2]);
+    add(&["FUNCTION", "FLUSH"]);
+    add(&["FUNCTION", "LOAD", &l2_v2]);
+    add(&["FCALL", "f2", "0"]);
+    // CONFIG SET after a read of another shard: the read sees the policy
+    // it was sent under.
+    add(&["SET", "h", "3"]);
+    add(&["OBJECT", "FREQ", "h"]);
+    add(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]);
+    add(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    add(&["FUNCTION", "FLUSH"]);
+    if pipelined {
+        let mut wire = Vec::new();
+        for argv in &cmds {
+            wire.extend(common::resp_command(argv));
+        }
+        c.send_raw(&wire);
+        cmds.iter().map(|_| c.read_reply()).collect()
+    } else {
+        cmds.iter().map(|argv| c.raw(argv)).collect()
+    }
+}
+
+/// Function registry changes take effect in the order a connection sent
+/// them, inside MULTI and pipelined, whichever shard thread serves the
+/// connection: an FCALL after FUNCTION LOAD REPLACE runs the new code, one
+/// after FUNCTION DELETE finds nothing, a FUNCTION LOAD after FUNCTION
+/// FLUSH loads (they once saw the libraries as they were before).
+#[test]
+fn function_changes_apply_in_the_order_sent() {
+    let srv = TestServer::start(4);
+    let expected = function_order_transcript(&mut srv.client(), false);
+    // EXEC of FLUSH, LOAD, FCALL and LIST: the new library throughout.
+    assert_eq!(
+        expected[16],
+        "*4\r\n+OK\r\n$2\r\nPL\r\n$3\r\nnew\r\n*1\r\n*6\r\n$12\r\nlibrary_name\r\n\
+         $2\r\nPL\r\n$6\r\nengine\r\n$3\r\nLUA\r\n$9\r\nfunctions\r\n*1\r\n*6\r\n\
+         $4\r\nname\r\n$2\r\npf\r\n$11\r\ndescription\r\n$-1\r\n$5\r\nflags\r\n*0"
+    );
+    assert_eq!(expected[17], "$3\r\nnew");
+    assert_eq!(
+        expected[25],
+        "*5\r\n$2\r\nL1\r\n$3\r\nnew\r\n+OK\r\n-ERR Function not found\r\n\
+         -ERR Can not execute a script with write flag using *_ro command."
+    );
+    assert_eq!(expected[26], ":0");
+    // Each connection (one per shard thread and more) pipelines it all.
+    for _ in 0..6 {
+        let mut c = srv.client();
+        assert_eq!(function_order_transcript(&mut c, true), expected);
+    }
+    if let Some(redis) = RedisServer::start() {
+        assert_eq!(
+            function_order_transcript(&mut redis.client(), true),
+            expected
+        );
+    }
+}

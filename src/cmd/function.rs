@@ -56,7 +56,7 @@ const SUBS: &[CommandSpec] = &[
     row(
         "FUNCTION|FLUSH",
         -2,
-        WRITE_NS,
+        WRITE_NS.with(Flags::FUNCTION_REGISTRY),
         &["write", "slow", "scripting"],
         "Deletes all libraries and functions.",
         flush,
@@ -64,7 +64,7 @@ const SUBS: &[CommandSpec] = &[
     row(
         "FUNCTION|LIST",
         -2,
-        Flags::NOSCRIPT,
+        Flags::NOSCRIPT.with(Flags::FUNCTION_REGISTRY),
         &["slow", "scripting"],
         "Returns information about all libraries.",
         list,
@@ -80,7 +80,7 @@ const SUBS: &[CommandSpec] = &[
     row(
         "FUNCTION|LOAD",
         -3,
-        WRITE_NS.with(Flags::DENYOOM),
+        WRITE_NS.with(Flags::DENYOOM).with(Flags::FUNCTION_REGISTRY),
         &["write", "slow", "scripting"],
         "Creates a library.",
         load,
@@ -88,7 +88,7 @@ const SUBS: &[CommandSpec] = &[
     row(
         "FUNCTION|DELETE",
         3,
-        WRITE_NS,
+        WRITE_NS.with(Flags::FUNCTION_REGISTRY),
         &["write", "slow", "scripting"],
         "Deletes a library and its functions.",
         delete,
@@ -96,7 +96,7 @@ const SUBS: &[CommandSpec] = &[
     row(
         "FUNCTION|DUMP",
         2,
-        Flags::NOSCRIPT,
+        Flags::NOSCRIPT.with(Flags::FUNCTION_REGISTRY),
         &["slow", "scripting"],
         "Dumps all libraries into a serialized binary payload.",
         dump,
@@ -104,7 +104,7 @@ const SUBS: &[CommandSpec] = &[
     row(
         "FUNCTION|RESTORE",
         -3,
-        WRITE_NS.with(Flags::DENYOOM),
+        WRITE_NS.with(Flags::DENYOOM).with(Flags::FUNCTION_REGISTRY),
         &["write", "slow", "scripting"],
         "Restores all libraries from a payload.",
         restore,
@@ -155,6 +155,7 @@ pub const SPECS: &[CommandSpec] = &[
     fcall_row(
         "FCALL",
         Flags::NOSCRIPT
+            .with(Flags::FUNCTION_REGISTRY)
             .with(Flags::SKIP_MONITOR)
             .with(Flags::STALE)
             .with(Flags::MAY_REPLICATE),
@@ -164,6 +165,7 @@ pub const SPECS: &[CommandSpec] = &[
     fcall_row(
         "FCALL_RO",
         Flags::NOSCRIPT
+            .with(Flags::FUNCTION_REGISTRY)
             .with(Flags::SKIP_MONITOR)
             .with(Flags::STALE)
             .with(Flags::READONLY),
@@ -257,12 +259,30 @@ fn list(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
         }
         i += 1;
     }
-    let libs = libraries(&cx.shared.scripts)
-        .into_iter()
-        .filter(|l| pattern.is_none_or(|p| glob_match(p, l.name.as_bytes(), false)))
-        .map(|l| reply_library(&l, with_code))
-        .collect();
-    Ok(Reply::Array(libs).into())
+    let pattern = pattern.cloned();
+    Ok(read_registry(cx, move |registry| {
+        let libs = libraries(registry)
+            .into_iter()
+            .filter(|l| {
+                pattern
+                    .as_ref()
+                    .is_none_or(|p| glob_match(p, l.name.as_bytes(), false))
+            })
+            .map(|l| reply_library(&l, with_code))
+            .collect();
+        Reply::Array(libs)
+    }))
+}
+
+/// A reply built from the libraries: now, or inside a transaction that
+/// changed them before this command, on [`FUNCTIONS_SHARD`] in its place
+/// in the transaction (after the change committed).
+fn read_registry(cx: &ConnCtx<'_>, f: impl FnOnce(&Registry) -> Reply + Send + 'static) -> Action {
+    if cx.conn.exec_changed_functions {
+        on_functions_shard(move |db, _| f(&db.scripts))
+    } else {
+        f(&cx.shared.scripts).into()
+    }
 }
 
 /// One library as FUNCTION LIST shows it.
@@ -387,9 +407,14 @@ fn load(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
         replace = true;
     }
     let code = argv[argv.len() - 1].clone();
-    // Redis refuses an existing library before running the new code.
+    // Redis refuses an existing library before running the new code. Inside
+    // a transaction that changed the libraries before this LOAD, the
+    // commit on shard 0 decides (`Libraries::add` refuses it there too).
     let (name, _) = crate::script::lua::parse_library_header(&code).map_err(CmdError::msg)?;
-    if !replace && cx.shared.scripts.libraries().by_name.contains_key(&name) {
+    if !replace
+        && !cx.conn.exec_changed_functions
+        && cx.shared.scripts.libraries().by_name.contains_key(&name)
+    {
         return Err(CmdError::msg(format!(
             "ERR Library '{name}' already exists"
         )));
@@ -438,11 +463,10 @@ fn delete(_cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// # Source
 /// `functionDumpCommand`, redis/src/functions.c; the payload as `DUMP`'s.
 fn dump(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    let codes: Vec<Bytes> = libraries(&cx.shared.scripts)
-        .iter()
-        .map(|l| l.code.clone())
-        .collect();
-    Ok(Reply::bulk(payload::encode(&codes)).into())
+    Ok(read_registry(cx, |registry| {
+        let codes: Vec<Bytes> = libraries(registry).iter().map(|l| l.code.clone()).collect();
+        Reply::bulk(payload::encode(&codes))
+    }))
 }
 
 /// How FUNCTION RESTORE treats libraries already loaded.
@@ -621,6 +645,19 @@ fn fcall_ro(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
 /// `fcallCommandGeneric`, redis/src/functions.c.
 fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Action, CmdError> {
     let name = args::text(&argv[1]);
+    if cx.conn.exec_changed_functions {
+        // Queued after a library change of the same transaction, which
+        // has not committed yet: the function is looked up when it runs.
+        let (keys, args) = split_keys(argv, true)?;
+        let call = ScriptCall {
+            target: Target::FunctionWhenRun { name, ro },
+            keys,
+            args,
+            read_only: ro,
+            allow_oom: false,
+        };
+        return Ok(route_script(cx.shared, cx.conn.db, call));
+    }
     let (lib, meta) = cx
         .shared
         .scripts

@@ -305,6 +305,15 @@ pub enum Target {
         /// The function's name.
         name: String,
     },
+    /// Function `name`, looked up in the registry when it runs: an FCALL
+    /// queued in a transaction after a FUNCTION LOAD / DELETE / FLUSH /
+    /// RESTORE of that transaction sees the libraries the change left.
+    FunctionWhenRun {
+        /// The function's name.
+        name: String,
+        /// FCALL_RO: a function without `no-writes` is refused.
+        ro: bool,
+    },
 }
 
 /// A script or function call, ready to run on its shard.
@@ -440,8 +449,29 @@ pub fn held_script(env: ScriptEnv, call: ScriptCall) -> crate::shard::hold::TxBo
     }))
 }
 
+/// [`Target::FunctionWhenRun`] looked up now, with FCALL's checks: the
+/// call as FCALL would have built it, or its error reply.
+fn resolve_function(env: &ScriptEnv, mut call: ScriptCall) -> Result<ScriptCall, Reply> {
+    if let Target::FunctionWhenRun { name, ro } = call.target {
+        let Some((lib, meta)) = env.registry.libraries().function(&name) else {
+            return Err(Reply::Error(CmdError::msg("ERR Function not found")));
+        };
+        if ro && !meta.flags.no_writes {
+            return Err(Reply::Error(CmdError::msg(RO_WITH_WRITE_FLAG)));
+        }
+        call.read_only = ro || meta.flags.no_writes;
+        call.allow_oom = meta.flags.allow_oom;
+        call.target = Target::Function { lib, name };
+    }
+    Ok(call)
+}
+
 /// Run a script or function with `redis.call` bound to `apply`.
 fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply {
+    let call = match resolve_function(env, call) {
+        Ok(call) => call,
+        Err(reply) => return reply,
+    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -509,6 +539,7 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
                 &mut exec,
             )
         }),
+        Target::FunctionWhenRun { .. } => unreachable!("resolved above"),
     };
     outcome.unwrap_or_else(Reply::Error)
 }

@@ -64,7 +64,7 @@ const CONFIG_SUBS: &[CommandSpec] = &[
     row(
         "CONFIG|SET",
         -4,
-        ADMIN_NLS,
+        ADMIN_NLS.with(Flags::AFTER_EARLIER),
         ADMIN_ACL,
         "Sets configuration parameters in-flight.",
         "2.0.0",

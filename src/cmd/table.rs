@@ -47,6 +47,13 @@ impl Flags {
     /// answered, where Redis runs it: after them. Internal, not in `COMMAND
     /// INFO`.
     pub const AFTER_EARLIER: Flags = Flags(1 << 16);
+    /// Reads or changes the function registry (FCALL, FCALL_RO, FUNCTION
+    /// LOAD, DELETE, FLUSH, RESTORE, LIST, DUMP): runs only once this
+    /// connection's earlier registry changes (the rows that also have
+    /// `WRITE`; they commit on shard 0) are answered, so a pipelined or
+    /// queued FCALL sees the FUNCTION LOAD before it, as in Redis.
+    /// Internal, not in `COMMAND INFO`.
+    pub const FUNCTION_REGISTRY: Flags = Flags(1 << 17);
 
     const NAMES: &'static [(Flags, &'static str)] = &[
         (Flags::WRITE, "write"),

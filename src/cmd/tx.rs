@@ -395,7 +395,11 @@ fn exec_queue(
                     outs.push(Out::Ready(not_a_command(argv)));
                     continue;
                 };
-                let work = match route(spec, argv, cx.conn, shared) {
+                let routed = route(spec, argv, cx.conn, shared);
+                if spec.flags.has(Flags::FUNCTION_REGISTRY) && spec.flags.has(Flags::WRITE) {
+                    cx.conn.exec_changed_functions = true;
+                }
+                let work = match routed {
                     Routed::Reply(r) | Routed::Close(r) | Routed::Wait(_, r) => {
                         outs.push(Out::Ready(r));
                         continue;
@@ -403,6 +407,16 @@ fn exec_queue(
                     Routed::Drop | Routed::Block(_) => {
                         outs.push(Out::Ready(Reply::Error(CmdError::msg(NOT_IN_TX))));
                         continue;
+                    }
+                    // The libraries are shared by every shard: a step that
+                    // changes or reads them runs alone, after the steps
+                    // before it (others on different shards run together).
+                    Routed::One(shard, req) if spec.flags.has(Flags::FUNCTION_REGISTRY) => {
+                        Work::Chain(
+                            vec![(shard, req)],
+                            Box::new(|mut r: Vec<Reply>| r.pop().unwrap_or(Reply::NullBulk)),
+                            None,
+                        )
                     }
                     Routed::One(shard, req) => Work::One(shard, req),
                     Routed::Fan(parts, merge, then) => Work::Chain(parts, merge, then),
@@ -413,6 +427,7 @@ fn exec_queue(
             }
         }
     }
+    cx.conn.exec_changed_functions = false;
     // Each queued command is a call; one that answers an error is a failed
     // one (counted when EXEC's reply is put together, see `count_failed`).
     let mut rows = Vec::with_capacity(queue.len());

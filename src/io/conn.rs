@@ -261,6 +261,11 @@ pub struct Session {
     pub multi: Option<Vec<Vec<Bytes>>>,
     /// A command failed to queue: EXEC must answer EXECABORT.
     pub multi_failed: bool,
+    /// Set while EXEC plans its queue once a queued FUNCTION LOAD / DELETE
+    /// / FLUSH / RESTORE was planned: the registry the later commands of
+    /// the transaction see is the one that change leaves, so they look it
+    /// up when they run, not when they are planned.
+    pub exec_changed_functions: bool,
     /// READONLY (cluster replica reads) was sent.
     pub readonly: bool,
     /// ASKING was sent: the next command may run on a slot this node is
@@ -345,6 +350,10 @@ pub struct Conn {
     /// decoded while earlier requests were in flight on other shards: it
     /// runs when they are answered (`hold_until` waits for them).
     pub deferred: Option<Vec<Bytes>>,
+    /// Sequence number of this connection's latest function registry
+    /// change (`Flags::FUNCTION_REGISTRY` with `WRITE`): registry commands
+    /// after it wait until it is answered.
+    pub function_change: Option<u64>,
     /// Peer went away or a fatal error happened: drop as soon as possible.
     pub dead: bool,
     /// WRITABLE interest is registered (a previous write was partial).
@@ -445,6 +454,14 @@ impl Conn {
             && !self.dead
             && self.close_after.is_none()
             && !self.want_write
+    }
+
+    /// Whether the request with sequence number `seq` is still being
+    /// answered by some shard (not yet written, and not ready).
+    pub fn is_pending(&self, seq: u64) -> bool {
+        seq.checked_sub(self.base_seq)
+            .and_then(|i| self.slots.get(usize::try_from(i).ok()?))
+            .is_some_and(|p| !matches!(p, Pending::Ready(_)))
     }
 
     /// Whether an earlier request is still being answered by some shard.

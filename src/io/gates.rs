@@ -128,6 +128,30 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
         conn.hold_until = Some(conn.next_seq().saturating_sub(1));
         return None;
     }
+    if spec.flags.has(Flags::FUNCTION_REGISTRY) && conn.session.multi.is_none() {
+        if let Some(change) = conn.function_change.filter(|&seq| conn.is_pending(seq)) {
+            // A FUNCTION LOAD / DELETE / FLUSH / RESTORE before it still
+            // commits on shard 0: it runs once that is answered.
+            conn.deferred = argv.take();
+            conn.hold_until = Some(change);
+            return None;
+        }
+        if spec.flags.has(Flags::WRITE) {
+            conn.function_change = Some(conn.next_seq());
+        }
+    }
+    if spec.name == "EXEC"
+        && conn.session.multi.as_ref().is_some_and(|queue| {
+            queue.iter().any(|argv| {
+                table::row_of(argv).is_some_and(|s| {
+                    s.flags.has(Flags::FUNCTION_REGISTRY) && s.flags.has(Flags::WRITE)
+                })
+            })
+        })
+    {
+        // A transaction that changes the libraries is a change too.
+        conn.function_change = Some(conn.next_seq());
+    }
     if let Err(e) = gate_protected(shared, spec, &conn.session) {
         shared.count_call(spec.name, false, true);
         reject(shared, conn, e);
