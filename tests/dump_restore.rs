@@ -528,3 +528,33 @@ fn lists_and_sets_dump_and_restore_both_ways() {
     assert_eq!(run(&mut theirs, "SCARD big"), V::Int(600));
     assert_eq!(run(&mut theirs, "SISMEMBER ints -3"), V::Int(1));
 }
+
+/// TYPE and EXISTS do not count as an access (Redis's `LOOKUP_NOTOUCH`):
+/// a key restored with IDLETIME 1000 keeps it through them, and a GET
+/// resets it. Same on redis-server.
+#[test]
+fn type_and_exists_leave_the_idle_time_alone() {
+    let srv = TestServer::start(2);
+    let mut servers = vec![srv.redis()];
+    let redis = RedisServer::start();
+    if let Some(r) = &redis {
+        servers.push(conn(r.addr));
+    }
+    for c in &mut servers {
+        run(c, "SET src v");
+        let p = dump(c, "src");
+        redis::cmd("RESTORE")
+            .arg("idle")
+            .arg(0)
+            .arg(&p)
+            .arg("IDLETIME")
+            .arg(1000)
+            .query::<()>(c)
+            .expect("restore");
+        assert_eq!(run(c, "TYPE idle"), V::SimpleString("string".into()));
+        assert_eq!(run(c, "EXISTS idle src nope"), V::Int(2));
+        assert_eq!(run(c, "OBJECT IDLETIME idle"), V::Int(1000));
+        run(c, "GET idle");
+        assert_eq!(run(c, "OBJECT IDLETIME idle"), V::Int(0));
+    }
+}

@@ -455,7 +455,8 @@ pub fn apply_del(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
 pub fn apply_exists(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
     Reply::Int(
         keys.iter()
-            .filter(|k| db.exists(cx.db, k, cx.now_ms))
+            // Not an access (Redis: LOOKUP_NOTOUCH).
+            .filter(|k| db.peek(cx.db, k, cx.now_ms).is_some())
             .count() as i64,
     )
 }
@@ -467,8 +468,9 @@ pub fn apply_exists(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
 /// # Source
 /// `typeCommand`, redis/src/db.c.
 pub fn apply_type(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
+    // Not an access (Redis: LOOKUP_NOTOUCH).
     let name = db
-        .get(cx.db, key, cx.now_ms)
+        .peek(cx.db, key, cx.now_ms)
         .map(|e| e.value.type_name())
         .unwrap_or("none");
     Reply::simple(name)

@@ -273,6 +273,29 @@ pub fn redis_server_installed() -> bool {
     found
 }
 
+/// The `process_id` INFO reports at `addr`, if something answers there.
+fn server_pid(addr: SocketAddr) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut text = String::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        text.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        if let Some(at) = text.find("process_id:") {
+            let rest = &text[at + "process_id:".len()..];
+            if let Some(end) = rest.find("\r\n") {
+                return rest[..end].trim().parse().ok();
+            }
+        }
+    }
+}
+
 /// A real `redis-server` child process for differential tests; killed on drop.
 pub struct RedisServer {
     pub addr: SocketAddr,
@@ -311,8 +334,14 @@ impl RedisServer {
             let mut srv = RedisServer { addr, child };
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
-                if TcpStream::connect(addr).is_ok() {
-                    return Some(srv);
+                // The port may have gone to another test's server between
+                // `free_port` and redis-server's bind: only this child's
+                // own answer counts.
+                if let Some(pid) = server_pid(addr) {
+                    if pid == srv.child.id() {
+                        return Some(srv);
+                    }
+                    break;
                 }
                 if let Ok(Some(_)) = srv.child.try_wait() {
                     break;
