@@ -1055,6 +1055,11 @@ fn function_order_transcript(c: &mut RespClient, pipelined: bool) -> Vec<String>
     add(&["FUNCTION", "FLUSH"]);
     add(&["FUNCTION", "LOAD", &l2_v2]);
     add(&["FCALL", "f2", "0"]);
+    // A transaction planned after a pipelined change sees it.
+    add(&["FUNCTION", "LOAD", "REPLACE", &l2_v1]);
+    add(&["MULTI"]);
+    add(&["FCALL", "f2", "0"]);
+    add(&["EXEC"]);
     // CONFIG SET after a read of another shard: the read sees the policy
     // it was sent under.
     add(&["SET", "h", "3"]);

@@ -118,39 +118,11 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
             return None;
         }
     };
-    if spec.flags.has(Flags::AFTER_EARLIER) && conn.session.multi.is_none() && conn.has_in_flight()
-    {
-        // It would overtake this connection's earlier requests still
-        // running on other shards (a pipelined XADD then CLIENT UNBLOCK of
-        // its reader): it runs again through every gate once they are
-        // answered, as it runs after them in Redis.
+    if let Some(after) = gate_order(spec, conn) {
+        // Runs again through every gate once that reply is answered.
         conn.deferred = argv.take();
-        conn.hold_until = Some(conn.next_seq().saturating_sub(1));
+        conn.hold_until = Some(after);
         return None;
-    }
-    if spec.flags.has(Flags::FUNCTION_REGISTRY) && conn.session.multi.is_none() {
-        if let Some(change) = conn.function_change.filter(|&seq| conn.is_pending(seq)) {
-            // A FUNCTION LOAD / DELETE / FLUSH / RESTORE before it still
-            // commits on shard 0: it runs once that is answered.
-            conn.deferred = argv.take();
-            conn.hold_until = Some(change);
-            return None;
-        }
-        if spec.flags.has(Flags::WRITE) {
-            conn.function_change = Some(conn.next_seq());
-        }
-    }
-    if spec.name == "EXEC"
-        && conn.session.multi.as_ref().is_some_and(|queue| {
-            queue.iter().any(|argv| {
-                table::row_of(argv).is_some_and(|s| {
-                    s.flags.has(Flags::FUNCTION_REGISTRY) && s.flags.has(Flags::WRITE)
-                })
-            })
-        })
-    {
-        // A transaction that changes the libraries is a change too.
-        conn.function_change = Some(conn.next_seq());
     }
     if let Err(e) = gate_protected(shared, spec, &conn.session) {
         shared.count_call(spec.name, false, true);
@@ -225,6 +197,50 @@ fn gate_subcommand(
         return Ok(spec);
     }
     cmd::connection::resolve_subcommand(spec, argv)
+}
+
+/// Commands whose effect or view must not overtake this connection's
+/// earlier requests still running on other shards, as they run after them
+/// in Redis: `Some(seq)` of the reply to wait for. CLIENT KILL / UNBLOCK
+/// and CONFIG SET (`Flags::AFTER_EARLIER`) wait for every earlier request
+/// (a pipelined XADD then CLIENT UNBLOCK of its reader); function registry
+/// commands (`Flags::FUNCTION_REGISTRY`) for the connection's latest
+/// registry change, which commits on shard 0 (so does an EXEC that plans
+/// registry commands). Notes a registry change (or an EXEC with one) as
+/// it is admitted. Commands queued in MULTI do not wait: EXEC runs them in
+/// order.
+fn gate_order(spec: &CommandSpec, conn: &mut Conn) -> Option<u64> {
+    if let Some(queue) = &conn.session.multi {
+        if spec.name != "EXEC" {
+            return None;
+        }
+        // EXEC plans its registry commands when it runs: after the
+        // connection's earlier change; one that changes the libraries is a
+        // change itself.
+        let rows = || queue.iter().filter_map(|argv| table::row_of(argv));
+        if !rows().any(|s| s.flags.has(Flags::FUNCTION_REGISTRY)) {
+            return None;
+        }
+        if let Some(change) = conn.function_change.filter(|&seq| conn.is_pending(seq)) {
+            return Some(change);
+        }
+        if rows().any(|s| s.flags.has(Flags::FUNCTION_REGISTRY) && s.flags.has(Flags::WRITE)) {
+            conn.function_change = Some(conn.next_seq());
+        }
+        return None;
+    }
+    if spec.flags.has(Flags::AFTER_EARLIER) && conn.has_in_flight() {
+        return Some(conn.next_seq().saturating_sub(1));
+    }
+    if spec.flags.has(Flags::FUNCTION_REGISTRY) {
+        if let Some(change) = conn.function_change.filter(|&seq| conn.is_pending(seq)) {
+            return Some(change);
+        }
+        if spec.flags.has(Flags::WRITE) {
+            conn.function_change = Some(conn.next_seq());
+        }
+    }
+    None
 }
 
 /// Protected commands (DEBUG) run only as `enable-debug-command` allows.
