@@ -539,7 +539,8 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
                 &mut exec,
             )
         }),
-        Target::FunctionWhenRun { .. } => unreachable!("resolved above"),
+        // Resolved by `resolve_function` before this point.
+        Target::FunctionWhenRun { .. } => Err(CmdError::msg("ERR Function not found")),
     };
     outcome.unwrap_or_else(Reply::Error)
 }
