@@ -597,3 +597,70 @@ fn client_unblock_pipelined_after_a_write_waits_for_it() {
         assert_eq!(reader.read_reply(), one_entry(&key, "1-1", "f", "v"));
     }
 }
+
+/// CLIENT KILL of a blocked reader, then writes in the same pipeline: the
+/// killed client is gone at once, as Redis frees it: the entry stays for
+/// the group (nothing pending for the dead consumer), the list keeps its
+/// element, and CLIENT LIST / UNBLOCK / KILL no longer see it. Compared
+/// with redis-server when installed.
+fn kill_then_write_transcript(
+    connect: &dyn Fn() -> RespClient,
+    key: &str,
+    list: &str,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut writer = connect();
+    writer.raw(&["DEL", key, list]);
+    writer.raw(&["XGROUP", "CREATE", key, "g", "$", "MKSTREAM"]);
+    for (read, write, check) in [
+        (
+            format!("XREADGROUP GROUP g c BLOCK 0 STREAMS {key} >"),
+            format!("XADD {key} 1-1 f v"),
+            format!("XPENDING {key} g"),
+        ),
+        (
+            format!("BLPOP {list} 0"),
+            format!("RPUSH {list} v"),
+            format!("LLEN {list}"),
+        ),
+    ] {
+        let mut reader = connect();
+        let id = reader.raw(&["CLIENT", "ID"]);
+        let id = id.trim_start_matches(':').to_string();
+        reader.send(&common::words(&read));
+        wait_blocked(&mut writer, 1);
+        let mut wire = resp_command(&["CLIENT", "KILL", "ID", &id]);
+        wire.extend(resp_command(&common::words(&write)));
+        wire.extend(resp_command(&common::words(&check)));
+        wire.extend(resp_command(&["CLIENT", "LIST", "ID", &id]));
+        wire.extend(resp_command(&["CLIENT", "UNBLOCK", &id]));
+        wire.extend(resp_command(&["CLIENT", "KILL", "ID", &id]));
+        writer.send_raw(&wire);
+        for _ in 0..6 {
+            out.push(writer.read_reply());
+        }
+        wait_blocked(&mut writer, 0);
+    }
+    out
+}
+
+#[test]
+fn a_killed_blocked_client_takes_nothing_written_after_the_kill() {
+    let srv = TestServer::start(SHARDS);
+    let redis = common::RedisServer::start();
+    for round in 0..10 {
+        let (key, list) = (format!("kw{round}"), format!("kl{round}"));
+        let ours = kill_then_write_transcript(&|| srv.client(), &key, &list);
+        assert_eq!(ours[0], ":1");
+        assert_eq!(ours[2], "*4\r\n:0\r\n$-1\r\n$-1\r\n*-1", "round {round}");
+        assert_eq!(ours[4], ":0");
+        assert_eq!(ours[5], ":0");
+        assert_eq!(ours[8], ":1", "round {round}: the list keeps its element");
+        if let Some(r) = &redis {
+            assert_eq!(
+                ours,
+                kill_then_write_transcript(&|| r.client(), &key, &list)
+            );
+        }
+    }
+}

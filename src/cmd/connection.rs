@@ -485,7 +485,12 @@ fn all_clients(shared: &Shared) -> Vec<Arc<ClientShared>> {
     let mut v: Vec<Arc<ClientShared>> = shared
         .clients
         .lock()
-        .map(|m| m.values().cloned().collect())
+        .map(|m| {
+            m.values()
+                .filter(|c| !c.killed.load(Ordering::SeqCst))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     v.sort_by_key(|c| c.id);
     v
@@ -554,9 +559,16 @@ fn client_info(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError
     Ok(client_lines(cx.shared, std::slice::from_ref(&cx.conn.shared)).into())
 }
 
-/// Mark a client killed and wake its shard thread, which closes the connection.
+/// Mark a client killed and wake its shard thread, which closes the
+/// connection. From here on it is gone for everyone else, as Redis frees
+/// another client at once: a read it is blocked in is claimed (no write
+/// sent after the kill is delivered to it), and CLIENT LIST, KILL and
+/// UNBLOCK no longer see it.
 fn kill_client(shared: &Shared, c: &ClientShared) {
     c.killed.store(true, Ordering::SeqCst);
+    if let Some(ticket) = c.ticket.lock().ok().and_then(|t| t.upgrade()) {
+        ticket.claim();
+    }
     crate::io::KILL_EPOCH.fetch_add(1, Ordering::SeqCst);
     let thread = c.thread.load(Ordering::SeqCst);
     if let Some(t) = shared.threads.get(usize::from(thread)) {
@@ -637,7 +649,8 @@ fn client_unblock(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdErr
         .clients
         .lock()
         .ok()
-        .and_then(|m| m.get(&(id as u64)).cloned());
+        .and_then(|m| m.get(&(id as u64)).cloned())
+        .filter(|c| !c.killed.load(Ordering::SeqCst));
     let ticket = target
         .as_ref()
         .and_then(|c| c.ticket.lock().ok().and_then(|t| t.upgrade()));
