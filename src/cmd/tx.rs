@@ -193,6 +193,7 @@ fn unwatch(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 pub fn reset_multi(session: &mut Session) {
     session.multi = None;
     session.multi_failed = false;
+    session.multi_flags = Flags::NONE;
     session
         .shared
         .multi
@@ -215,6 +216,7 @@ fn multi(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     }
     cx.conn.multi = Some(Vec::new());
     cx.conn.multi_failed = false;
+    cx.conn.multi_flags = Flags::NONE;
     cx.conn
         .shared
         .multi

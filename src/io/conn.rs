@@ -261,6 +261,9 @@ pub struct Session {
     pub multi: Option<Vec<Vec<Bytes>>>,
     /// A command failed to queue: EXEC must answer EXECABORT.
     pub multi_failed: bool,
+    /// The union of the queued commands' table flags (their subcommand
+    /// rows): what EXEC's gates ask of the queue without reading it again.
+    pub multi_flags: crate::cmd::Flags,
     /// Set while EXEC plans its queue once a queued FUNCTION LOAD / DELETE
     /// / FLUSH / RESTORE was planned: the registry the later commands of
     /// the transaction see is the one that change leaves, so they look it
@@ -345,10 +348,10 @@ pub struct Conn {
     /// Stop decoding input until the reply with this sequence number is written
     /// (a blocking command is in flight, as Redis blocks the client).
     pub hold_until: Option<u64>,
-    /// A command that acts on other clients (`Flags::AFTER_EARLIER`:
-    /// CLIENT UNBLOCK, CLIENT KILL),
-    /// decoded while earlier requests were in flight on other shards: it
-    /// runs when they are answered (`hold_until` waits for them).
+    /// A command held back by the ordering gate (`io::gates::gate_order`:
+    /// CLIENT KILL / UNBLOCK, CONFIG SET, function registry commands)
+    /// until the earlier reply it waits for is written (`hold_until`); it
+    /// then runs through every gate again.
     pub deferred: Option<Vec<Bytes>>,
     /// Sequence number of this connection's latest function registry
     /// change (`Flags::FUNCTION_REGISTRY` with `WRITE`): registry commands

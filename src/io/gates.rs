@@ -177,6 +177,7 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
         }
         if let (Some(queue), Some(args)) = (conn.session.multi.as_mut(), argv.take()) {
             queue.push(args);
+            conn.session.multi_flags = conn.session.multi_flags.with(spec.flags);
             let n = queue.len() as u64;
             conn.session.shared.multi.store(n, Ordering::Relaxed);
         }
@@ -217,14 +218,18 @@ fn gate_order(spec: &CommandSpec, conn: &mut Conn) -> Option<u64> {
         // EXEC plans its registry commands when it runs: after the
         // connection's earlier change; one that changes the libraries is a
         // change itself.
-        let rows = || queue.iter().filter_map(|argv| table::row_of(argv));
-        if !rows().any(|s| s.flags.has(Flags::FUNCTION_REGISTRY)) {
+        if !conn.session.multi_flags.has(Flags::FUNCTION_REGISTRY) {
             return None;
         }
         if let Some(change) = conn.function_change.filter(|&seq| conn.is_pending(seq)) {
             return Some(change);
         }
-        if rows().any(|s| s.flags.has(Flags::FUNCTION_REGISTRY) && s.flags.has(Flags::WRITE)) {
+        let changes =
+            |s: &CommandSpec| s.flags.has(Flags::FUNCTION_REGISTRY) && s.flags.has(Flags::WRITE);
+        if queue
+            .iter()
+            .any(|argv| table::row_of(argv).is_some_and(changes))
+        {
             conn.function_change = Some(conn.next_seq());
         }
         return None;
@@ -336,13 +341,11 @@ fn refused_on_oom(spec: &CommandSpec, session: &Session) -> bool {
     if spec.flags.has(Flags::DENYOOM) {
         return true;
     }
-    let Some(queue) = &session.multi else {
+    if session.multi.is_none() {
         return false;
-    };
+    }
     match spec.name {
-        "EXEC" => queue
-            .iter()
-            .any(|argv| table::row_of(argv).is_some_and(|s| s.flags.has(Flags::DENYOOM))),
+        "EXEC" => session.multi_flags.has(Flags::DENYOOM),
         "DISCARD" | "QUIT" | "RESET" => false,
         _ => true,
     }

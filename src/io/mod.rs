@@ -193,6 +193,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             authenticated: !needs_auth,
             multi: None,
             multi_failed: false,
+            multi_flags: crate::cmd::Flags::NONE,
             exec_changed_functions: false,
             readonly: false,
             asking: false,
@@ -541,7 +542,7 @@ fn dispatch(
     let first = conn.next_seq();
     dispatch_one(shared, out, conn, argv, local);
     if conn.deferred.is_some() {
-        // Not run yet (see `Flags::AFTER_EARLIER`): counted when it runs.
+        // Held back by `gates::gate_order`: counted when it runs.
         return;
     }
     let s = &mut conn.session;
