@@ -556,5 +556,142 @@ fn type_and_exists_leave_the_idle_time_alone() {
         assert_eq!(run(c, "OBJECT IDLETIME idle"), V::Int(1000));
         run(c, "GET idle");
         assert_eq!(run(c, "OBJECT IDLETIME idle"), V::Int(0));
+        // TOUCH is an access (it shared EXISTS's lookup once, and stopped
+        // moving the idle time with it).
+        restore_idle(c, "idle2", &p);
+        assert_eq!(run(c, "TOUCH idle2 nope"), V::Int(1));
+        assert_eq!(run(c, "OBJECT IDLETIME idle2"), V::Int(0));
     }
+}
+
+/// Restore `key` from `payload` with an idle time of 1000 s.
+fn restore_idle(c: &mut redis::Connection, key: &str, payload: &[u8]) {
+    redis::cmd("RESTORE")
+        .arg(key)
+        .arg(0)
+        .arg(payload)
+        .arg("IDLETIME")
+        .arg(1000)
+        .query::<()>(c)
+        .expect("restore");
+}
+
+/// `OBJECT IDLETIME key`, seconds.
+fn idle_s(c: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg(key)
+        .query(c)
+        .expect("idletime")
+}
+
+/// `CLIENT NO-TOUCH ON` (Redis 7.2+): the client's reads and writes,
+/// pipelined or not, on its thread's shard or another, in a transaction, a
+/// script or a blocked read served later, leave idle times and LFU counters
+/// alone; TOUCH still counts, even from a script; `OFF` restores lookups.
+/// redis-server 7.0 has no NO-TOUCH, so this one is not differential.
+#[test]
+fn client_no_touch_keeps_idle_times_except_for_touch() {
+    let srv = TestServer::start(2);
+    let mut c = srv.redis();
+    let mut reader = srv.client();
+    run(&mut c, "SET src v");
+    let str_payload = dump(&mut c, "src");
+    run(&mut c, "XADD xsrc 1-1 f v");
+    let stream_payload = dump(&mut c, "xsrc");
+    // Eight of each: over two shards, some live on the other shard thread.
+    let strings: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+    let streams: Vec<String> = (0..8).map(|i| format!("x{i}")).collect();
+    for k in &strings {
+        restore_idle(&mut c, k, &str_payload);
+    }
+    for k in &streams {
+        restore_idle(&mut c, k, &stream_payload);
+    }
+
+    assert_eq!(run(&mut c, "CLIENT NO-TOUCH ON"), V::Okay);
+    assert_eq!(reader.raw(&["CLIENT", "NO-TOUCH", "ON"]), "+OK");
+    let info = run(&mut c, "CLIENT INFO");
+    let V::BulkString(info) = info else {
+        panic!("CLIENT INFO: {info:?}")
+    };
+    assert!(
+        String::from_utf8_lossy(&info).contains(" flags=T "),
+        "{}",
+        String::from_utf8_lossy(&info)
+    );
+
+    // A blocked read, served after a write of the no-touch client.
+    reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "x7", "$"]);
+    assert!(common::eventually(5, || {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+        info.contains("blocked_clients:1")
+    }));
+    run(&mut c, "XADD x7 2-1 f v");
+    let served = reader.read_reply();
+    assert!(served.contains("2-1"), "{served}");
+    let mut pipe = redis::pipe();
+    pipe.cmd("GET").arg("s0");
+    pipe.cmd("MGET").arg(&strings[1..]);
+    pipe.cmd("XADD").arg("x0").arg("*").arg("f").arg("v");
+    pipe.cmd("XRANGE").arg("x1").arg("-").arg("+");
+    pipe.cmd("XREAD")
+        .arg("STREAMS")
+        .arg(&streams[2..5])
+        .arg("0")
+        .arg("0")
+        .arg("0");
+    pipe.cmd("STRLEN").arg("s2");
+    pipe.query::<Vec<V>>(&mut c).expect("pipeline");
+    // A transaction over both shards.
+    redis::pipe()
+        .atomic()
+        .cmd("GET")
+        .arg("s3")
+        .cmd("XLEN")
+        .arg("x5")
+        .cmd("MGET")
+        .arg(&strings)
+        .cmd("XADD")
+        .arg("x6")
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query::<Vec<V>>(&mut c)
+        .expect("exec");
+    run(&mut c, "EVAL \"return redis.call('GET', KEYS[1])\" 1 s4");
+    for k in strings.iter().chain(&streams) {
+        let idle = idle_s(&mut c, k);
+        assert!((1000..=1002).contains(&idle), "{k}: idle {idle}");
+    }
+
+    // TOUCH counts, directly and from a script.
+    assert_eq!(run(&mut c, "TOUCH s0 nope s1"), V::Int(2));
+    run(&mut c, "EVAL \"return redis.call('TOUCH', KEYS[1])\" 1 s2");
+    for k in ["s0", "s1", "s2"] {
+        assert_eq!(idle_s(&mut c, k), 0, "{k}");
+    }
+    // OFF: lookups are accesses again.
+    assert_eq!(run(&mut c, "CLIENT NO-TOUCH OFF"), V::Okay);
+    run(&mut c, "GET s5");
+    assert_eq!(idle_s(&mut c, "s5"), 0);
+    assert!(idle_s(&mut c, "s6") >= 1000);
+
+    // Under an LFU policy the counter stays where it is, except for TOUCH.
+    run(&mut c, "CONFIG SET maxmemory-policy allkeys-lfu");
+    run(&mut c, "SET lfu v");
+    assert_eq!(run(&mut c, "OBJECT FREQ lfu"), V::Int(5));
+    assert_eq!(run(&mut c, "CLIENT NO-TOUCH ON"), V::Okay);
+    for _ in 0..20 {
+        run(&mut c, "GET lfu");
+    }
+    run(&mut c, "SET lfu w");
+    assert_eq!(run(&mut c, "OBJECT FREQ lfu"), V::Int(5));
+    // At the initial counter (5) one access always counts.
+    run(&mut c, "TOUCH lfu");
+    assert_eq!(run(&mut c, "OBJECT FREQ lfu"), V::Int(6));
+    assert_eq!(
+        reader.raw(&["CLIENT", "NO-TOUCH", "maybe"]),
+        "-ERR syntax error"
+    );
 }

@@ -872,8 +872,13 @@ fn client_no_evict(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdEr
     Ok(Reply::Ok.into())
 }
 
-/// `CLIENT NO-TOUCH <ON | OFF>` — `+OK`. shardstream keeps no LRU/LFU data, so
-/// the mode only shows in CLIENT LIST (`flags=T`, Redis 7.2+).
+/// `CLIENT NO-TOUCH <ON | OFF>` — `+OK`. While on, the client's commands
+/// leave its keys' access times (OBJECT IDLETIME) and LFU counters (OBJECT
+/// FREQ) alone, except TOUCH; CLIENT LIST shows `flags=T`. Takes effect from
+/// the connection's next command, pipelined or not. Syntax error for
+/// anything but `on` / `off`.
+/// # Source
+/// Redis 7.2 `CLIENT NO-TOUCH` (redis.io/commands/client-no-touch).
 fn client_no_touch(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let on = on_off(&argv[2])?;
     cx.conn.shared.no_touch.store(on, Ordering::Relaxed);

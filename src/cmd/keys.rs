@@ -91,7 +91,7 @@ pub const SPECS: &[CommandSpec] = &[
         "Returns the number of existing keys out of those specified after updating the time they were last accessed.",
         "3.2.1",
         Handler::Keyed {
-            parse: parse_exists,
+            parse: parse_touch,
             merge: FanMerge::SumInt,
         },
     ),
@@ -185,6 +185,12 @@ fn parse_del(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 fn parse_exists(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let keys = argv.get(1..).unwrap_or_default().to_vec();
     Ok(on_shard(move |db, cx| apply_exists(db, cx, &keys)))
+}
+
+/// `TOUCH key [key ...]`.
+fn parse_touch(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
+    let keys = argv.get(1..).unwrap_or_default().to_vec();
+    Ok(on_shard(move |db, cx| apply_touch(db, cx, &keys)))
 }
 
 /// `TYPE key`.
@@ -446,17 +452,33 @@ pub fn apply_del(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
     Reply::Int(n)
 }
 
-/// `EXISTS` / `TOUCH` on this shard's keys.
+/// `EXISTS` on this shard's keys: not an access (OBJECT IDLETIME and FREQ
+/// do not move).
 ///
 /// # Reply
 /// Integer: how many of `keys` exist; a key named twice counts twice.
 /// # Source
-/// `existsCommand`, `touchCommand`, redis/src/db.c.
+/// `existsCommand`, redis/src/db.c (`LOOKUP_NOTOUCH`).
 pub fn apply_exists(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
     Reply::Int(
         keys.iter()
-            // Not an access (Redis: LOOKUP_NOTOUCH).
             .filter(|k| db.peek(cx.db, k, cx.now_ms).is_some())
+            .count() as i64,
+    )
+}
+
+/// `TOUCH` on this shard's keys: each existing key's access time (and LFU
+/// counter, under an LFU policy) moves, even for a client in `CLIENT
+/// NO-TOUCH` mode (Redis 7.2+ exempts TOUCH).
+///
+/// # Reply
+/// Integer: how many of `keys` exist; a key named twice counts twice.
+/// # Source
+/// `touchCommand`, redis/src/db.c.
+pub fn apply_touch(db: &mut ShardDb, cx: &ExecCtx, keys: &[Bytes]) -> Reply {
+    Reply::Int(
+        keys.iter()
+            .filter(|k| db.touch(cx.db, k, cx.now_ms))
             .count() as i64,
     )
 }

@@ -1145,6 +1145,7 @@ fn park_bpop(db: &mut ShardDb, cx: &ExecCtx, mut req: Bpop, ticket: Arc<Ticket>)
     }
     let watched = req.keys.iter().map(|k| (cx.db, k.clone())).collect();
     db.blocking.park(Waiter {
+        no_touch: db.no_touch,
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
@@ -1252,6 +1253,7 @@ fn park_bmove(req: Bmove, ticket: Arc<Ticket>) -> ShardReq {
         }
         let key = req.src.clone();
         db.blocking.park(Waiter {
+            no_touch: db.no_touch,
             ticket: ticket.clone(),
             reply_to: cx.reply_to,
             keys: vec![(cx.db, key)],

@@ -418,6 +418,7 @@ impl Conn {
         Job {
             req,
             reply_budget_bytes,
+            no_touch: self.session.shared.no_touch.load(Ordering::Relaxed),
             cmd: crate::shard::msg::NO_CMD,
             argv: None,
             db: self.session.db as u16,

@@ -225,6 +225,9 @@ pub struct Waiter {
     /// Redis 7.2's "blocked on nokey" condition, INFO
     /// `total_blocking_keys_on_nokey`).
     pub nokey: bool,
+    /// The client is in `CLIENT NO-TOUCH` mode: its read, when served,
+    /// records no access (Redis re-runs the command as that client).
+    pub no_touch: bool,
 }
 
 /// The shard's registry of parked readers.
@@ -478,10 +481,13 @@ pub fn serve_ready(
                     db: key.0,
                     now_ms,
                     reply_budget_bytes: u64::MAX,
+                    no_touch: w.no_touch,
                     reply_to: w.reply_to,
                 };
                 let started = w.ticket.row.map(|_| quanta::Instant::now());
+                let outer = std::mem::replace(&mut db.no_touch, w.no_touch);
                 let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);
+                db.no_touch = outer;
                 let reply_to = w.reply_to;
                 let row = w.ticket.row;
                 db.blocking.waiters.insert(id, w);

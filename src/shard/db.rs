@@ -255,6 +255,11 @@ pub struct ShardDb {
     /// Cross-shard transactions this shard coordinates, left by their jobs
     /// for the shard loop to run (see [`crate::shard::hold::Coordinate`]).
     pub coordinate: Vec<crate::shard::hold::Coordinate>,
+    /// The client whose command runs now is in `CLIENT NO-TOUCH` mode
+    /// (Redis 7.2+): lookups leave access times and LFU counters alone,
+    /// except TOUCH's ([`touch`](Self::touch)). Set around each request by
+    /// [`crate::shard::msg::apply_as_client`].
+    pub no_touch: bool,
     /// Sequence number of the last cross-shard transaction this shard
     /// coordinated (its AOF blocks are tagged with it); resumed after a restart.
     pub tx_seq: u64,
@@ -286,6 +291,7 @@ impl ShardDb {
             watch: Default::default(),
             hold: None,
             coordinate: Vec::new(),
+            no_touch: false,
             tx_seq: 0,
             migrate_sockets: Default::default(),
             clock_ms: 0,
@@ -456,8 +462,17 @@ impl ShardDb {
     /// commands: Redis does not count them as changes of the key).
     fn get_mut_untracked(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.clock_ms = now_ms;
-        // As Redis's lookupKey: the LFU counter moves only under an LFU
-        // policy (it costs a random draw); otherwise only the access time.
+        if self.no_touch {
+            return self.ks(db).map.get_mut(key);
+        }
+        self.touch_access(db, key, now_ms)
+    }
+
+    /// Record an access of `key` (Redis's `lookupKey` without
+    /// `LOOKUP_NOTOUCH`), whatever the client's CLIENT NO-TOUCH mode: what
+    /// TOUCH does. The LFU counter moves only under an LFU policy (it costs
+    /// a random draw); otherwise only the access time.
+    fn touch_access(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         let rand01 = if self.tunables.eviction_policy().is_lfu() {
             Some(self.rand01())
         } else {
@@ -502,6 +517,14 @@ impl ShardDb {
     pub fn peek(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
         self.expire_if_needed(db, key, now_ms);
         self.keyspace(db).map.get(key)
+    }
+
+    /// `TOUCH`'s lookup: whether a live key exists, recording an access
+    /// even for a client in CLIENT NO-TOUCH mode (Redis exempts TOUCH).
+    pub fn touch(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
+        self.expire_if_needed(db, key, now_ms);
+        self.clock_ms = now_ms;
+        self.touch_access(db, key, now_ms).is_some()
     }
 
     /// Whether a live key exists.
@@ -813,13 +836,19 @@ impl ShardDb {
         } else {
             None
         };
+        let no_touch = self.no_touch;
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
             // Overwrite in place: the key keeps its place in the scan index.
             let old_at = std::mem::replace(&mut e.expire_at_ms, expire_at_ms);
             let old_value = std::mem::replace(&mut e.value, value);
             let access = e.access;
+            // The new value is a new object: under LRU its access time is
+            // now; under LFU it keeps the counter, which the write's lookup
+            // moves unless the client is in CLIENT NO-TOUCH mode (Redis's
+            // `dbSetValue` copying `old->lru`).
             match rand01 {
+                Some(_) if no_touch => {}
                 Some(r) => e.access.touch(created_ms, r),
                 None => e.access.last_access_ms = created_ms,
             }

@@ -37,7 +37,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::reply::Reply;
 use crate::shard::db::ShardDb;
-use crate::shard::msg::{on_shard, ExecCtx, Job, Outbox, ReplyTo, ShardMsg, ShardReq, NO_CMD};
+use crate::shard::msg::{
+    apply_as_client, on_shard, ExecCtx, Job, Outbox, ReplyTo, ShardMsg, ShardReq, NO_CMD,
+};
 
 /// One operation a held shard runs for its transaction.
 pub enum TxOp {
@@ -347,6 +349,7 @@ fn hold_all(
             cmd: NO_CMD,
             argv: None,
             reply_budget_bytes: u64::MAX,
+            no_touch: false,
         };
         outboxes
             .get(usize::from(s))?
@@ -435,7 +438,7 @@ impl<'a> TxRun<'a> {
             let op = TxOp::Apply(Box::new(move |data: &mut ShardDb| {
                 let replies = reqs
                     .into_iter()
-                    .map(|(db, req)| req.apply(data, &ExecCtx { db, ..cx }))
+                    .map(|(db, req)| apply_as_client(req, data, &ExecCtx { db, ..cx }))
                     .collect::<Vec<_>>();
                 let _ = tx.send(replies);
             }));
@@ -449,7 +452,7 @@ impl<'a> TxRun<'a> {
             let cx = self.cx;
             out[i] = Some(
                 reqs.into_iter()
-                    .map(|(db, req)| req.apply(self.db, &ExecCtx { db, ..cx }))
+                    .map(|(db, req)| apply_as_client(req, self.db, &ExecCtx { db, ..cx }))
                     .collect(),
             );
         }

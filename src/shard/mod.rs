@@ -641,6 +641,7 @@ impl ShardThread {
                     cmd: msg::NO_CMD,
                     argv: None,
                     reply_budget_bytes: u64::MAX,
+                    no_touch: false,
                 });
             }
         }
@@ -1294,11 +1295,12 @@ impl<'a> Exec<'a> {
             now_ms: self.now_ms,
             reply_to: job.reply_to,
             reply_budget_bytes: job.reply_budget_bytes,
+            no_touch: job.no_touch,
         };
         // A TSC read (quanta) costs ~19 ns a pair here, `std::time::Instant`
         // ~46 ns: per command, for commandstats, SLOWLOG and latencystats.
         let started = quanta::Instant::now();
-        let reply = job.req.apply(self.db, &cx);
+        let reply = msg::apply_as_client(job.req, self.db, &cx);
         let ns = started.elapsed().as_nanos() as u64;
         if matches!(reply, Reply::NoReply) {
             // A blocking read that parked: its call's latency sample comes

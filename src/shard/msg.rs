@@ -43,6 +43,9 @@ pub struct ExecCtx {
     /// can be huge (XRANGE) stop building it past this and answer
     /// [`Reply::OverOutputLimit`].
     pub reply_budget_bytes: u64,
+    /// The client was in `CLIENT NO-TOUCH` mode when it sent the request
+    /// (see [`ShardDb::no_touch`]).
+    pub no_touch: bool,
 }
 
 impl ExecCtx {
@@ -52,6 +55,7 @@ impl ExecCtx {
             db,
             now_ms,
             reply_budget_bytes: u64::MAX,
+            no_touch: false,
             reply_to: ReplyTo {
                 io: 0,
                 conn: 0,
@@ -60,6 +64,16 @@ impl ExecCtx {
             },
         }
     }
+}
+
+/// Run `req` on `db` as its client's request: its lookups follow the
+/// client's `CLIENT NO-TOUCH` mode from `cx` (restored afterwards, so a
+/// request run inside another keeps the outer one's mode).
+pub fn apply_as_client(req: ShardReq, db: &mut ShardDb, cx: &ExecCtx) -> Reply {
+    let outer = std::mem::replace(&mut db.no_touch, cx.no_touch);
+    let reply = req.apply(db, cx);
+    db.no_touch = outer;
+    reply
 }
 
 /// A parsed command that runs on one shard. Built by the connection's thread
@@ -117,6 +131,8 @@ pub struct Job {
     pub argv: Option<Vec<bytes::Bytes>>,
     /// See [`ExecCtx::reply_budget_bytes`].
     pub reply_budget_bytes: u64,
+    /// See [`ExecCtx::no_touch`].
+    pub no_touch: bool,
 }
 
 /// [`Job::cmd`] for requests that are not counted as a command of their own.

@@ -533,6 +533,7 @@ pub(super) fn park_xreadgroup_apply(
     let dbi = cx.db;
     let watched = req.keys.iter().map(|k| (dbi, k.clone())).collect();
     db.blocking.park(Waiter {
+        no_touch: db.no_touch,
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,

@@ -573,6 +573,7 @@ pub(super) fn park_xread_apply(
     let caps = req.caps;
     let watched = keys.iter().map(|k| (dbi, k.clone())).collect();
     db.blocking.park(Waiter {
+        no_touch: db.no_touch,
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,

@@ -348,6 +348,7 @@ pub(super) fn park_pop(db: &mut ShardDb, cx: &ExecCtx, req: PopReq, ticket: Arc<
     }
     let watched = req.keys.iter().map(|k| (cx.db, k.clone())).collect();
     db.blocking.park(Waiter {
+        no_touch: db.no_touch,
         ticket: ticket.clone(),
         reply_to: cx.reply_to,
         keys: watched,
