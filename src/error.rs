@@ -75,6 +75,13 @@ pub enum CmdError {
     XgroupNoKey,
     /// Any other error: the full text, prefix included (e.g. `ERR ...`, `NOGROUP ...`).
     Msg(Cow<'static, str>),
+    /// A script's error reply that passes on the error a command it called
+    /// answered (raised by `redis.call`, or a `redis.pcall` error table
+    /// returned): the text as for [`Msg`](Self::Msg). The command's error
+    /// was counted in errorstats when it answered, so the script's reply
+    /// counts only as the script command's failed call (Redis's
+    /// `ERR_REPLY_FLAG_NO_STATS_UPDATE`).
+    FromScriptCall(Cow<'static, str>),
 }
 
 impl CmdError {
@@ -181,7 +188,7 @@ impl fmt::Display for CmdError {
             Self::XgroupNoKey => f.write_str(
                 "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
             ),
-            Self::Msg(text) => f.write_str(text),
+            Self::Msg(text) | Self::FromScriptCall(text) => f.write_str(text),
         }
     }
 }

@@ -145,6 +145,32 @@ pub fn note_failed(row: u32, err: crate::error::CmdError) {
     PENDING_FAILED.with(|p| p.borrow_mut().push((row, err)));
 }
 
+/// A command a script called, as INFO counts it: its table row's name
+/// (`None` for an unknown command), its time, its error reply, and whether
+/// it was refused before running (arity, `noscript`, a write from a
+/// read-only script, OOM, a key the script cannot reach).
+pub struct ScriptCallStat {
+    pub name: Option<&'static str>,
+    pub ns: u64,
+    pub err: Option<crate::error::CmdError>,
+    pub rejected: bool,
+}
+
+thread_local! {
+    /// Commands scripts called on this thread since the last
+    /// [`CmdStats::flush_script_calls`].
+    static PENDING_SCRIPT_CALLS: std::cell::RefCell<Vec<ScriptCallStat>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Note a command a script called (Redis counts them in commandstats,
+/// errorstats, latencystats and `total_commands_processed` as any other).
+/// Counted at this thread's next [`CmdStats::flush_script_calls`], which
+/// the shard loop runs before the script's reply goes out.
+pub fn note_script_call(call: ScriptCallStat) {
+    PENDING_SCRIPT_CALLS.with(|p| p.borrow_mut().push(call));
+}
+
 /// An empty latency histogram with Redis's bounds and precision.
 fn new_latency_histogram() -> LatencyHistogram {
     LatencyHistogram::new_with_bounds(1, LATENCY_MAX_NS, 2).expect("valid histogram bounds")
@@ -328,8 +354,13 @@ impl CmdStats {
         }
     }
 
-    /// One error reply, under its first word (INFO errorstats).
+    /// One error reply, under its first word (INFO errorstats); not for a
+    /// script passing on its command's error, counted when the command
+    /// answered it ([`CmdError::FromScriptCall`](crate::error::CmdError::FromScriptCall)).
     pub fn count_error(&self, err: &crate::error::CmdError) {
+        if matches!(err, crate::error::CmdError::FromScriptCall(_)) {
+            return;
+        }
         let text = err.to_string();
         let name = text.split(' ').next().unwrap_or("ERR");
         if let Ok(mut m) = self.block().errors.lock() {
@@ -361,6 +392,41 @@ impl CmdStats {
         let failed = PENDING_FAILED.with(|p| std::mem::take(&mut *p.borrow_mut()));
         for (row, e) in failed {
             self.count_exec(row, 0, Some(&e));
+        }
+    }
+
+    /// Count the commands scripts called on this thread since the last
+    /// flush (see [`note_script_call`]): a refused one is a rejected call of
+    /// its row; one that ran is a processed command and a call of its row
+    /// with its time, latency sample, and failure when it answered an error
+    /// (`scriptCall`, redis/src/script.c).
+    pub fn flush_script_calls(&self) {
+        let calls = PENDING_SCRIPT_CALLS.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut *p)
+            }
+        });
+        for call in calls {
+            let row = call.name.and_then(|n| self.index_of(n));
+            let st = self.block();
+            if call.rejected {
+                if let Some(i) = row {
+                    st.add(&st.rejected[i], 1);
+                }
+                if let Some(e) = &call.err {
+                    self.count_error(e);
+                }
+                continue;
+            }
+            st.add(&st.processed, 1);
+            if let Some(i) = row {
+                st.add(&st.calls[i], 1);
+            }
+            let row = row.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+            self.count_exec(row, call.ns, call.err.as_ref());
         }
     }
 

@@ -73,6 +73,13 @@ fn error_texts_are_exact() {
         c.raw(&["INCR", "n"]),
         "-ERR increment or decrement would overflow"
     );
+    // FromScriptCall: the called command's text, then where the script raised it.
+    let body = "return redis.call('INCR', KEYS[1])";
+    assert_eq!(
+        c.raw(&["EVAL", body, "1", "str"]),
+        "-ERR value is not an integer or out of range script: \
+         61636018f4e6b5817b89791bbed242f93fa089e3, on @user_script:1."
+    );
 }
 
 #[test]

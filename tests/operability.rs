@@ -949,3 +949,79 @@ fn unblocked_reader_errors_count_in_errorstats() {
         .raw(&["INFO", "errorstats"])
         .contains("errorstat_NOGROUP:count=1"));
 }
+
+/// Commands a script calls count as Redis counts them (`scriptCall`,
+/// redis/src/script.c): calls and failures of each command, a refused
+/// call (arity, a write from EVAL_RO) as a rejected call, an unknown one
+/// only in errorstats, and a script answering with its command's error
+/// does not count that error twice. Over one shard and over two (the
+/// script runs with both held), against redis-server.
+#[test]
+fn commands_called_by_scripts_count_like_redis() {
+    let srv = TestServer::start(2);
+    let (a, b) = common::keys_on_two_shards("sc", 2);
+    let mut ours = srv.client();
+    let redis = RedisServer::start();
+    let script = format!(
+        "
+        CONFIG RESETSTAT
+        EVAL \"redis.pcall('XGROUP', 'CREATECONSUMER', KEYS[1], 'g', 'c') return 1\" 1 {a}
+        EVAL \"redis.call('SET', KEYS[1], 'v') redis.call('GET', KEYS[1]) return redis.call('XADD', KEYS[1], '*', 'f', 'v')\" 1 {a}
+        EVAL \"return redis.call('nosuch')\" 0
+        EVAL \"return redis.call('get')\" 0
+        EVAL \"return redis.call('xgroup')\" 0
+        EVAL \"return redis.call('xgroup', 'nosub')\" 0
+        EVAL \"return redis.pcall('XADD', KEYS[1], 'bad', 'f', 'v')\" 1 {b}
+        EVAL_RO \"return redis.call('SET', KEYS[1], 'y')\" 1 {a}
+        EVAL \"local t = redis.pcall('SELECT', 99) return 1\" 0
+        EVAL \"return redis.call('SELECT', 99)\" 0
+        EVAL \"return redis.error_reply('MY_ERR custom')\" 0
+        EVAL \"return redis.call('PING')\" 0
+        EVAL \"redis.call('SET', KEYS[1], 'x') redis.call('XLEN', KEYS[2]) return redis.call('INCR', KEYS[1])\" 2 {a} {b}
+        EVAL \"redis.call('DEL', KEYS[1]) return redis.call('XADD', KEYS[2], '1-1', 'f', 'v')\" 2 {a} {b}
+        "
+    );
+    if let Some(redis) = &redis {
+        let mut theirs = redis.client();
+        assert_same_replies(&mut ours, &mut theirs, &script);
+        let prefixes = [
+            "cmdstat_eval",
+            "cmdstat_xgroup",
+            "cmdstat_set:",
+            "cmdstat_get:",
+            "cmdstat_xadd",
+            "cmdstat_select",
+            "cmdstat_ping",
+            "cmdstat_incr",
+            "cmdstat_xlen",
+            "cmdstat_del",
+            "errorstat_",
+            "total_error_replies",
+            "total_commands_processed",
+        ];
+        assert_same_stats(&mut ours, &mut theirs, &prefixes);
+    } else {
+        for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            ours.raw(&common::words(line));
+        }
+    }
+    let info = ours.raw(&["INFO", "commandstats"]);
+    let counts = |cmd: &str| {
+        let line = cmdstat_line(&info, cmd);
+        ["calls", "rejected_calls", "failed_calls"].map(|f| stat_field(line, f) as u64)
+    };
+    assert_eq!(counts("eval"), [13, 0, 9]);
+    assert_eq!(counts("eval_ro"), [1, 0, 1]);
+    assert_eq!(counts("xadd"), [3, 0, 2]);
+    assert_eq!(counts("set"), [2, 1, 0]);
+    assert_eq!(counts("get"), [1, 1, 0]);
+    assert_eq!(counts("xgroup|createconsumer"), [1, 0, 1]);
+    assert_eq!(counts("select"), [2, 0, 2]);
+    assert_eq!(counts("incr"), [1, 0, 1]);
+    let errors = ours.raw(&["INFO", "errorstats"]);
+    assert!(errors.contains("errorstat_MY_ERR:count=1\r\n"), "{errors}");
+    assert!(
+        errors.contains("errorstat_WRONGTYPE:count=1\r\n"),
+        "{errors}"
+    );
+}

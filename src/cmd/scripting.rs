@@ -31,7 +31,7 @@ use std::sync::Arc;
 use crate::config::Tunables;
 use crate::route::slot::SlotMap;
 use crate::script::{Library, Registry, ScriptFlags};
-use crate::server::Shared;
+use crate::server::{note_script_call, ScriptCallStat, Shared};
 use crate::shard::db::ShardDb;
 use crate::shard::msg::ShardReq;
 
@@ -556,50 +556,111 @@ struct CallState {
 }
 
 /// Run one `redis.call` argv, as Redis checks and runs a script's call
-/// (`scriptCall`, redis/src/script.c): known command, arity, allowed in
-/// scripts, no writes from a read-only script, `-OOM` for `denyoom`
-/// commands over `maxmemory` (unless `allow-oom`), keys on one shard the
-/// script can reach; then the command's own parser, applied on that shard.
-///
-/// Commands that run on the connection's thread elsewhere are limited here
-/// to RENAME, RENAMENX and COPY (keys on one shard), PING, ECHO, TIME (the
-/// script's start time, frozen as in Redis 7.0+) and SELECT (which changes
-/// the script's database); others answer an error saying so.
+/// (`scriptCall`, redis/src/script.c): [`admit_call`]'s checks, then the
+/// command on its shard; INFO counts it as Redis does (a refused call as a
+/// rejected call of its command, one that ran as a call, with its time
+/// and a failure when it answered an error).
 fn run_call(
     env: &ScriptEnv,
     state: &mut CallState,
     apply: &mut Apply<'_>,
     argv: &[Bytes],
 ) -> Reply {
-    let err = |m: &'static str| Reply::Error(CmdError::msg(m));
-    let Some(mut spec) = table::lookup(&argv[0]) else {
-        return err("ERR Unknown Redis command called from script");
+    let (spec, target) = match admit_call(env, state, argv) {
+        Ok(admitted) => admitted,
+        Err((name, e)) => {
+            note_script_call(ScriptCallStat {
+                name,
+                ns: 0,
+                err: Some(e.clone()),
+                rejected: true,
+            });
+            return Reply::Error(e);
+        }
     };
+    let started = quanta::Instant::now();
+    let reply = match execute_call(env, state, apply, spec, target, argv) {
+        Some(reply) => reply,
+        None => {
+            let e = CmdError::msg(format!(
+                "ERR This Redis command is not supported from scripts by shardstream: '{}' does not run on a key's shard",
+                spec.name.to_ascii_lowercase()
+            ));
+            note_script_call(ScriptCallStat {
+                name: Some(spec.name),
+                ns: 0,
+                err: Some(e.clone()),
+                rejected: true,
+            });
+            return Reply::Error(e);
+        }
+    };
+    note_script_call(ScriptCallStat {
+        name: Some(spec.name),
+        ns: started.elapsed().as_nanos() as u64,
+        err: reply.error_text().cloned(),
+        rejected: false,
+    });
+    reply
+}
+
+/// The checks before a script's call runs, in Redis's order: known
+/// command, arity, allowed in scripts, no writes from a read-only script,
+/// `-OOM` for `denyoom` commands over `maxmemory` (unless `allow-oom`),
+/// keys on one shard the script can reach. The command's row and that
+/// shard, or the refusal with the row's name when the command is known.
+fn admit_call(
+    env: &ScriptEnv,
+    state: &CallState,
+    argv: &[Bytes],
+) -> Result<(&'static CommandSpec, ShardId), (Option<&'static str>, CmdError)> {
+    let Some(mut spec) = table::lookup(&argv[0]) else {
+        return Err((
+            None,
+            CmdError::msg("ERR Unknown Redis command called from script"),
+        ));
+    };
+    let refuse =
+        |spec: &'static CommandSpec, m: &'static str| Err((Some(spec.name), CmdError::msg(m)));
     if !spec.arity_ok(argv.len()) {
-        return err("ERR Wrong number of args calling Redis command from script");
+        return refuse(
+            spec,
+            "ERR Wrong number of args calling Redis command from script",
+        );
     }
     if !spec.subcommands.is_empty() {
         let Some(sub) = argv.get(1).and_then(|name| table::lookup_sub(spec, name)) else {
-            return err(if argv.len() < 2 {
-                "ERR Wrong number of args calling Redis command from script"
-            } else {
-                "ERR Unknown Redis command called from script"
-            });
+            if argv.len() < 2 {
+                // The container alone: its own arity fails.
+                return refuse(
+                    spec,
+                    "ERR Wrong number of args calling Redis command from script",
+                );
+            }
+            return Err((
+                None,
+                CmdError::msg("ERR Unknown Redis command called from script"),
+            ));
         };
         if !sub.arity_ok(argv.len()) {
-            return err("ERR Wrong number of args calling Redis command from script");
+            return refuse(
+                sub,
+                "ERR Wrong number of args calling Redis command from script",
+            );
         }
         spec = sub;
     }
     if spec.flags.has(Flags::NOSCRIPT) {
-        return err("ERR This Redis command is not allowed from script");
+        return refuse(spec, "ERR This Redis command is not allowed from script");
     }
-    let writes = spec.flags.has(Flags::WRITE);
-    if writes && state.read_only {
-        return err("ERR Write commands are not allowed from read-only scripts.");
+    if spec.flags.has(Flags::WRITE) && state.read_only {
+        return refuse(
+            spec,
+            "ERR Write commands are not allowed from read-only scripts.",
+        );
     }
     if spec.flags.has(Flags::DENYOOM) && !state.allow_oom && over_maxmemory(&env.tunables) {
-        return err(crate::io::gates::OOM_ERROR);
+        return refuse(spec, crate::io::gates::OOM_ERROR);
     }
     let mut target = env.home;
     if env.shards > 1 {
@@ -607,16 +668,33 @@ fn run_call(
         for i in spec.key_indexes(argv) {
             let shard = env.slot_map.shard(slot_of(&argv[i]));
             if !env.reachable.contains(&shard) {
-                return err(NOT_LOCAL_KEY);
+                return refuse(spec, NOT_LOCAL_KEY);
             }
             if first {
                 target = shard;
                 first = false;
             } else if shard != target {
-                return err(CALL_SPANS_SHARDS);
+                return refuse(spec, CALL_SPANS_SHARDS);
             }
         }
     }
+    Ok((spec, target))
+}
+
+/// Run an admitted call: the command's own parser, applied on `target`.
+/// Commands that run on the connection's thread elsewhere are limited here
+/// to RENAME, RENAMENX and COPY (keys on one shard), PING, ECHO, TIME (the
+/// script's start time, frozen as in Redis 7.0+) and SELECT (which changes
+/// the script's database); `None` for the others.
+fn execute_call(
+    env: &ScriptEnv,
+    state: &mut CallState,
+    apply: &mut Apply<'_>,
+    spec: &'static CommandSpec,
+    target: ShardId,
+    argv: &[Bytes],
+) -> Option<Reply> {
+    let writes = spec.flags.has(Flags::WRITE);
     let req = match spec.handler {
         Handler::Keyed { parse, .. } => parse(argv),
         Handler::Blocking {
@@ -624,10 +702,10 @@ fn run_call(
         } => {
             if block_ms(argv).is_some() && matches!(spec.name, "XREAD" | "XREADGROUP") {
                 // The name as the script spelled it (Redis prints argv[0]).
-                return Reply::Error(CmdError::msg(format!(
+                return Some(Reply::Error(CmdError::msg(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
                     String::from_utf8_lossy(&argv[0])
-                )));
+                ))));
             }
             // Other blocking commands answer at once, as in MULTI.
             parse(argv)
@@ -646,7 +724,7 @@ fn run_call(
             r.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
-    reply
+    Some(reply)
 }
 
 /// A script with flags (a shebang, or a function) that may write and lacks
@@ -719,15 +797,16 @@ fn copy_options(argv: &[Bytes], databases: usize) -> Result<(Option<usize>, bool
     Ok((dst_db, replace))
 }
 
-/// The connection-thread commands a script may call on its shard.
+/// The connection-thread commands a script may call on its shard; `None`
+/// for the others.
 fn connection_command(
     name: &str,
     argv: &[Bytes],
     state: &mut CallState,
     databases: usize,
-) -> Reply {
+) -> Option<Reply> {
     let started_us = state.started_us;
-    match name {
+    Some(match name {
         "PING" => match argv.len() {
             1 => Reply::simple("PONG"),
             2 => Reply::Bulk(argv[1].clone()),
@@ -746,13 +825,8 @@ fn connection_command(
             Ok(_) => Reply::Error(CmdError::msg("ERR DB index is out of range")),
             Err(_) => Reply::Error(CmdError::NotInteger),
         },
-        _ => {
-            Reply::Error(CmdError::msg(format!(
-                "ERR This Redis command is not supported from scripts by shardstream: '{}' does not run on a key's shard",
-                name.to_ascii_lowercase()
-            )))
-        }
-    }
+        _ => return None,
+    })
 }
 
 /// `SCRIPT LOAD script`

@@ -562,7 +562,11 @@ impl Engine {
                     let reply = (exec.borrow_mut())(argv);
                     let failed = reply.is_error();
                     let resp3 = holder.raw_get::<i64>("resp").unwrap_or(2) == 3;
-                    Ok((reply_to_lua(lua, reply, resp3)?, failed))
+                    let value = match reply {
+                        Reply::Error(e) => call_err_table(lua, &e.to_string())?,
+                        reply => reply_to_lua(lua, reply, resp3)?,
+                    };
+                    Ok((value, failed))
                 })?;
                 self.lua.set_named_registry_value(CALL_IMPL_KEY, call)?;
                 let (ok, value): (bool, Value) = match fn_args {
@@ -602,10 +606,8 @@ impl Engine {
                 } else {
                     msg
                 };
-                Reply::Error(CmdError::msg(format!(
-                    "{msg} script: {}, on {src}:{line}.",
-                    inv.name
-                )))
+                let text = format!("{msg} script: {}, on {src}:{line}.", inv.name);
+                Reply::Error(script_error(text, !killed && raised_counted(&info)))
             }
             Err(e) => Reply::Error(CmdError::msg(format!(
                 "ERR Error running script: {}",
@@ -738,6 +740,15 @@ fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// Whether a handler's error record holds an error table a called command
+/// answered (`redis.call` raising it, or the script raising a `pcall`'s).
+fn raised_counted(info: &Value) -> bool {
+    let Value::Table(t) = info else {
+        return false;
+    };
+    matches!(t.raw_get::<Value>("e"), Ok(Value::Table(et)) if is_counted(&et))
+}
+
 /// `(message, source, line)` of a handler's error record: an error table's
 /// `err` field as is, any other error value as `ERR <text>`.
 fn error_parts(info: &Value) -> (String, String, String) {
@@ -794,6 +805,36 @@ fn lua_message(e: &mlua::Error) -> String {
 
 fn lua_internal(e: mlua::Error) -> CmdError {
     CmdError::msg(format!("ERR Lua engine error: {}", lua_message(&e)))
+}
+
+/// Field of an error table that a called command answered (or that
+/// refused the call): INFO counted it then, so a script answering with it
+/// does not count it again (Redis marks its tables the same way).
+const COUNTED_FIELD: &str = "ignore_error_stats_update";
+
+/// The error table of a failed `redis.call` / `redis.pcall`, marked as
+/// counted ([`COUNTED_FIELD`]).
+fn call_err_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
+    let t = err_table(lua, msg)?;
+    if let Value::Table(t) = &t {
+        t.raw_set(COUNTED_FIELD, true)?;
+    }
+    Ok(t)
+}
+
+/// Whether error table `t` carries [`COUNTED_FIELD`].
+fn is_counted(t: &Table) -> bool {
+    matches!(t.raw_get::<Value>(COUNTED_FIELD), Ok(Value::Boolean(true)))
+}
+
+/// The error reply with `text`: [`CmdError::FromScriptCall`] when INFO
+/// counted it already.
+fn script_error(text: String, counted: bool) -> CmdError {
+    if counted {
+        CmdError::FromScriptCall(text.into())
+    } else {
+        CmdError::msg(text)
+    }
 }
 
 fn err_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
@@ -1008,7 +1049,7 @@ fn lua_to_reply_at(v: &Value, resp3: bool, depth: usize) -> Reply {
 fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
         let text = e.to_string_lossy().replace(['\r', '\n'], " ");
-        return Reply::Error(CmdError::msg(text));
+        return Reply::Error(script_error(text, is_counted(t)));
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
         let text = s.to_string_lossy().replace(['\r', '\n'], " ");

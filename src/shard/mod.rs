@@ -1302,6 +1302,8 @@ impl<'a> Exec<'a> {
         let started = quanta::Instant::now();
         let reply = msg::apply_as_client(job.req, self.db, &cx);
         let ns = started.elapsed().as_nanos() as u64;
+        // The commands a script called (EVAL, FCALL, in EXEC too).
+        self.shared.cmdstats.flush_script_calls();
         if matches!(reply, Reply::NoReply) {
             // A blocking read that parked: its call's latency sample comes
             // when it is served.
@@ -1343,6 +1345,8 @@ impl<'a> Exec<'a> {
         let shared = self.shared;
         let stopping = || shared.shutdown.load(Ordering::SeqCst);
         let replies = hold::run_group(group, self.db, &mut |db| commit_round(db, aof), &stopping);
+        // Commands cross-shard scripts called, counted before their replies leave.
+        shared.cmdstats.flush_script_calls();
         for (to, reply) in replies {
             self.queue_reply(to, reply);
         }
