@@ -623,11 +623,11 @@ fn info_sections() {
     assert_eq!(info_field(text, "role").as_deref(), Some("master"));
     assert_eq!(
         info_field(text, "db0").as_deref(),
-        Some("keys=2,expires=0,avg_ttl=0")
+        Some("keys=2,expires=0,avg_ttl=0,subexpiry=0")
     );
     assert_eq!(
         info_field(text, "db3").as_deref(),
-        Some("keys=1,expires=0,avg_ttl=0")
+        Some("keys=1,expires=0,avg_ttl=0,subexpiry=0")
     );
     assert!(info_field(text, "db1").is_none());
     assert_eq!(info_field(text, "shards").as_deref(), Some("2"));
@@ -655,7 +655,7 @@ fn info_sections() {
     let one = c.raw(&["INFO", "keyspace"]);
     assert_eq!(
         body(&one),
-        "# Keyspace\r\ndb0:keys=2,expires=0,avg_ttl=0\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
+        "# Keyspace\r\ndb0:keys=2,expires=0,avg_ttl=0,subexpiry=0\r\ndb3:keys=1,expires=0,avg_ttl=0,subexpiry=0\r\n"
     );
     // Sections come in Redis's order whatever the asked order; case-insensitive.
     let two = c.raw(&["INFO", "CPU", "server"]);
@@ -1415,4 +1415,54 @@ fn blocking_timeouts_are_read_as_redis_reads_them() {
     }));
     assert_eq!(probe.raw(&["RPUSH", "forever", "x"]), ":1");
     assert_eq!(c.read_reply(), "*2\r\n$7\r\nforever\r\n$1\r\nx");
+}
+
+/// INFO keyspace `avg_ttl` is the average time to live, in ms, of the keys
+/// with a TTL in every shard (Redis estimates it from its expiry cycle's
+/// samples; shardstream's is exact): keys without a TTL and keys past
+/// theirs do not count.
+#[test]
+fn info_keyspace_avg_ttl_averages_the_ttls_of_every_shard() {
+    let srv = TestServer::with_config(Config {
+        shards: 2,
+        enable_debug_command: "yes",
+        ..test_config()
+    });
+    let mut c = srv.client();
+    let avg_ttl = |c: &mut common::RespClient| -> u64 {
+        let text = c.raw(&["INFO", "keyspace"]);
+        let db0 = info_field(&text, "db0").expect("db0");
+        db0.split(',')
+            .find_map(|f| f.strip_prefix("avg_ttl="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{db0}"))
+    };
+    // Keys spread over both shards: TTLs of 100 s and 300 s.
+    assert_eq!(c.raw(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), "+OK");
+    let (a, b) = common::keys_on_two_shards("ttl", 2);
+    assert_eq!(c.raw(&["SET", &a, "v", "EX", "100"]), "+OK");
+    assert_eq!(c.raw(&["SET", &b, "v", "EX", "300"]), "+OK");
+    assert_eq!(c.raw(&["SET", "plain", "v"]), "+OK");
+    let avg = avg_ttl(&mut c);
+    assert!((199_000..=200_000).contains(&avg), "{avg}");
+    // A key past its deadline (not collected: active expiry is off).
+    assert_eq!(c.raw(&["SET", "short", "v", "PX", "1"]), "+OK");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let avg = avg_ttl(&mut c);
+    assert!((199_000..=200_000).contains(&avg), "{avg}");
+    // PERSIST and a new TTL move it; no TTL left: 0.
+    assert_eq!(c.raw(&["PERSIST", &b]), ":1");
+    let avg = avg_ttl(&mut c);
+    assert!((99_000..=100_000).contains(&avg), "{avg}");
+    assert_eq!(c.raw(&["EXPIRE", &a, "1000"]), ":1");
+    let avg = avg_ttl(&mut c);
+    assert!((999_000..=1_000_000).contains(&avg), "{avg}");
+    // DEL collects the expired key, which it does not count.
+    assert_eq!(c.raw(&["DEL", &a, "short"]), ":1");
+    assert_eq!(avg_ttl(&mut c), 0);
+    let text = c.raw(&["INFO", "keyspace"]);
+    assert_eq!(
+        info_field(&text, "db0").as_deref(),
+        Some("keys=2,expires=0,avg_ttl=0,subexpiry=0")
+    );
 }

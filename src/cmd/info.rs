@@ -89,7 +89,7 @@ pub fn info(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let parts = (0..cx.shared.shards)
         .map(|i| {
             let req = on_shard(move |db, cx| {
-                let info = ShardInfo::of(db).to_reply();
+                let info = ShardInfo::of(db, cx.now_ms).to_reply();
                 if !want_latency {
                     return info;
                 }
@@ -158,13 +158,24 @@ pub struct ShardInfo {
     pub keyspace_misses: u64,
     /// Changes made (`rdb_changes_since_last_save`).
     pub dirty: u64,
-    /// `(keys, keys with a TTL)` per database.
-    pub dbs: Vec<(u64, u64)>,
+    /// One entry per database.
+    pub dbs: Vec<DbInfo>,
+}
+
+/// What one shard reports of one database for INFO keyspace.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DbInfo {
+    pub keys: u64,
+    /// Keys with a TTL.
+    pub expires: u64,
+    /// Keys whose TTL has not run out yet, and their average TTL, ms.
+    pub ttl_keys: u64,
+    pub avg_ttl_ms: u64,
 }
 
 impl ShardInfo {
-    /// Read a shard's counters and key counts (on the shard thread).
-    pub fn of(db: &ShardDb) -> Self {
+    /// Read a shard's counters and key counts (on the shard thread) at `now_ms`.
+    pub fn of(db: &ShardDb, now_ms: u64) -> Self {
         ShardInfo {
             ops: db.stats.ops,
             expired_keys: db.stats.expired_keys,
@@ -174,7 +185,13 @@ impl ShardInfo {
             dbs: (0..db.databases())
                 .map(|i| {
                     let ks = db.keyspace(i);
-                    (ks.len() as u64, ks.expires_len() as u64)
+                    let (ttl_keys, avg_ttl_ms) = ks.ttl_stats(now_ms);
+                    DbInfo {
+                        keys: ks.len() as u64,
+                        expires: ks.expires_len() as u64,
+                        ttl_keys,
+                        avg_ttl_ms,
+                    }
                 })
                 .collect(),
         }
@@ -189,9 +206,8 @@ impl ShardInfo {
             self.keyspace_misses,
             self.dirty,
         ];
-        for (k, e) in &self.dbs {
-            v.push(*k);
-            v.push(*e);
+        for d in &self.dbs {
+            v.extend([d.keys, d.expires, d.ttl_keys, d.avg_ttl_ms]);
         }
         Reply::Array(v.into_iter().map(|n| Reply::Int(n as i64)).collect())
     }
@@ -218,14 +234,19 @@ impl ShardInfo {
             dbs: n
                 .get(5..)
                 .unwrap_or(&[])
-                .chunks_exact(2)
-                .map(|c| (c[0], c[1]))
+                .chunks_exact(4)
+                .map(|c| DbInfo {
+                    keys: c[0],
+                    expires: c[1],
+                    ttl_keys: c[2],
+                    avg_ttl_ms: c[3],
+                })
                 .collect(),
         }
     }
 
     fn keys(&self) -> u64 {
-        self.dbs.iter().map(|(k, _)| k).sum()
+        self.dbs.iter().map(|d| d.keys).sum()
     }
 }
 
@@ -740,11 +761,20 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("# Keyspace");
             let ndb = shards.iter().map(|i| i.dbs.len()).max().unwrap_or(0);
             for db in 0..ndb {
-                let at = |i: &ShardInfo| i.dbs.get(db).copied().unwrap_or((0, 0));
-                let keys: u64 = shards.iter().map(|i| at(i).0).sum();
-                let expires: u64 = shards.iter().map(|i| at(i).1).sum();
+                let at = |i: &ShardInfo| i.dbs.get(db).copied().unwrap_or_default();
+                let keys: u64 = shards.iter().map(|i| at(i).keys).sum();
+                let expires: u64 = shards.iter().map(|i| at(i).expires).sum();
+                // Each shard's average weighted by its keys with a TTL.
+                let ttl_keys: u128 = shards.iter().map(|i| u128::from(at(i).ttl_keys)).sum();
+                let ttl_sum: u128 = shards
+                    .iter()
+                    .map(|i| u128::from(at(i).ttl_keys) * u128::from(at(i).avg_ttl_ms))
+                    .sum();
+                let avg_ttl = if ttl_keys == 0 { 0 } else { ttl_sum / ttl_keys };
                 if keys > 0 {
-                    line!("db{db}:keys={keys},expires={expires},avg_ttl=0");
+                    // `subexpiry` (Redis 7.4+): keys with hash fields that
+                    // expire; shardstream has no hashes.
+                    line!("db{db}:keys={keys},expires={expires},avg_ttl={avg_ttl},subexpiry=0");
                 }
             }
         }
@@ -813,7 +843,15 @@ mod tests {
             keyspace_hits: 2,
             keyspace_misses: 3,
             dirty: 9,
-            dbs: vec![(5, 1), (0, 0)],
+            dbs: vec![
+                DbInfo {
+                    keys: 5,
+                    expires: 2,
+                    ttl_keys: 1,
+                    avg_ttl_ms: 90_000,
+                },
+                DbInfo::default(),
+            ],
         };
         assert_eq!(ShardInfo::from_reply(&i.to_reply()), i);
         assert_eq!(ShardInfo::from_reply(&Reply::Ok), ShardInfo::default());

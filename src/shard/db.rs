@@ -153,7 +153,11 @@ pub fn scan_hash(key: &[u8]) -> u64 {
 pub struct Keyspace {
     map: HashMap<Bytes, Entry>,
     /// Keys with a TTL, ordered by deadline: active expiry pops from the front.
+    /// Changed only through [`add_expire`](Self::add_expire) and
+    /// [`remove_expire`](Self::remove_expire).
     expires: BTreeSet<(u64, Bytes)>,
+    /// Sum of the deadlines in `expires`, ms since the epoch (INFO `avg_ttl`).
+    expires_sum_ms: u128,
     /// Every key in SCAN order: (slot, hash48, key).
     scan_index: BTreeSet<(u16, u64, Bytes)>,
 }
@@ -178,10 +182,41 @@ impl Keyspace {
         self.expires.len()
     }
 
+    fn add_expire(&mut self, at: u64, key: &Bytes) {
+        if self.expires.insert((at, key.clone())) {
+            self.expires_sum_ms += u128::from(at);
+        }
+    }
+
+    fn remove_expire(&mut self, at: u64, key: &Bytes) {
+        if self.expires.remove(&(at, key.clone())) {
+            self.expires_sum_ms -= u128::from(at);
+        }
+    }
+
+    /// The keys with a TTL that has not run out at `now_ms`, and their
+    /// average time to live, ms (INFO keyspace `avg_ttl`: exact, where Redis
+    /// estimates it from its expiry cycle's samples). Keys past their
+    /// deadline but not collected yet (at the front of `expires`) are left
+    /// out, as Redis's samples leave them.
+    pub fn ttl_stats(&self, now_ms: u64) -> (u64, u64) {
+        let (mut gone, mut gone_sum) = (0u64, 0u128);
+        for (at, _) in self.expires.iter().take_while(|(at, _)| *at <= now_ms) {
+            gone += 1;
+            gone_sum += u128::from(*at);
+        }
+        let live = self.expires.len() as u64 - gone;
+        if live == 0 {
+            return (0, 0);
+        }
+        let remaining = self.expires_sum_ms - gone_sum - u128::from(live) * u128::from(now_ms);
+        (live, (remaining / u128::from(live)) as u64)
+    }
+
     fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let (key, entry) = self.map.remove_entry(key)?;
         if let Some(at) = entry.expire_at_ms {
-            self.expires.remove(&(at, key.clone()));
+            self.remove_expire(at, &key);
         }
         self.scan_index.remove(&Self::index_key(&key));
         Some(entry)
@@ -854,10 +889,10 @@ impl ShardDb {
             }
             if old_at != expire_at_ms {
                 if let Some(at) = old_at {
-                    ks.expires.remove(&(at, key.clone()));
+                    ks.remove_expire(at, &key);
                 }
                 if let Some(at) = expire_at_ms {
-                    ks.expires.insert((at, key.clone()));
+                    ks.add_expire(at, &key);
                 }
             }
             // A replaced stream wakes its blocked XREADGROUP readers (with an error).
@@ -870,7 +905,7 @@ impl ShardDb {
         }
         let key = Bytes::copy_from_slice(&key);
         if let Some(at) = expire_at_ms {
-            ks.expires.insert((at, key.clone()));
+            ks.add_expire(at, &key);
         }
         ks.scan_index.insert(Keyspace::index_key(&key));
         ks.map.insert(
@@ -910,10 +945,10 @@ impl ShardDb {
         let k = k.clone();
         let old = entry.expire_at_ms;
         if let Some(at) = old {
-            ks.expires.remove(&(at, k.clone()));
+            ks.remove_expire(at, &k);
         }
         if let Some(at) = expire_at_ms {
-            ks.expires.insert((at, k.clone()));
+            ks.add_expire(at, &k);
         }
         if let Some(e) = ks.map.get_mut(&k) {
             e.expire_at_ms = expire_at_ms;
