@@ -770,7 +770,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
                     .iter()
                     .map(|i| u128::from(at(i).ttl_keys) * u128::from(at(i).avg_ttl_ms))
                     .sum();
-                let avg_ttl = if ttl_keys == 0 { 0 } else { ttl_sum / ttl_keys };
+                let avg_ttl = ttl_sum.checked_div(ttl_keys).unwrap_or(0);
                 if keys > 0 {
                     // `subexpiry` (Redis 7.4+): keys with hash fields that
                     // expire; shardstream has no hashes.
