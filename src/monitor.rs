@@ -5,7 +5,9 @@
 //! +1339518083.107412 [0 127.0.0.1:60866] "keys" "*"
 //! ```
 //!
-//! (`[<db> unix:<socket path>]` for Unix-socket clients). Arguments are
+//! (`[<db> unix:<socket path>]` for Unix-socket clients; `[<db> lua]` for
+//! the commands a script calls, after its EVAL or FCALL line, each when it
+//! has run, in the database it leaves selected). Arguments are
 //! quoted as Redis's `sdscatrepr` does: `\\`, `\"`, `\n`, `\r`, `\t`,
 //! `\a`, `\b`, printable ASCII as is, any other byte as `\xhh`.
 //!
@@ -153,12 +155,12 @@ impl Monitors {
         self.active.store(l.len(), Ordering::Relaxed);
     }
 
-    /// Send the line for command `argv` run by the client at `addr` on
+    /// Send the line for command `argv` run by `addr` (a client, or a script) on
     /// database `db` to every monitor, waking each monitor's thread if it
     /// sleeps. A monitor whose channel is full is cut off (its thread
     /// closes it); one whose connection is gone is dropped. `now_us` is the
     /// wall clock in µs since the Unix epoch.
-    pub fn feed(&self, now_us: u64, db: usize, addr: &Endpoint, argv: &[Bytes]) {
+    pub fn feed(&self, now_us: u64, db: usize, addr: Peer<'_>, argv: &[Bytes]) {
         let line = Bytes::from(format_line(now_us, db, addr, argv));
         let mut l = self.list();
         l.retain(|e| match e.tx.try_send(line.clone()) {
@@ -177,6 +179,19 @@ impl Monitors {
     }
 }
 
+/// Commands MONITOR does not show (Redis: `CMD_ADMIN`, `CMD_SKIP_MONITOR`).
+/// The script commands are flagged `skip_monitor` but shown: Redis feeds
+/// them itself as they start, so that the commands they call come after
+/// them (`evalCommand`, `fcallCommandGeneric`).
+pub fn skips(spec: &crate::cmd::CommandSpec) -> bool {
+    use crate::cmd::Flags;
+    let script = matches!(
+        spec.name,
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO"
+    );
+    spec.flags.has(Flags::ADMIN) || spec.flags.has(Flags::SKIP_MONITOR) && !script
+}
+
 /// Wall clock now, µs since the Unix epoch.
 pub fn now_us() -> u64 {
     std::time::SystemTime::now()
@@ -184,14 +199,24 @@ pub fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// Who ran a command a MONITOR line shows.
+#[derive(Clone, Copy)]
+pub enum Peer<'a> {
+    /// A client at this address: `[<db> 127.0.0.1:60866]`, `[<db> unix:<path>]`.
+    Client(&'a Endpoint),
+    /// A script (`redis.call` in EVAL, FCALL): `[<db> lua]`.
+    Script,
+}
+
 /// One MONITOR line, CRLF included. AUTH's arguments (and HELLO's after
 /// AUTH, and MIGRATE's AUTH/AUTH2 credentials) are shown as `(redacted)`,
 /// as Redis 7 shows them.
-pub fn format_line(now_us: u64, db: usize, addr: &Endpoint, argv: &[Bytes]) -> Vec<u8> {
+pub fn format_line(now_us: u64, db: usize, addr: Peer<'_>, argv: &[Bytes]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + argv.iter().map(|a| a.len() + 3).sum::<usize>());
     let peer = match addr {
-        Endpoint::Tcp(a) => a.to_string(),
-        Endpoint::Unix(path) => format!("unix:{path}"),
+        Peer::Client(Endpoint::Tcp(a)) => a.to_string(),
+        Peer::Client(Endpoint::Unix(path)) => format!("unix:{path}"),
+        Peer::Script => "lua".to_string(),
     };
     let _ = write!(
         out,
@@ -259,27 +284,34 @@ mod tests {
             "k\"\\".into(),
             Bytes::from(&b"a\r\n\t\x07\x08\x00\xff~ "[..]),
         ];
-        let line = format_line(1_339_518_083_107_412, 3, &addr, &argv);
+        let line = format_line(1_339_518_083_107_412, 3, Peer::Client(&addr), &argv);
         assert_eq!(
             String::from_utf8(line).unwrap(),
             "+1339518083.107412 [3 127.0.0.1:60866] \"set\" \"k\\\"\\\\\" \"a\\r\\n\\t\\a\\b\\x00\\xff~ \"\r\n"
         );
         let unix = Endpoint::Unix("/tmp/s.sock".into());
-        let line = format_line(5, 0, &unix, &["ping".into()]);
+        let line = format_line(5, 0, Peer::Client(&unix), &["ping".into()]);
         assert_eq!(line, b"+0.000005 [0 unix:/tmp/s.sock] \"ping\"\r\n");
+        let line = format_line(5, 2, Peer::Script, &["get".into(), "k".into()]);
+        assert_eq!(line, b"+0.000005 [2 lua] \"get\" \"k\"\r\n");
     }
 
     #[test]
     fn auth_is_redacted() {
         let addr = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
-        let l = format_line(0, 0, &addr, &["AUTH".into(), "user".into(), "pw".into()]);
+        let l = format_line(
+            0,
+            0,
+            Peer::Client(&addr),
+            &["AUTH".into(), "user".into(), "pw".into()],
+        );
         assert!(String::from_utf8(l)
             .unwrap()
             .ends_with("\"AUTH\" \"(redacted)\" \"(redacted)\"\r\n"));
         let l = format_line(
             0,
             0,
-            &addr,
+            Peer::Client(&addr),
             &[
                 "hello".into(),
                 "3".into(),

@@ -598,7 +598,7 @@ pub struct Shared {
     /// SLOWLOG entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
     /// Clients in MONITOR mode.
-    pub monitors: crate::monitor::Monitors,
+    pub monitors: Arc<crate::monitor::Monitors>,
     /// Allocator bytes in use when the server had started (MEMORY STATS
     /// `startup.allocated`).
     pub startup_allocated_bytes: u64,

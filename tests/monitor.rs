@@ -469,3 +469,61 @@ fn client_kill_closes_a_monitor() {
     ) == 1));
     assert_eq!(c.raw(&["SET", "k", "v"]), "+OK");
 }
+
+/// EVAL and FCALL are shown (they are flagged `skip_monitor`, but Redis
+/// shows them itself), then the commands the script calls as `[<db> lua]`
+/// lines, each in the database it leaves selected; a call the script may
+/// not make (CONFIG) is not shown. Same lines, in the same order, as
+/// redis-server.
+#[test]
+fn script_calls_are_shown_as_lua() {
+    const BODY: &str = "redis.call('SET', KEYS[1], 'v') redis.call('SELECT', 4) \
+                        redis.pcall('CONFIG', 'GET', 'maxmemory') return redis.call('GET', KEYS[1])";
+    let run = |mut connect: Box<dyn FnMut() -> RespClient + '_>| -> Vec<String> {
+        let mut m = connect();
+        assert_eq!(m.raw(&["MONITOR"]), "+OK");
+        let mut c = connect();
+        assert_eq!(c.raw(&["EVAL", BODY, "1", "sk"]), "$-1");
+        assert_eq!(c.raw(&["FUNCTION", "LOAD", "REPLACE", FLIB]), "$3\r\nmon");
+        assert_eq!(c.raw(&["FCALL", "getit", "1", "sk"]), "$1\r\nv");
+        let _ = c.raw(&["ECHO", "end"]);
+        let mut lines = Vec::new();
+        loop {
+            let line = m.read_reply();
+            let (_, rest) = line.split_once(' ').expect("space after the time");
+            let (who, args) = rest.split_once("] ").expect("client part");
+            let (db, addr) = who.trim_start_matches('[').split_once(' ').unwrap();
+            let addr = if addr == "lua" { "lua" } else { "client" };
+            if args == "\"ECHO\" \"end\"" {
+                break;
+            }
+            lines.push(format!("{db} {addr} {args}"));
+        }
+        lines
+    };
+    const FLIB: &str = "#!lua name=mon\nredis.register_function('getit', \
+                        function(keys) return redis.call('GET', keys[1]) end)";
+    let srv = TestServer::start(2);
+    let ours = run(Box::new(|| srv.client()));
+    let want = [
+        "0 client \"FCALL\" \"getit\" \"1\" \"sk\"",
+        "0 lua \"GET\" \"sk\"",
+        "0 lua \"GET\" \"sk\"",
+        "0 lua \"SET\" \"sk\" \"v\"",
+        "4 lua \"GET\" \"sk\"",
+        "4 lua \"SELECT\" \"4\"",
+    ];
+    for w in want {
+        assert!(ours.iter().any(|l| l == w), "{w} in {ours:?}");
+    }
+    assert!(
+        !ours.iter().any(|l| l.contains("lua \"CONFIG\"")),
+        "{ours:?}"
+    );
+    assert!(ours[0].starts_with("0 client \"EVAL\""), "{ours:?}");
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let theirs = run(Box::new(|| redis.client()));
+    assert_eq!(ours, theirs);
+}

@@ -236,6 +236,7 @@ pub fn route_script(shared: &Shared, db: usize, call: ScriptCall) -> Action {
         home,
         reachable: shards.clone(),
         db,
+        monitors: shared.monitors.clone(),
     };
     Action::Atomic {
         shards,
@@ -413,6 +414,8 @@ pub struct ScriptEnv {
     pub reachable: Vec<ShardId>,
     /// The database the script starts in (the client's).
     pub db: usize,
+    /// MONITOR clients, shown each call as `[<db> lua]`.
+    pub monitors: Arc<crate::monitor::Monitors>,
 }
 
 /// Runs one parsed call on a reachable shard, in a database.
@@ -430,6 +433,7 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
         home: db.id,
         reachable: vec![db.id],
         db: cx.db,
+        monitors: db.monitors.clone(),
     };
     let mut apply = |_shard: ShardId, dbi: usize, req: ShardReq| -> Reply {
         req.apply(db, &ExecCtx { db: dbi, ..*cx })
@@ -601,6 +605,12 @@ fn run_call(
         err: reply.error_text().cloned(),
         rejected: false,
     });
+    // After the call, in the database it leaves selected (Redis's `call`).
+    if env.monitors.is_active() && !crate::monitor::skips(spec) {
+        let now_us = crate::monitor::now_us();
+        let peer = crate::monitor::Peer::Script;
+        env.monitors.feed(now_us, state.selected, peer, argv);
+    }
     reply
 }
 

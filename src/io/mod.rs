@@ -25,6 +25,7 @@ use mio::net::TcpStream;
 use socket::{Endpoint, Socket};
 
 use crate::error::CmdError;
+use crate::monitor::Peer;
 use crate::reply::Reply;
 use crate::route::router::{self, start_block, start_fan, Routed};
 use crate::route::slot::ShardId;
@@ -488,12 +489,6 @@ fn run_command(
     }
 }
 
-/// Commands MONITOR does not show (Redis: `CMD_ADMIN`, `CMD_SKIP_MONITOR`).
-fn monitor_skips(flags: crate::cmd::Flags) -> bool {
-    use crate::cmd::Flags;
-    flags.has(Flags::ADMIN) || flags.has(Flags::SKIP_MONITOR)
-}
-
 /// Feed monitors the commands EXEC is about to run, each with the database
 /// it leaves selected (a queued SELECT changes it for itself and the
 /// commands after it, as Redis feeds a command after it ran), before
@@ -513,7 +508,7 @@ fn feed_transaction(shared: &Shared, session: &Session) {
         let Some(spec) = crate::cmd::table::row_of(argv) else {
             continue;
         };
-        if monitor_skips(spec.flags) {
+        if crate::monitor::skips(spec) {
             continue;
         }
         if spec.name == "SELECT" {
@@ -525,7 +520,9 @@ fn feed_transaction(shared: &Shared, session: &Session) {
                 }
             }
         }
-        shared.monitors.feed(now_us, db, &session.shared.addr, argv);
+        shared
+            .monitors
+            .feed(now_us, db, Peer::Client(&session.shared.addr), argv);
     }
 }
 
@@ -578,10 +575,12 @@ fn dispatch_one(
     }
     // MONITOR: one relaxed load when nobody monitors. After routing, so a
     // SELECT shows its new database, as Redis feeds monitors after a call.
-    if shared.monitors.is_active() && !monitor_skips(spec.flags) {
+    if shared.monitors.is_active() && !crate::monitor::skips(spec) {
         let now_us = crate::monitor::now_us();
         let s = &conn.session;
-        shared.monitors.feed(now_us, s.db, &s.shared.addr, &argv);
+        shared
+            .monitors
+            .feed(now_us, s.db, Peer::Client(&s.shared.addr), &argv);
     }
     match routed {
         Routed::Reply(r) => {

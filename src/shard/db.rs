@@ -267,6 +267,8 @@ pub struct ShardDb {
     pub aof: crate::aof::AofLog,
     /// Scripts and function libraries shared by every shard (see [`crate::script`]).
     pub scripts: std::sync::Arc<crate::script::Registry>,
+    /// The server's MONITOR clients (a script's calls are shown to them).
+    pub monitors: std::sync::Arc<crate::monitor::Monitors>,
     /// Watched keys and their versions (WATCH; see [`crate::shard::watch`]).
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
@@ -320,6 +322,7 @@ impl ShardDb {
             slot_map: std::sync::Arc::new(crate::route::slot::SlotMap::uniform(shards)),
             aof: Default::default(),
             scripts: Default::default(),
+            monitors: Default::default(),
             active_expire_enabled: true,
             forward: Vec::new(),
             delayed: Default::default(),

@@ -130,6 +130,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
             db.tunables = seed.shared.tunables.clone();
             db.slot_map = seed.shared.slot_map.clone();
             db.scripts = seed.shared.scripts.clone();
+            db.monitors = seed.shared.monitors.clone();
             let aof = match load_aof(&mut db, &seed) {
                 Ok((aof, stats)) => {
                     let _ = seed.ready.send(Ok(stats));
