@@ -653,7 +653,8 @@ impl Shared {
 
     /// Count one call of the table row named `name` (`"GET"`, `"CLIENT|LIST"`;
     /// unknown names only count as processed), and whether it failed or was
-    /// rejected before running.
+    /// rejected before running. A rejected command is not a processed one
+    /// (INFO `total_commands_processed` counts what ran, as Redis's `call`).
     pub fn count_call(&self, name: &str, failed: bool, rejected: bool) {
         self.count_call_at(self.cmdstats.index_of(name), failed, rejected);
     }
@@ -662,7 +663,9 @@ impl Shared {
     /// [`CmdStats::index_of`]).
     pub fn count_call_at(&self, stat: Option<usize>, failed: bool, rejected: bool) {
         let st = self.cmdstats.block();
-        st.add(&st.processed, 1);
+        if !rejected {
+            st.add(&st.processed, 1);
+        }
         if let Some(i) = stat {
             if !rejected {
                 st.add(&st.calls[i], 1);

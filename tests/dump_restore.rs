@@ -529,7 +529,8 @@ fn lists_and_sets_dump_and_restore_both_ways() {
     assert_eq!(run(&mut theirs, "SISMEMBER ints -3"), V::Int(1));
 }
 
-/// TYPE and EXISTS do not count as an access (Redis's `LOOKUP_NOTOUCH`):
+/// TYPE, EXISTS, the TTL family, OBJECT ENCODING and MEMORY USAGE do not
+/// count as an access (Redis's `LOOKUP_NOTOUCH`):
 /// a key restored with IDLETIME 1000 keeps it through them, and a GET
 /// resets it. Same on redis-server.
 #[test]
@@ -553,6 +554,17 @@ fn type_and_exists_leave_the_idle_time_alone() {
             .expect("restore");
         assert_eq!(run(c, "TYPE idle"), V::SimpleString("string".into()));
         assert_eq!(run(c, "EXISTS idle src nope"), V::Int(2));
+        // Nor are the TTL family, OBJECT ENCODING and MEMORY USAGE.
+        for line in [
+            "TTL idle",
+            "PTTL idle",
+            "EXPIRETIME idle",
+            "PEXPIRETIME idle",
+            "OBJECT ENCODING idle",
+            "MEMORY USAGE idle",
+        ] {
+            run(c, line);
+        }
         assert_eq!(run(c, "OBJECT IDLETIME idle"), V::Int(1000));
         run(c, "GET idle");
         assert_eq!(run(c, "OBJECT IDLETIME idle"), V::Int(0));

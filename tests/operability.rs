@@ -1025,3 +1025,38 @@ fn commands_called_by_scripts_count_like_redis() {
         "{errors}"
     );
 }
+
+/// INFO `total_commands_processed` counts the commands that ran, failed
+/// ones included: not those refused before running (unknown command or
+/// subcommand, wrong arity, a queued command's `QUEUED`, a doomed EXEC's
+/// queue), as redis-server counts them.
+#[test]
+fn processed_commands_leave_out_refused_ones_like_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    let script = "
+        CONFIG RESETSTAT
+        GET
+        NOSUCH a b
+        XGROUP NOSUCH
+        XADD s
+        SET k v
+        INCR k
+        MULTI
+        SET a 1
+        GET a
+        EXEC
+        MULTI
+        GET
+        SET a 2
+        EXEC
+        EVAL \"return 1\" 0
+        EVAL
+        ";
+    assert_same_replies(&mut ours, &mut theirs, script);
+    assert_same_stats(&mut ours, &mut theirs, &["total_commands_processed"]);
+}

@@ -202,11 +202,12 @@ pub fn apply_reload(db: &mut ShardDb, now_ms: u64) -> Result<(), String> {
 ///
 /// # Reply
 /// Status: `Value at:0x... refcount:1 encoding:<enc> serializedlength:<n>
-/// lru:<clock> lru_seconds_idle:0` (no LRU clock is kept: idle is 0).
+/// lru:<clock> lru_seconds_idle:<s>`: the key's last access on Redis's
+/// 24-bit seconds clock, and seconds since. Not an access itself.
 /// # Errors
 /// `ERR no such key`.
 pub fn apply_debug_object(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
-    let Some(entry) = db.get(cx.db, key, cx.now_ms) else {
+    let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
         return Reply::Error(CmdError::msg("ERR no such key"));
     };
     let (encoding, len) = match &entry.value {
@@ -217,11 +218,13 @@ pub fn apply_debug_object(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
         Value::Zset(z) => (crate::cmd::object::zset_encoding(z), z.memory_usage_bytes()),
     };
     let addr = &entry.value as *const Value as usize;
-    let lru = (cx.now_ms / 1000) & ((1 << 24) - 1);
+    let last = entry.access.last_access_ms;
+    let lru = (last / 1000) & ((1 << 24) - 1);
+    let idle_s = cx.now_ms.saturating_sub(last) / 1000;
     Reply::Simple(
         format!(
             "Value at:{addr:#x} refcount:1 encoding:{encoding} serializedlength:{len} \
-             lru:{lru} lru_seconds_idle:0"
+             lru:{lru} lru_seconds_idle:{idle_s}"
         )
         .into(),
     )

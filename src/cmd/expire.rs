@@ -337,7 +337,8 @@ pub fn apply_expire(db: &mut ShardDb, cx: &ExecCtx, e: &Expire) -> Result<Reply,
 /// # Source
 /// `ttlGenericCommand`, redis/src/expire.c (7.0).
 fn apply_ttl(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], kind: TtlKind, ms: bool) -> Reply {
-    let Some(entry) = db.get(cx.db, key, cx.now_ms) else {
+    // Not an access (Redis: LOOKUP_NOTOUCH).
+    let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
         return Reply::Int(-2);
     };
     let Some(at) = entry.expire_at_ms else {

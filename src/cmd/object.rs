@@ -245,7 +245,8 @@ pub fn apply_object_encoding(
     cx: &ExecCtx,
     key: &[u8],
 ) -> Result<Reply, CmdError> {
-    let Some(entry) = db.get(cx.db, key, cx.now_ms) else {
+    // Not an access (Redis's OBJECT looks keys up with LOOKUP_NOTOUCH).
+    let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
         return Ok(Reply::NullBulk);
     };
     let name = match &entry.value {
@@ -316,7 +317,8 @@ pub fn string_encoding(s: &[u8]) -> &'static str {
 /// # Reply
 /// Integer bytes; null bulk for a missing key.
 pub fn apply_memory_usage(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
-    let Some(entry) = db.get(cx.db, key, cx.now_ms) else {
+    // Not an access (Redis reads the dict entry directly).
+    let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
         return Reply::NullBulk;
     };
     // Key bytes plus the dict entry and object header Redis also counts.
