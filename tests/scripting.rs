@@ -342,6 +342,9 @@ fn script_cache_matches_redis() {
         SCRIPT LOAD
         EVAL
         EVALSHA x
+        EVALSHA abc 5 k
+        EVALSHA_RO abc x
+        EVALSHA e0e1f9fabfc9d4800c877a703b823ac0578ff8db x
         "#,
     );
 }

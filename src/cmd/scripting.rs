@@ -368,6 +368,11 @@ fn eval_generic(
     by_sha: bool,
     ro: bool,
 ) -> Result<Action, CmdError> {
+    // No script has a SHA that is not 40 characters long: NOSCRIPT before
+    // numkeys is read (Redis's `evalShaCommand`).
+    if by_sha && argv[1].len() != 40 {
+        return Err(CmdError::msg(NOSCRIPT));
+    }
     let (keys, args) = split_keys(argv, false)?;
     let (sha, original) = if by_sha {
         cx.shared
