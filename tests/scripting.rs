@@ -50,6 +50,14 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.error_reply('E2 x')" 0
         EVAL "return redis.error_reply('-E3 y')" 0
         EVAL "return redis.error_reply()" 0
+        EVAL "return redis.error_reply('FAIL')" 0
+        EVAL "return redis.error_reply('')" 0
+        EVAL "return redis.error_reply('-')" 0
+        EVAL "return redis.error_reply('-CODE two\r\n')" 0
+        EVAL "return redis.error_reply('\r\nlead')" 0
+        EVAL "return redis.error_reply('x\0y')" 0
+        EVAL "return redis.error_reply('- x')" 0
+        EVAL "return redis.error_reply(5)" 0
         EVAL "return redis.status_reply('S')" 0
         EVAL "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2]}" 2 a b c d
         EVAL "return #ARGV" 0 x y z

@@ -67,12 +67,25 @@ local redis = {}
 -- its line for the error reply) as Redis's own C implementation does.
 redis.call = rs.call
 redis.pcall = rs.pcall
+-- `-CODE text` keeps its code; text without one gets `ERR` (so do `''` and
+-- `'-'`); the text loses CR/LF at its ends and is cut at a NUL byte, as
+-- Redis reads it as a C string.
 redis.error_reply = function(msg)
   if select('#', msg) ~= 1 or type(msg) ~= 'string' then
     return { err = 'ERR wrong number or type of arguments' }
   end
-  if msg:sub(1, 1) == '-' then msg = msg:sub(2) end
-  return { err = msg }
+  msg = msg:match('^[^%z]*')
+  if msg:sub(1, 1) ~= '-' then msg = '-' .. msg end
+  local code, text
+  local sp = msg:find(' ', 1, true)
+  if sp then
+    code, text = msg:sub(2, sp - 1), msg:sub(sp + 1)
+  else
+    code, text = 'ERR', msg:sub(2)
+  end
+  text = (text:gsub('^[\r\n]+', ''))
+  text = (text:gsub('[\r\n]+$', ''))
+  return { err = code .. ' ' .. text }
 end
 redis.status_reply = function(msg)
   if type(msg) ~= 'string' then
