@@ -707,3 +707,50 @@ fn client_no_touch_keeps_idle_times_except_for_touch() {
         "-ERR syntax error"
     );
 }
+
+/// RESTORE's IDLETIME and FREQ follow the eviction policy: under an LFU
+/// policy FREQ sets the counter and IDLETIME is ignored, otherwise
+/// IDLETIME sets the idle time and FREQ is ignored; a plain RESTORE leaves
+/// a new key's counter at its initial 5 (it is not also an access). Same
+/// on redis-server.
+#[test]
+fn restore_idletime_and_freq_follow_the_policy() {
+    let srv = TestServer::start(2);
+    let mut servers = vec![srv.redis()];
+    let redis = RedisServer::start();
+    if let Some(r) = &redis {
+        servers.push(conn(r.addr));
+    }
+    let mut seen = Vec::new();
+    for c in &mut servers {
+        run(c, "SET src v");
+        let p = dump(c, "src");
+        let restore_with = |c: &mut redis::Connection, key: &str, opt: &[&str]| {
+            let mut cmd = redis::cmd("RESTORE");
+            cmd.arg(key).arg(0).arg(&p);
+            for o in opt {
+                cmd.arg(*o);
+            }
+            cmd.query::<V>(c).expect("restore")
+        };
+        run(c, "CONFIG SET maxmemory-policy allkeys-lfu");
+        restore_with(c, "plain", &[]);
+        restore_with(c, "idle", &["IDLETIME", "50000"]);
+        restore_with(c, "freq", &["FREQ", "100"]);
+        let lfu: Vec<V> = ["plain", "idle", "freq"]
+            .iter()
+            .map(|k| run(c, &format!("OBJECT FREQ {k}")))
+            .collect();
+        assert_eq!(lfu, [V::Int(5), V::Int(5), V::Int(100)]);
+        run(c, "CONFIG SET maxmemory-policy allkeys-lru");
+        restore_with(c, "lru-freq", &["FREQ", "100"]);
+        restore_with(c, "lru-idle", &["IDLETIME", "1000"]);
+        let lru = (idle_s(c, "lru-freq"), idle_s(c, "lru-idle"));
+        assert_eq!(lru, (0, 1000));
+        run(c, "CONFIG SET maxmemory-policy noeviction");
+        seen.push((lfu, lru));
+    }
+    if seen.len() == 2 {
+        assert_eq!(seen[0], seen[1]);
+    }
+}

@@ -215,14 +215,7 @@ pub fn apply_restore(db: &mut ShardDb, cx: &ExecCtx, req: Restore) -> Reply {
         return Reply::Ok;
     }
     db.set(cx.db, req.key.clone(), value, at);
-    if let Some(e) = db.get_mut(cx.db, &req.key, cx.now_ms) {
-        if let Some(idle) = req.idle_s {
-            e.access.last_access_ms = cx.now_ms.saturating_sub(idle.saturating_mul(1000));
-        }
-        if let Some(freq) = req.freq {
-            e.access.lfu_counter = freq;
-        }
-    }
+    db.set_restored_access(cx.db, &req.key, req.idle_s, req.freq, cx.now_ms);
     // Readers blocked on the key re-check it (a restored stream may serve them).
     db.blocking.mark_ready(cx.db, &req.key);
     db.log_key_state(cx, &req.key);

@@ -557,6 +557,36 @@ impl ShardDb {
         self.keyspace(db).map.get(key)
     }
 
+    /// RESTORE's `IDLETIME seconds` / `FREQ count` for the new `key`, as
+    /// the eviction policy reads them: under an LFU policy FREQ sets the
+    /// counter (IDLETIME is ignored), otherwise IDLETIME sets the last
+    /// access (FREQ is ignored). Not an access itself.
+    /// # Source
+    /// `objectSetLRUOrLFU`, redis/src/object.c.
+    pub fn set_restored_access(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        idle_s: Option<u64>,
+        freq: Option<u8>,
+        now_ms: u64,
+    ) {
+        let lfu = self.tunables.eviction_policy().is_lfu();
+        let Some(e) = self.ks(db).map.get_mut(key) else {
+            return;
+        };
+        match (lfu, idle_s, freq) {
+            (true, _, Some(freq)) => {
+                e.access.lfu_counter = freq;
+                e.access.last_access_ms = now_ms;
+            }
+            (false, Some(idle), _) => {
+                e.access.last_access_ms = now_ms.saturating_sub(idle.saturating_mul(1000));
+            }
+            _ => {}
+        }
+    }
+
     /// `TOUCH`'s lookup: whether a live key exists, recording an access
     /// even for a client in CLIENT NO-TOUCH mode (Redis exempts TOUCH).
     pub fn touch(&mut self, db: usize, key: &[u8], now_ms: u64) -> bool {
