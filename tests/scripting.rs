@@ -1125,3 +1125,44 @@ fn function_changes_apply_in_the_order_sent() {
         );
     }
 }
+
+/// The blocking sorted-set pops run in scripts and answer at once, as the
+/// list ones do (Redis 7.0+ dropped their `noscript` flag): a pop when
+/// there is a member, nil (a null reply, false in Lua) when there is none.
+#[test]
+fn blocking_sorted_set_pops_answer_at_once_in_scripts() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["ZADD", "{z}a", "1", "m", "2", "n"]), ":2");
+    let eval = |c: &mut RespClient, body: &str| c.raw(&["EVAL", body, "1", "{z}a"]);
+    assert_eq!(
+        eval(&mut c, "return redis.call('BZPOPMIN', KEYS[1], 0)"),
+        "*3\r\n$4\r\n{z}a\r\n$1\r\nm\r\n$1\r\n1"
+    );
+    assert_eq!(
+        eval(&mut c, "return redis.call('BZPOPMAX', KEYS[1], 0)"),
+        "*3\r\n$4\r\n{z}a\r\n$1\r\nn\r\n$1\r\n2"
+    );
+    assert_eq!(
+        eval(&mut c, "return redis.call('BZMPOP', 0, 1, KEYS[1], 'MIN')"),
+        "$-1"
+    );
+    assert_eq!(
+        eval(&mut c, "return redis.call('BZPOPMIN', KEYS[1], 0)"),
+        "$-1"
+    );
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // redis-server 7.0 already allows BZMPOP.
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut c,
+        &mut theirs,
+        r#"
+        ZADD {z}b 1 m
+        EVAL "return redis.call('BZMPOP', 0, 1, KEYS[1], 'MAX', 'COUNT', 2)" 1 {z}b
+        EVAL "return redis.call('BZMPOP', 0, 1, KEYS[1], 'MAX')" 1 {z}b
+        "#,
+    );
+}

@@ -69,11 +69,14 @@ const fn row(
 }
 
 /// A blocking pop's row: parts on several shards are never merged (one key
-/// answers); see [`Handler::Blocking`].
+/// answers); see [`Handler::Blocking`]. Allowed in scripts and MULTI,
+/// where it answers at once (Redis 7.0+ flags: BZPOPMIN / BZPOPMAX are
+/// also `fast`).
 #[allow(clippy::too_many_arguments)]
 const fn blocking_row(
     name: &'static str,
     arity: i16,
+    fast: bool,
     keys: Keys,
     summary: &'static str,
     since: &'static str,
@@ -87,9 +90,17 @@ const fn blocking_row(
     CommandSpec {
         name,
         arity,
-        flags: Flags::WRITE.with(Flags::NOSCRIPT).with(Flags::BLOCKING),
+        flags: if fast {
+            Flags::WRITE.with(Flags::FAST).with(Flags::BLOCKING)
+        } else {
+            Flags::WRITE.with(Flags::BLOCKING)
+        },
         keys,
-        acl: &["write", "sortedset", "slow", "blocking"],
+        acl: if fast {
+            &["write", "sortedset", "fast", "blocking"]
+        } else {
+            &["write", "sortedset", "slow", "blocking"]
+        },
         summary,
         since,
         group: "sorted-set",
@@ -199,13 +210,13 @@ pub const SPECS: &[CommandSpec] = &[
         "Returns one or more random members from a sorted set.", "6.2.0", parse_zrandmember),
     row("ZSCAN", -3, Flags::READONLY, Keys::FIRST, ACL_R_SLOW,
         "Iterates over members and scores of a sorted set.", "2.8.0", parse_zscan),
-    blocking_row("BZPOPMIN", -3, ALL_BUT_LAST,
+    blocking_row("BZPOPMIN", -3, true, ALL_BUT_LAST,
         "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
         "5.0.0", parse_bzpopmin, bzpop_block_ms, park_bzpopmin),
-    blocking_row("BZPOPMAX", -3, ALL_BUT_LAST,
+    blocking_row("BZPOPMAX", -3, true, ALL_BUT_LAST,
         "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.",
         "5.0.0", parse_bzpopmax, bzpop_block_ms, park_bzpopmax),
-    blocking_row("BZMPOP", -5, Keys::NumKeys { at: 2 },
+    blocking_row("BZMPOP", -5, false, Keys::NumKeys { at: 2 },
         "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
         "7.0.0", parse_bzmpop, bzmpop_block_ms, park_bzmpop),
 ];
