@@ -32,6 +32,9 @@ pub struct Tunables {
     pub maxmemory_policy: std::sync::atomic::AtomicU8,
     /// `maxmemory-samples`: keys sampled per eviction.
     pub maxmemory_samples: AtomicUsize,
+    /// `lfu-log-factor` and `lfu-decay-time` (minutes), see [`Tunables::lfu`].
+    pub lfu_log_factor: AtomicU64,
+    pub lfu_decay_time_min: AtomicU64,
     /// `cluster-allow-local-multislot`: serve multi-slot commands whose slots
     /// are all served by this node instead of refusing them with CROSSSLOT.
     pub cluster_allow_local_multislot: AtomicBool,
@@ -71,6 +74,8 @@ impl Tunables {
             maxmemory_bytes: AtomicU64::new(cfg.maxmemory_bytes),
             maxmemory_policy: std::sync::atomic::AtomicU8::new(cfg.maxmemory_policy as u8),
             maxmemory_samples: AtomicUsize::new(cfg.maxmemory_samples),
+            lfu_log_factor: AtomicU64::new(cfg.lfu_log_factor),
+            lfu_decay_time_min: AtomicU64::new(cfg.lfu_decay_time_min),
             cluster_allow_local_multislot: AtomicBool::new(cfg.cluster_allow_local_multislot),
             aof: crate::aof::AofShared::new(cfg),
             dump_payload_version: std::sync::atomic::AtomicU16::new(cfg.dump_payload_version),
@@ -104,6 +109,10 @@ impl Tunables {
             .store(cfg.maxmemory_policy as u8, Ordering::Relaxed);
         self.maxmemory_samples
             .store(cfg.maxmemory_samples, Ordering::Relaxed);
+        self.lfu_log_factor
+            .store(cfg.lfu_log_factor, Ordering::Relaxed);
+        self.lfu_decay_time_min
+            .store(cfg.lfu_decay_time_min, Ordering::Relaxed);
         self.cluster_allow_local_multislot
             .store(cfg.cluster_allow_local_multislot, Ordering::Relaxed);
         self.aof.update(cfg);
@@ -149,6 +158,17 @@ impl Tunables {
     /// The `maxmemory-policy` in force.
     pub fn eviction_policy(&self) -> EvictionPolicy {
         EvictionPolicy::from_u8(self.maxmemory_policy.load(Ordering::Relaxed))
+    }
+
+    /// The LFU counter's growth and decay (`lfu-log-factor`, `lfu-decay-time`).
+    pub fn lfu(&self) -> crate::shard::db::LfuParams {
+        crate::shard::db::LfuParams {
+            log_factor: self.lfu_log_factor.load(Ordering::Relaxed) as f64,
+            decay_ms: self
+                .lfu_decay_time_min
+                .load(Ordering::Relaxed)
+                .saturating_mul(60_000),
+        }
     }
 
     /// Sorted-set encoding thresholds (`zset-max-listpack-*`).
@@ -212,6 +232,12 @@ pub struct Config {
     pub maxmemory_policy: EvictionPolicy,
     /// `maxmemory-samples` (default 5): keys sampled to pick each victim.
     pub maxmemory_samples: usize,
+    /// `lfu-log-factor` (default 10, 0..=2^31-1): the higher, the more
+    /// accesses an LFU counter needs to grow.
+    pub lfu_log_factor: u64,
+    /// `lfu-decay-time` (default 1, 0..=2^31-1): minutes without access
+    /// per step down of an LFU counter; 0: counters never decay.
+    pub lfu_decay_time_min: u64,
     /// `tcp-keepalive`: seconds of idleness before TCP keepalive probes
     /// (0 = keepalive off); applies to connections accepted afterwards.
     pub tcp_keepalive_s: u64,
@@ -460,6 +486,8 @@ impl Default for Config {
             maxmemory_bytes: 0,
             maxmemory_policy: EvictionPolicy::NoEviction,
             maxmemory_samples: 5,
+            lfu_log_factor: 10,
+            lfu_decay_time_min: 1,
             tcp_keepalive_s: 300,
             cluster_config: None,
             cluster_allow_local_multislot: false,
@@ -731,6 +759,10 @@ impl Config {
             "maxmemory-samples" => {
                 self.maxmemory_samples = int_in(value, 1, i64::from(i32::MAX))? as usize
             }
+            "lfu-log-factor" => self.lfu_log_factor = int_in(value, 0, i64::from(i32::MAX))? as u64,
+            "lfu-decay-time" => {
+                self.lfu_decay_time_min = int_in(value, 0, i64::from(i32::MAX))? as u64
+            }
             "client-output-buffer-limit" => {
                 self.client_output_buffer_limit =
                     parse_obuf_limits(value, &self.client_output_buffer_limit)?
@@ -936,6 +968,8 @@ impl Config {
             "maxmemory" => self.maxmemory_bytes.to_string(),
             "maxmemory-policy" => POLICIES[self.maxmemory_policy as usize].to_string(),
             "maxmemory-samples" => self.maxmemory_samples.to_string(),
+            "lfu-log-factor" => self.lfu_log_factor.to_string(),
+            "lfu-decay-time" => self.lfu_decay_time_min.to_string(),
             "client-output-buffer-limit" => OBUF_CLASSES
                 .iter()
                 .zip(&self.client_output_buffer_limit)
@@ -1058,6 +1092,8 @@ impl Config {
         "maxmemory",
         "maxmemory-policy",
         "maxmemory-samples",
+        "lfu-log-factor",
+        "lfu-decay-time",
         "client-output-buffer-limit",
         "stream-node-max-entries",
         "stream-node-max-bytes",

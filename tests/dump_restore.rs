@@ -754,3 +754,42 @@ fn restore_idletime_and_freq_follow_the_policy() {
         assert_eq!(seen[0], seen[1]);
     }
 }
+
+/// `lfu-log-factor` 0 makes every access count (from the initial 5, ten
+/// GETs give 15); `lfu-decay-time` is read back as set. Same on
+/// redis-server.
+#[test]
+fn lfu_log_factor_sets_how_counters_grow() {
+    let srv = TestServer::start(2);
+    let mut servers = vec![srv.redis()];
+    let redis = RedisServer::start();
+    if let Some(r) = &redis {
+        servers.push(conn(r.addr));
+    }
+    for c in &mut servers {
+        run(c, "CONFIG SET maxmemory-policy allkeys-lfu");
+        run(c, "CONFIG SET lfu-log-factor 0 lfu-decay-time 0");
+        run(c, "SET k v");
+        for _ in 0..10 {
+            run(c, "GET k");
+        }
+        assert_eq!(run(c, "OBJECT FREQ k"), V::Int(15));
+        let got = run(c, "CONFIG GET lfu-*");
+        let V::Array(items) = got else {
+            panic!("{got:?}")
+        };
+        let mut pairs: Vec<String> = items
+            .iter()
+            .map(|v| match v {
+                V::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .map(|p| p.join("="))
+            .collect();
+        pairs.sort();
+        assert_eq!(pairs, ["lfu-decay-time=0", "lfu-log-factor=0"]);
+        run(c, "CONFIG SET maxmemory-policy noeviction");
+    }
+}

@@ -282,6 +282,7 @@ pub fn zset_encoding(z: &crate::zset::SortedSet) -> &'static str {
 /// `objectCommand`, redis/src/object.c.
 pub fn apply_object_access(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], freq: bool) -> Reply {
     let lfu = db.tunables.eviction_policy().is_lfu();
+    let params = db.tunables.lfu();
     let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
         return Reply::NullBulk;
     };
@@ -296,7 +297,7 @@ pub fn apply_object_access(db: &mut ShardDb, cx: &ExecCtx, key: &[u8], freq: boo
         (false, false) => {
             Reply::Int((cx.now_ms.saturating_sub(entry.access.last_access_ms) / 1000) as i64)
         }
-        (true, true) => Reply::Int(i64::from(entry.access.lfu_decayed(cx.now_ms))),
+        (true, true) => Reply::Int(i64::from(entry.access.lfu_decayed(cx.now_ms, params))),
     }
 }
 

@@ -92,10 +92,26 @@ pub struct Access {
 
 /// Redis's `LFU_INIT_VAL`: a new key's counter, so it is not evicted at once.
 const LFU_INIT_VAL: u8 = 5;
-/// Redis's default `lfu-log-factor`.
-const LFU_LOG_FACTOR: f64 = 10.0;
-/// Redis's default `lfu-decay-time` (1 minute): the counter drops by one per idle period.
-const LFU_DECAY_MS: u64 = 60_000;
+
+/// The LFU settings: `lfu-log-factor` and `lfu-decay-time` (CONFIG SET).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LfuParams {
+    /// `lfu-log-factor` (default 10): how slowly the counter grows.
+    pub log_factor: f64,
+    /// `lfu-decay-time` in ms (default 1 minute): the counter drops by one
+    /// per period without access; 0: it never drops.
+    pub decay_ms: u64,
+}
+
+impl Default for LfuParams {
+    /// Redis's defaults.
+    fn default() -> Self {
+        LfuParams {
+            log_factor: 10.0,
+            decay_ms: 60_000,
+        }
+    }
+}
 
 impl Access {
     /// A key created at `now_ms`.
@@ -110,8 +126,11 @@ impl Access {
     ///
     /// # Source
     /// `LFUDecrAndReturn`, redis/src/evict.c.
-    pub fn lfu_decayed(&self, now_ms: u64) -> u8 {
-        let periods = now_ms.saturating_sub(self.last_access_ms) / LFU_DECAY_MS;
+    pub fn lfu_decayed(&self, now_ms: u64, lfu: LfuParams) -> u8 {
+        let periods = now_ms
+            .saturating_sub(self.last_access_ms)
+            .checked_div(lfu.decay_ms)
+            .unwrap_or(0);
         self.lfu_counter
             .saturating_sub(u8::try_from(periods).unwrap_or(u8::MAX))
     }
@@ -121,11 +140,11 @@ impl Access {
     /// # Source
     /// `updateLFU` / `LFULogIncr`, redis/src/evict.c: the counter grows with
     /// probability `1 / ((counter - LFU_INIT_VAL) * lfu-log-factor + 1)`.
-    pub fn touch(&mut self, now_ms: u64, rand01: f64) {
-        let mut counter = self.lfu_decayed(now_ms);
+    pub fn touch(&mut self, now_ms: u64, rand01: f64, lfu: LfuParams) {
+        let mut counter = self.lfu_decayed(now_ms, lfu);
         if counter < u8::MAX {
             let base = f64::from(counter.saturating_sub(LFU_INIT_VAL));
-            if rand01 < 1.0 / (base * LFU_LOG_FACTOR + 1.0) {
+            if rand01 < 1.0 / (base * lfu.log_factor + 1.0) {
                 counter += 1;
             }
         }
@@ -511,6 +530,7 @@ impl ShardDb {
     /// TOUCH does. The LFU counter moves only under an LFU policy (it costs
     /// a random draw); otherwise only the access time.
     fn touch_access(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        let lfu = self.tunables.lfu();
         let rand01 = if self.tunables.eviction_policy().is_lfu() {
             Some(self.rand01())
         } else {
@@ -518,7 +538,7 @@ impl ShardDb {
         };
         let e = self.ks(db).map.get_mut(key)?;
         match rand01 {
-            Some(r) => e.access.touch(now_ms, r),
+            Some(r) => e.access.touch(now_ms, r, lfu),
             None => e.access.last_access_ms = now_ms,
         }
         Some(e)
@@ -898,6 +918,7 @@ impl ShardDb {
     ) -> Option<Entry> {
         self.touch_key(db, &key);
         let created_ms = self.clock_ms;
+        let lfu = self.tunables.lfu();
         // A write is an access (Redis's lookupKeyWrite), as in `get_mut`.
         let rand01 = if self.tunables.eviction_policy().is_lfu() {
             Some(self.rand01())
@@ -917,7 +938,7 @@ impl ShardDb {
             // `dbSetValue` copying `old->lru`).
             match rand01 {
                 Some(_) if no_touch => {}
-                Some(r) => e.access.touch(created_ms, r),
+                Some(r) => e.access.touch(created_ms, r, lfu),
                 None => e.access.last_access_ms = created_ms,
             }
             if old_at != expire_at_ms {
@@ -1085,6 +1106,7 @@ impl ShardDb {
         }
         let mut evicted = 0;
         let mut freed = 0usize;
+        let lfu = self.tunables.lfu();
         while evicted < max_keys && freed < max_bytes {
             // (score: lower is evicted first, db, key)
             let mut best: Option<(u64, usize, Bytes)> = None;
@@ -1111,7 +1133,7 @@ impl ShardDb {
                             e.access.last_access_ms
                         }
                         EvictionPolicy::AllkeysLfu | EvictionPolicy::VolatileLfu => {
-                            u64::from(e.access.lfu_decayed(now_ms))
+                            u64::from(e.access.lfu_decayed(now_ms, lfu))
                         }
                         EvictionPolicy::VolatileTtl => e.expire_at_ms.unwrap_or(u64::MAX),
                         _ => 0,
@@ -1308,13 +1330,16 @@ mod tests {
     fn lfu_counter_grows_logarithmically_and_decays() {
         let mut a = Access::new(0);
         assert_eq!(a.lfu_counter, LFU_INIT_VAL);
+        let lfu = LfuParams::default();
         for _ in 0..1000 {
-            a.touch(0, 0.05);
+            a.touch(0, 0.05, lfu);
         }
         // p = 1 / ((c - 5) * 10 + 1): with rand 0.05 it grows while p > 0.05.
         assert!(a.lfu_counter > LFU_INIT_VAL && a.lfu_counter < 10, "{a:?}");
         let c = a.lfu_counter;
-        assert_eq!(a.lfu_decayed(2 * LFU_DECAY_MS), c - 2);
-        assert_eq!(a.lfu_decayed(u64::MAX), 0);
+        assert_eq!(a.lfu_decayed(2 * lfu.decay_ms, lfu), c - 2);
+        assert_eq!(a.lfu_decayed(u64::MAX, lfu), 0);
+        let never = LfuParams { decay_ms: 0, ..lfu };
+        assert_eq!(a.lfu_decayed(u64::MAX, never), c);
     }
 }
