@@ -50,7 +50,11 @@
 //! lines from different shard threads may interleave in a slightly
 //! different order than the commands ran. The commands of a transaction are
 //! shown when EXEC is admitted, so also when a WATCHed key makes EXEC run
-//! none of them (Redis then shows EXEC only). Lines not yet moved to the
+//! none of them (Redis then shows EXEC only). A script's `[<db> lua]` lines
+//! are produced when its calls run: after every line of its transaction
+//! when EXEC runs it, and after the lines of the connection's later
+//! commands admitted meanwhile when it runs on another shard thread (Redis
+//! shows them right after the script's line). Lines not yet moved to the
 //! output buffer when the monitor sends QUIT or RESET are not written.
 //! MONITOR inside MULTI is refused when queued (Redis refuses it at EXEC).
 //!
