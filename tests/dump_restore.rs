@@ -536,22 +536,12 @@ fn lists_and_sets_dump_and_restore_both_ways() {
 #[test]
 fn type_and_exists_leave_the_idle_time_alone() {
     let srv = TestServer::start(2);
-    let mut servers = vec![srv.redis()];
     let redis = RedisServer::start();
-    if let Some(r) = &redis {
-        servers.push(conn(r.addr));
-    }
+    let mut servers = connections(&srv, redis.as_ref());
     for c in &mut servers {
         run(c, "SET src v");
         let p = dump(c, "src");
-        redis::cmd("RESTORE")
-            .arg("idle")
-            .arg(0)
-            .arg(&p)
-            .arg("IDLETIME")
-            .arg(1000)
-            .query::<()>(c)
-            .expect("restore");
+        restore_idle(c, "idle", &p);
         assert_eq!(run(c, "TYPE idle"), V::SimpleString("string".into()));
         assert_eq!(run(c, "EXISTS idle src nope"), V::Int(2));
         // Nor are the TTL family, OBJECT ENCODING and MEMORY USAGE.
@@ -574,6 +564,16 @@ fn type_and_exists_leave_the_idle_time_alone() {
         assert_eq!(run(c, "TOUCH idle2 nope"), V::Int(1));
         assert_eq!(run(c, "OBJECT IDLETIME idle2"), V::Int(0));
     }
+}
+
+/// A connection to `srv`, and one to `redis` when it runs: each test's
+/// steps go to both and must give the same answers.
+fn connections(srv: &TestServer, redis: Option<&RedisServer>) -> Vec<redis::Connection> {
+    let mut servers = vec![srv.redis()];
+    if let Some(r) = redis {
+        servers.push(conn(r.addr));
+    }
+    servers
 }
 
 /// Restore `key` from `payload` with an idle time of 1000 s.
@@ -716,11 +716,8 @@ fn client_no_touch_keeps_idle_times_except_for_touch() {
 #[test]
 fn restore_idletime_and_freq_follow_the_policy() {
     let srv = TestServer::start(2);
-    let mut servers = vec![srv.redis()];
     let redis = RedisServer::start();
-    if let Some(r) = &redis {
-        servers.push(conn(r.addr));
-    }
+    let mut servers = connections(&srv, redis.as_ref());
     let mut seen = Vec::new();
     for c in &mut servers {
         run(c, "SET src v");
@@ -761,11 +758,8 @@ fn restore_idletime_and_freq_follow_the_policy() {
 #[test]
 fn lfu_log_factor_sets_how_counters_grow() {
     let srv = TestServer::start(2);
-    let mut servers = vec![srv.redis()];
     let redis = RedisServer::start();
-    if let Some(r) = &redis {
-        servers.push(conn(r.addr));
-    }
+    let mut servers = connections(&srv, redis.as_ref());
     for c in &mut servers {
         run(c, "CONFIG SET maxmemory-policy allkeys-lfu");
         run(c, "CONFIG SET lfu-log-factor 0 lfu-decay-time 0");
