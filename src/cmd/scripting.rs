@@ -441,6 +441,8 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
         monitors: db.monitors.clone(),
     };
     let mut apply = |_shard: ShardId, dbi: usize, req: ShardReq| -> Reply {
+        // Each call is a command of its own (one LFU access per key).
+        db.begin_command();
         req.apply(db, &ExecCtx { db: dbi, ..*cx })
     };
     run_script(&env, call, &mut apply)

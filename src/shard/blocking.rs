@@ -486,6 +486,7 @@ pub fn serve_ready(
                 };
                 let started = w.ticket.row.map(|_| quanta::Instant::now());
                 let outer = std::mem::replace(&mut db.no_touch, w.no_touch);
+                db.begin_command();
                 let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);
                 db.no_touch = outer;
                 let reply_to = w.reply_to;

@@ -316,6 +316,8 @@ pub struct ShardDb {
     /// except TOUCH's ([`touch`](Self::touch)). Set around each request by
     /// [`crate::shard::msg::apply_as_client`].
     pub no_touch: bool,
+    /// Keys whose LFU counter the running command moved (LFU policies only).
+    lfu_seen: Vec<(usize, Bytes)>,
     /// Sequence number of the last cross-shard transaction this shard
     /// coordinated (its AOF blocks are tagged with it); resumed after a restart.
     pub tx_seq: u64,
@@ -349,6 +351,7 @@ impl ShardDb {
             hold: None,
             coordinate: Vec::new(),
             no_touch: false,
+            lfu_seen: Vec::new(),
             tx_seq: 0,
             migrate_sockets: Default::default(),
             clock_ms: 0,
@@ -531,7 +534,7 @@ impl ShardDb {
     /// a random draw); otherwise only the access time.
     fn touch_access(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         let lfu = self.tunables.lfu();
-        let rand01 = if self.tunables.eviction_policy().is_lfu() {
+        let rand01 = if self.lfu_counts(db, key) {
             Some(self.rand01())
         } else {
             None
@@ -542,6 +545,30 @@ impl ShardDb {
             None => e.access.last_access_ms = now_ms,
         }
         Some(e)
+    }
+
+    /// Whether an access of `key` now moves its LFU counter: only under an
+    /// LFU policy, and once per command (Redis looks a key up once or twice
+    /// per command; ours may look it up more often). Notes the key when it
+    /// exists. See [`begin_command`](Self::begin_command).
+    fn lfu_counts(&mut self, db: usize, key: &[u8]) -> bool {
+        if !self.tunables.eviction_policy().is_lfu()
+            || self.lfu_seen.iter().any(|(d, k)| *d == db && k[..] == *key)
+        {
+            return false;
+        }
+        if self.keyspace(db).map.contains_key(key) {
+            self.lfu_seen.push((db, Bytes::copy_from_slice(key)));
+        }
+        true
+    }
+
+    /// A command starts: its first access of each key moves the key's LFU
+    /// counter again (see [`lfu_counts`](Self::lfu_counts)).
+    pub fn begin_command(&mut self) {
+        if !self.lfu_seen.is_empty() {
+            self.lfu_seen.clear();
+        }
     }
 
     /// Count a keyspace hit or miss (INFO stats `keyspace_hits` / `keyspace_misses`).
@@ -920,7 +947,8 @@ impl ShardDb {
         let created_ms = self.clock_ms;
         let lfu = self.tunables.lfu();
         // A write is an access (Redis's lookupKeyWrite), as in `get_mut`.
-        let rand01 = if self.tunables.eviction_policy().is_lfu() {
+        let lfu_on = self.tunables.eviction_policy().is_lfu();
+        let rand01 = if self.lfu_counts(db, &key) {
             Some(self.rand01())
         } else {
             None
@@ -939,6 +967,8 @@ impl ShardDb {
             match rand01 {
                 Some(_) if no_touch => {}
                 Some(r) => e.access.touch(created_ms, r, lfu),
+                // Under LFU, counted already by this command's lookup.
+                None if lfu_on => {}
                 None => e.access.last_access_ms = created_ms,
             }
             if old_at != expire_at_ms {

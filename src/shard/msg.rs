@@ -71,6 +71,7 @@ impl ExecCtx {
 /// request run inside another keeps the outer one's mode).
 pub fn apply_as_client(req: ShardReq, db: &mut ShardDb, cx: &ExecCtx) -> Reply {
     let outer = std::mem::replace(&mut db.no_touch, cx.no_touch);
+    db.begin_command();
     let reply = req.apply(db, cx);
     db.no_touch = outer;
     reply
