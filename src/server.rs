@@ -362,7 +362,12 @@ impl CmdStats {
             return;
         }
         let text = err.to_string();
-        let name = text.split(' ').next().unwrap_or("ERR");
+        // The code is the first word when a space comes within Redis's 32
+        // characters of `-CODE`, otherwise `ERR` (`afterErrorReply`).
+        let name = match text.bytes().take(31).position(|b| b == b' ') {
+            Some(end) => &text[..end],
+            None => "ERR",
+        };
         if let Ok(mut m) = self.block().errors.lock() {
             if let Some(n) = m.get_mut(name) {
                 *n += 1;

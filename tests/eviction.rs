@@ -92,17 +92,21 @@ fn every_policy_evicts_as_redis_does() {
     assert_eq!(info_int(&mut c, "stats", "evicted_keys"), 0);
 
     // allkeys-lru / allkeys-lfu: keys read all along outlive the rest, and
-    // persistent keys may go too.
+    // persistent keys may go too. Under LRU the oldest filler goes; under
+    // LFU the fillers, never read, all have the initial counter, and which
+    // of those equals goes first is the sampling's choice (as in Redis).
     for policy in ["allkeys-lru", "allkeys-lfu"] {
         fill(&mut c, policy, false, &["hot:1", "hot:2"]);
         assert!(
             exists(&mut c, "hot:1") && exists(&mut c, "hot:2"),
             "{policy}"
         );
-        assert!(
-            !exists(&mut c, "fill:0"),
-            "{policy}: the oldest filler stays"
-        );
+        if policy == "allkeys-lru" {
+            assert!(
+                !exists(&mut c, "fill:0"),
+                "{policy}: the oldest filler stays"
+            );
+        }
     }
     fill(&mut c, "allkeys-random", false, &[]);
 

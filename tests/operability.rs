@@ -1060,3 +1060,37 @@ fn processed_commands_leave_out_refused_ones_like_redis() {
     assert_same_replies(&mut ours, &mut theirs, script);
     assert_same_stats(&mut ours, &mut theirs, &["total_commands_processed"]);
 }
+
+/// errorstats files an error under its first word when a space comes
+/// within the first 32 characters of `-CODE ...`, and under ERR otherwise
+/// (no space, or a longer first word), as redis-server does.
+#[test]
+fn errorstats_names_errors_like_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    let long = "A".repeat(40);
+    let edge = "B".repeat(30);
+    let script = format!(
+        "
+        CONFIG RESETSTAT
+        EVAL \"return {{err='x'}}\" 0
+        EVAL \"return {{err=''}}\" 0
+        EVAL \"return {{err='-'}}\" 0
+        EVAL \"return {{err='{long} y'}}\" 0
+        EVAL \"return {{err='{edge} y'}}\" 0
+        EVAL \"return {{err='{edge}C y'}}\" 0
+        EVAL \"return redis.error_reply('{long} y')\" 0
+        EVAL \"return {{err='MY_ERR fine'}}\" 0
+        "
+    );
+    assert_same_replies(&mut ours, &mut theirs, &script);
+    assert_same_stats(
+        &mut ours,
+        &mut theirs,
+        &["errorstat_", "total_error_replies"],
+    );
+}

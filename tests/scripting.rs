@@ -58,6 +58,13 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.error_reply('x\0y')" 0
         EVAL "return redis.error_reply('- x')" 0
         EVAL "return redis.error_reply(5)" 0
+        EVAL "return {err='x\0y'}" 0
+        EVAL "return {ok='a\0b'}" 0
+        EVAL "return redis.status_reply('a\0b')" 0
+        EVAL "return {err='X y\n'}" 0
+        EVAL "return {err='-CODE two\r\n'}" 0
+        EVAL "return {err='A\r\nB'}" 0
+        EVAL "error('boom\0hidden')" 0
         EVAL "return redis.status_reply('S')" 0
         EVAL "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2]}" 2 a b c d
         EVAL "return #ARGV" 0 x y z
@@ -1127,7 +1134,7 @@ fn function_changes_apply_in_the_order_sent() {
 }
 
 /// The blocking sorted-set pops run in scripts and answer at once, as the
-/// list ones do (Redis 7.0+ dropped their `noscript` flag): a pop when
+/// list ones do (Redis 7.2+ dropped their `noscript` flag): a pop when
 /// there is a member, nil (a null reply, false in Lua) when there is none.
 #[test]
 fn blocking_sorted_set_pops_answer_at_once_in_scripts() {
@@ -1154,7 +1161,7 @@ fn blocking_sorted_set_pops_answer_at_once_in_scripts() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    // redis-server 7.0 already allows BZMPOP.
+    // redis-server 7.0 already allows BZMPOP (it refuses BZPOPMIN/MAX).
     let mut theirs = redis.client();
     assert_same_replies(
         &mut c,

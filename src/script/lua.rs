@@ -781,7 +781,7 @@ fn error_parts(info: &Value) -> (String, String, String) {
         .ok()
         .flatten()
         .map_or_else(|| "?".to_string(), |l| l.to_string());
-    (msg.replace(['\r', '\n'], " "), src, line)
+    (c_string(&msg).replace(['\r', '\n'], " "), src, line)
 }
 
 fn lua_message_of(v: &Value) -> String {
@@ -1046,13 +1046,23 @@ fn lua_to_reply_at(v: &Value, resp3: bool, depth: usize) -> Reply {
     }
 }
 
+/// `s` up to its first NUL byte: what Redis reads of a Lua string it takes
+/// as a C string (error and status texts).
+fn c_string(s: &str) -> &str {
+    s.split('\0').next().unwrap_or_default()
+}
+
 fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        let text = e.to_string_lossy().replace(['\r', '\n'], " ");
+        // Redis formats it as a C string, trims CR/LF off the end and turns
+        // the others into spaces (`addReplyErrorFormatEx`).
+        let text = c_string(&e.to_string_lossy())
+            .trim_end_matches(['\r', '\n'])
+            .replace(['\r', '\n'], " ");
         return Reply::Error(script_error(text, is_counted(t)));
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        let text = s.to_string_lossy().replace(['\r', '\n'], " ");
+        let text = c_string(&s.to_string_lossy()).replace(['\r', '\n'], " ");
         return Reply::Simple(text.into());
     }
     if let Ok(d) = t.raw_get::<Value>("double") {

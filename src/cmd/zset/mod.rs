@@ -70,8 +70,8 @@ const fn row(
 
 /// A blocking pop's row: parts on several shards are never merged (one key
 /// answers); see [`Handler::Blocking`]. Allowed in scripts and MULTI,
-/// where it answers at once (Redis 7.0+ flags: BZPOPMIN / BZPOPMAX are
-/// also `fast`).
+/// where it answers at once (Redis 7.2+ dropped the `noscript` flag of the
+/// blocking commands; BZPOPMIN / BZPOPMAX are also `fast`).
 #[allow(clippy::too_many_arguments)]
 const fn blocking_row(
     name: &'static str,
