@@ -687,7 +687,7 @@ impl Replay {
         };
         let cx = ExecCtx::at(self.db, self.clock_ms);
         let reply = match parse(&argv) {
-            Ok(req) => req.apply(db, &cx),
+            Ok(req) => crate::shard::msg::apply_as_client(req, db, &cx),
             Err(e) => Reply::Error(e),
         };
         if let Reply::Error(e) = reply {

@@ -35,7 +35,7 @@ pub fn exec_at(db: &mut ShardDb, cx: &ExecCtx, line: &str) -> Reply {
     }
     match spec.handler {
         Handler::Keyed { parse, .. } | Handler::Blocking { parse, .. } => match parse(&a) {
-            Ok(req) => req.apply(db, cx),
+            Ok(req) => crate::shard::msg::apply_as_client(req, db, cx),
             Err(e) => Reply::Error(e),
         },
         Handler::Conn(_) => panic!("{} runs on the connection, not on a shard", spec.name),

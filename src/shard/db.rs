@@ -90,6 +90,9 @@ pub struct Access {
     pub lfu_counter: u8,
 }
 
+/// Most keys [`ShardDb::lfu_counts`] remembers for one command.
+const LFU_SEEN_MAX: usize = 64;
+
 /// Redis's `LFU_INIT_VAL`: a new key's counter, so it is not evicted at once.
 const LFU_INIT_VAL: u8 = 5;
 
@@ -558,6 +561,11 @@ impl ShardDb {
             return false;
         }
         if self.keyspace(db).map.contains_key(key) {
+            // Bounded whoever forgets `begin_command`: a command's repeated
+            // lookups of a key come close together.
+            if self.lfu_seen.len() >= LFU_SEEN_MAX {
+                self.lfu_seen.clear();
+            }
             self.lfu_seen.push((db, Bytes::copy_from_slice(key)));
         }
         true
@@ -1354,6 +1362,35 @@ mod tests {
         assert_eq!(db.keyspace(0).len(), 20);
         assert_eq!(db.evict(EvictionPolicy::AllkeysRandom, 5, 2_000, 5), 5);
         assert_eq!(db.keyspace(0).len(), 15);
+    }
+
+    #[test]
+    fn lfu_counts_each_key_once_per_command_and_stays_bounded() {
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        db.tunables.maxmemory_policy.store(
+            EvictionPolicy::AllkeysLfu as u8,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let k = Bytes::from_static(b"k");
+        db.set(0, k.clone(), Value::Str(Bytes::new()), None);
+        let counter = |db: &ShardDb| db.keyspace(0).map.get(&k).map(|e| e.access.lfu_counter);
+        // From 0 every counted access adds one (p = 1 below LFU_INIT_VAL).
+        db.ks(0).map.get_mut(&k).unwrap().access.lfu_counter = 0;
+        for _ in 0..3 {
+            db.get(0, &k, 0);
+        }
+        assert_eq!(counter(&db), Some(1));
+        db.begin_command();
+        db.get(0, &k, 0);
+        assert_eq!(counter(&db), Some(2));
+        // Keys accessed with no command boundary (a caller that never
+        // begins one) are remembered up to a bound.
+        for i in 0..1000 {
+            let key = Bytes::from(format!("f{i}"));
+            db.set(0, key.clone(), Value::Str(Bytes::new()), None);
+            db.get(0, &key, 0);
+        }
+        assert!(db.lfu_seen.len() <= LFU_SEEN_MAX, "{}", db.lfu_seen.len());
     }
 
     #[test]

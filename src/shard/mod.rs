@@ -385,6 +385,8 @@ impl ShardThread {
     /// Everything after the sockets were read (see the module doc).
     fn turn(&mut self) {
         let now = self.now_ms;
+        // Accesses outside requests (delayed deliveries) count per turn.
+        self.db.begin_command();
         self.drain_inbox(now);
         // Left by a transaction's job that ran inline after the last turn's
         // replies went out (a pipeline resumed in `flush_touched`).

@@ -68,7 +68,8 @@ impl ExecCtx {
 
 /// Run `req` on `db` as its client's request: its lookups follow the
 /// client's `CLIENT NO-TOUCH` mode from `cx` (restored afterwards, so a
-/// request run inside another keeps the outer one's mode).
+/// request run inside another keeps the outer one's mode), and it is a
+/// command of its own for LFU counting ([`ShardDb::begin_command`]).
 pub fn apply_as_client(req: ShardReq, db: &mut ShardDb, cx: &ExecCtx) -> Reply {
     let outer = std::mem::replace(&mut db.no_touch, cx.no_touch);
     db.begin_command();
