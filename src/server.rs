@@ -156,11 +156,66 @@ pub struct ScriptCallStat {
     pub rejected: bool,
 }
 
+/// What a script's run leaves for INFO, counted at
+/// [`CmdStats::flush_script_calls`].
+enum ScriptStat {
+    /// A command the script called.
+    Call(ScriptCallStat),
+    /// An error reply nested in the script's own reply (an array holding
+    /// errors): one error in errorstats, unless its command counted it.
+    ReplyError(crate::error::CmdError),
+    /// One more failed call of the script command with this row name.
+    Failed(&'static str),
+}
+
 thread_local! {
-    /// Commands scripts called on this thread since the last
+    /// What scripts left on this thread since the last
     /// [`CmdStats::flush_script_calls`].
-    static PENDING_SCRIPT_CALLS: std::cell::RefCell<Vec<ScriptCallStat>> =
+    static PENDING_SCRIPT_CALLS: std::cell::RefCell<Vec<ScriptStat>> =
         const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Note the errors nested in the reply of script command `name` (EVAL,
+/// FCALL, ...): Redis counts every error reply it writes. Each one counts
+/// in errorstats, unless it is a called command's error passed on
+/// ([`CmdError::FromScriptCall`](crate::error::CmdError::FromScriptCall)),
+/// which counts as one more failed call of the script command instead; any
+/// of the others make the script command's call a failed one, once. A
+/// top-level error is the shard loop's to count.
+pub fn note_script_reply_errors(name: &'static str, reply: &crate::reply::Reply) {
+    use crate::reply::Reply;
+    fn walk(r: &Reply, out: &mut Vec<ScriptStat>, plain: &mut bool, name: &'static str) {
+        let mut each = |r: &Reply| match r {
+            Reply::Error(crate::error::CmdError::FromScriptCall(_)) => {
+                out.push(ScriptStat::Failed(name));
+            }
+            Reply::Error(e) => {
+                out.push(ScriptStat::ReplyError(e.clone()));
+                *plain = true;
+            }
+            nested => walk(nested, out, plain, name),
+        };
+        match r {
+            Reply::Array(items) | Reply::Set(items) => items.iter().for_each(&mut each),
+            Reply::Map(pairs) | Reply::PairMap(pairs) | Reply::Pairs(pairs) => {
+                for (k, v) in pairs {
+                    each(k);
+                    each(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    let mut plain = false;
+    walk(reply, &mut found, &mut plain, name);
+    if found.is_empty() {
+        return;
+    }
+    if plain {
+        found.push(ScriptStat::Failed(name));
+    }
+    PENDING_SCRIPT_CALLS.with(|p| p.borrow_mut().extend(found));
 }
 
 /// Note a command a script called (Redis counts them in commandstats,
@@ -168,7 +223,7 @@ thread_local! {
 /// Counted at this thread's next [`CmdStats::flush_script_calls`], which
 /// the shard loop runs before the script's reply goes out.
 pub fn note_script_call(call: ScriptCallStat) {
-    PENDING_SCRIPT_CALLS.with(|p| p.borrow_mut().push(call));
+    PENDING_SCRIPT_CALLS.with(|p| p.borrow_mut().push(ScriptStat::Call(call)));
 }
 
 /// An empty latency histogram with Redis's bounds and precision.
@@ -414,7 +469,21 @@ impl CmdStats {
                 std::mem::take(&mut *p)
             }
         });
-        for call in calls {
+        for stat in calls {
+            let call = match stat {
+                ScriptStat::Call(call) => call,
+                ScriptStat::ReplyError(e) => {
+                    self.count_error(&e);
+                    continue;
+                }
+                ScriptStat::Failed(name) => {
+                    let st = self.block();
+                    if let Some(i) = self.index_of(name) {
+                        st.add(&st.failed[i], 1);
+                    }
+                    continue;
+                }
+            };
             let row = call.name.and_then(|n| self.index_of(n));
             let st = self.block();
             if call.rejected {

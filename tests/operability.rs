@@ -1094,3 +1094,38 @@ fn errorstats_names_errors_like_redis() {
         &["errorstat_", "total_error_replies"],
     );
 }
+
+/// Errors nested in a script's array reply count as Redis counts every
+/// error reply it writes: each in errorstats, a called command's error
+/// passed on as one more failed call of EVAL instead, and any other makes
+/// the EVAL call a failed one.
+#[test]
+fn errors_nested_in_a_script_reply_count_like_redis() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    let script = r#"
+        CONFIG RESETSTAT
+        SET {n}s str
+        EVAL "return {redis.error_reply('E1 x'), redis.error_reply('E2 y')}" 0
+        EVAL "return {redis.pcall('LPUSH', KEYS[1], 'x')}" 1 {n}s
+        EVAL "return {redis.pcall('LPUSH', KEYS[1], 'x'), redis.pcall('LPUSH', KEYS[1], 'y')}" 1 {n}s
+        EVAL "return {1, {redis.error_reply('E3 z'), {err='E4 deep'}}}" 0
+        EVAL "return {redis.pcall('LPUSH', KEYS[1], 'x'), redis.error_reply('E5 w')}" 1 {n}s
+        EVAL "return {1, 2}" 0
+        "#;
+    assert_same_replies(&mut ours, &mut theirs, script);
+    assert_same_stats(
+        &mut ours,
+        &mut theirs,
+        &[
+            "cmdstat_eval",
+            "cmdstat_lpush",
+            "errorstat_",
+            "total_error_replies",
+        ],
+    );
+}

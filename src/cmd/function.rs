@@ -655,6 +655,7 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
             args,
             read_only: ro,
             allow_oom: false,
+            command: if ro { "FCALL_RO" } else { "FCALL" },
         };
         return Ok(route_script(cx.shared, cx.conn.db, call));
     }
@@ -677,6 +678,7 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
         args,
         read_only: ro || meta.flags.no_writes,
         allow_oom: meta.flags.allow_oom,
+        command: if ro { "FCALL_RO" } else { "FCALL" },
     };
     Ok(route_script(cx.shared, cx.conn.db, call))
 }

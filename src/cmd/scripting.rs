@@ -329,6 +329,9 @@ pub struct ScriptCall {
     pub read_only: bool,
     /// `allow-oom`: `denyoom` commands run even over `maxmemory`.
     pub allow_oom: bool,
+    /// The command's table row (`EVAL`, `EVALSHA_RO`, `FCALL`, ...), for
+    /// INFO's count of errors nested in the script's reply.
+    pub command: &'static str,
 }
 
 fn eval(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
@@ -400,6 +403,12 @@ fn eval_generic(
         args,
         read_only: ro || flags.is_some_and(|f| f.no_writes),
         allow_oom: flags.is_some_and(|f| f.allow_oom),
+        command: match (by_sha, ro) {
+            (false, false) => "EVAL",
+            (true, false) => "EVALSHA",
+            (false, true) => "EVAL_RO",
+            (true, true) => "EVALSHA_RO",
+        },
     };
     Ok(route_script(cx.shared, cx.conn.db, call))
 }
@@ -508,7 +517,11 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
         .scripts_epoch
         .load(std::sync::atomic::Ordering::SeqCst);
     let ScriptCall {
-        target, keys, args, ..
+        target,
+        keys,
+        args,
+        command,
+        ..
     } = call;
     let outcome = match target {
         Target::Script {
@@ -553,7 +566,9 @@ fn run_script(env: &ScriptEnv, call: ScriptCall, apply: &mut Apply<'_>) -> Reply
         // Resolved by `resolve_function` before this point.
         Target::FunctionWhenRun { .. } => Err(CmdError::msg("ERR Function not found")),
     };
-    outcome.unwrap_or_else(Reply::Error)
+    let reply = outcome.unwrap_or_else(Reply::Error);
+    crate::server::note_script_reply_errors(command, &reply);
+    reply
 }
 
 /// A running script's per-call state.
@@ -1047,6 +1062,7 @@ mod tests {
             args: Vec::new(),
             read_only: flags.is_some_and(|f| f.no_writes),
             allow_oom: false,
+            command: "EVAL",
         };
         apply_script(db, &ExecCtx::at(0, 1000), call)
     }
