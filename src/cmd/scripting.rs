@@ -592,34 +592,23 @@ fn run_call(
     apply: &mut Apply<'_>,
     argv: &[Bytes],
 ) -> Reply {
+    let refused = |name, e: CmdError| {
+        note_script_call(ScriptCallStat {
+            name,
+            ns: 0,
+            err: Some(e.clone()),
+            rejected: true,
+        });
+        Reply::Error(e)
+    };
     let (spec, target) = match admit_call(env, state, argv) {
         Ok(admitted) => admitted,
-        Err((name, e)) => {
-            note_script_call(ScriptCallStat {
-                name,
-                ns: 0,
-                err: Some(e.clone()),
-                rejected: true,
-            });
-            return Reply::Error(e);
-        }
+        Err((name, e)) => return refused(name, e),
     };
     let started = quanta::Instant::now();
     let reply = match execute_call(env, state, apply, spec, target, argv) {
-        Some(reply) => reply,
-        None => {
-            let e = CmdError::msg(format!(
-                "ERR This Redis command is not supported from scripts by shardstream: '{}' does not run on a key's shard",
-                spec.name.to_ascii_lowercase()
-            ));
-            note_script_call(ScriptCallStat {
-                name: Some(spec.name),
-                ns: 0,
-                err: Some(e.clone()),
-                rejected: true,
-            });
-            return Reply::Error(e);
-        }
+        Ok(reply) => reply,
+        Err(e) => return refused(Some(spec.name), e),
     };
     note_script_call(ScriptCallStat {
         name: Some(spec.name),
@@ -717,7 +706,7 @@ fn admit_call(
 /// Commands that run on the connection's thread elsewhere are limited here
 /// to RENAME, RENAMENX and COPY (keys on one shard), PING, ECHO, TIME (the
 /// script's start time, frozen as in Redis 7.0+) and SELECT (which changes
-/// the script's database); `None` for the others.
+/// the script's database); the others are refused with the error.
 fn execute_call(
     env: &ScriptEnv,
     state: &mut CallState,
@@ -725,7 +714,7 @@ fn execute_call(
     spec: &'static CommandSpec,
     target: ShardId,
     argv: &[Bytes],
-) -> Option<Reply> {
+) -> Result<Reply, CmdError> {
     let writes = spec.flags.has(Flags::WRITE);
     let req = match spec.handler {
         Handler::Keyed { parse, .. } => parse(argv),
@@ -734,7 +723,7 @@ fn execute_call(
         } => {
             if block_ms(argv).is_some() && matches!(spec.name, "XREAD" | "XREADGROUP") {
                 // The name as the script spelled it (Redis prints argv[0]).
-                return Some(Reply::Error(CmdError::msg(format!(
+                return Ok(Reply::Error(CmdError::msg(format!(
                     "ERR {} command is not allowed with BLOCK option from scripts",
                     String::from_utf8_lossy(&argv[0])
                 ))));
@@ -744,7 +733,16 @@ fn execute_call(
         }
         Handler::Conn(_) => match same_shard_request(spec.name, argv, env.databases) {
             Some(req) => req,
-            None => return connection_command(spec.name, argv, state, env.databases),
+            None => {
+                return connection_command(spec.name, argv, state, env.databases).ok_or_else(
+                    || {
+                        CmdError::msg(format!(
+                            "ERR This Redis command is not supported from scripts by shardstream: '{}' does not run on a key's shard",
+                            spec.name.to_ascii_lowercase()
+                        ))
+                    },
+                )
+            }
         },
     };
     let reply = match req {
@@ -756,7 +754,7 @@ fn execute_call(
             r.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
-    Some(reply)
+    Ok(reply)
 }
 
 /// A script with flags (a shebang, or a function) that may write and lacks

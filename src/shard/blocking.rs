@@ -485,10 +485,8 @@ pub fn serve_ready(
                     reply_to: w.reply_to,
                 };
                 let started = w.ticket.row.map(|_| quanta::Instant::now());
-                let outer = std::mem::replace(&mut db.no_touch, w.no_touch);
-                db.begin_command();
-                let outcome = (w.attempt)(db, &cx, &key.1, &w.ticket);
-                db.no_touch = outer;
+                let outcome =
+                    db.as_client(w.no_touch, |db| (w.attempt)(db, &cx, &key.1, &w.ticket));
                 let reply_to = w.reply_to;
                 let row = w.ticket.row;
                 db.blocking.waiters.insert(id, w);

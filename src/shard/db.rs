@@ -90,7 +90,7 @@ pub struct Access {
     pub lfu_counter: u8,
 }
 
-/// Most keys [`ShardDb::lfu_counts`] remembers for one command.
+/// Most keys [`ShardDb::lfu_draw`] remembers for one command.
 const LFU_SEEN_MAX: usize = 64;
 
 /// Redis's `LFU_INIT_VAL`: a new key's counter, so it is not evicted at once.
@@ -536,29 +536,23 @@ impl ShardDb {
     /// TOUCH does. The LFU counter moves only under an LFU policy (it costs
     /// a random draw); otherwise only the access time.
     fn touch_access(&mut self, db: usize, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
-        let lfu = self.tunables.lfu();
-        let rand01 = if self.lfu_counts(db, key) {
-            Some(self.rand01())
-        } else {
-            None
-        };
+        let lfu = self.tunables.eviction_policy().is_lfu();
+        let draw = self.lfu_draw(lfu, db, key);
         let e = self.ks(db).map.get_mut(key)?;
-        match rand01 {
-            Some(r) => e.access.touch(now_ms, r, lfu),
+        match draw {
+            Some((r, params)) => e.access.touch(now_ms, r, params),
             None => e.access.last_access_ms = now_ms,
         }
         Some(e)
     }
 
-    /// Whether an access of `key` now moves its LFU counter: only under an
-    /// LFU policy, and once per command (Redis looks a key up once or twice
-    /// per command; ours may look it up more often). Notes the key when it
-    /// exists. See [`begin_command`](Self::begin_command).
-    fn lfu_counts(&mut self, db: usize, key: &[u8]) -> bool {
-        if !self.tunables.eviction_policy().is_lfu()
-            || self.lfu_seen.iter().any(|(d, k)| *d == db && k[..] == *key)
-        {
-            return false;
+    /// Under an LFU policy (`lfu`), the random draw and settings for the
+    /// access of `key` that moves its counter: once per command (Redis looks
+    /// a key up once or twice per command; ours may look it up more often).
+    /// Notes the key when it exists. See [`begin_command`](Self::begin_command).
+    fn lfu_draw(&mut self, lfu: bool, db: usize, key: &[u8]) -> Option<(f64, LfuParams)> {
+        if !lfu || self.lfu_seen.iter().any(|(d, k)| *d == db && k[..] == *key) {
+            return None;
         }
         if self.keyspace(db).map.contains_key(key) {
             // Bounded whoever forgets `begin_command`: a command's repeated
@@ -568,11 +562,22 @@ impl ShardDb {
             }
             self.lfu_seen.push((db, Bytes::copy_from_slice(key)));
         }
-        true
+        Some((self.rand01(), self.tunables.lfu()))
+    }
+
+    /// Run `f` as a request of a client in CLIENT NO-TOUCH mode `no_touch`
+    /// (restored afterwards, so a request run inside another keeps the
+    /// outer one's mode), as a command of its own for LFU counting.
+    pub fn as_client<R>(&mut self, no_touch: bool, f: impl FnOnce(&mut Self) -> R) -> R {
+        let outer = std::mem::replace(&mut self.no_touch, no_touch);
+        self.begin_command();
+        let r = f(self);
+        self.no_touch = outer;
+        r
     }
 
     /// A command starts: its first access of each key moves the key's LFU
-    /// counter again (see [`lfu_counts`](Self::lfu_counts)).
+    /// counter again (see [`lfu_draw`](Self::lfu_draw)).
     pub fn begin_command(&mut self) {
         if !self.lfu_seen.is_empty() {
             self.lfu_seen.clear();
@@ -953,14 +958,9 @@ impl ShardDb {
     ) -> Option<Entry> {
         self.touch_key(db, &key);
         let created_ms = self.clock_ms;
-        let lfu = self.tunables.lfu();
         // A write is an access (Redis's lookupKeyWrite), as in `get_mut`.
-        let lfu_on = self.tunables.eviction_policy().is_lfu();
-        let rand01 = if self.lfu_counts(db, &key) {
-            Some(self.rand01())
-        } else {
-            None
-        };
+        let lfu = self.tunables.eviction_policy().is_lfu();
+        let draw = self.lfu_draw(lfu, db, &key);
         let no_touch = self.no_touch;
         let ks = self.ks(db);
         if let Some(e) = ks.map.get_mut(&key) {
@@ -972,11 +972,11 @@ impl ShardDb {
             // now; under LFU it keeps the counter, which the write's lookup
             // moves unless the client is in CLIENT NO-TOUCH mode (Redis's
             // `dbSetValue` copying `old->lru`).
-            match rand01 {
+            match draw {
                 Some(_) if no_touch => {}
-                Some(r) => e.access.touch(created_ms, r, lfu),
+                Some((r, params)) => e.access.touch(created_ms, r, params),
                 // Under LFU, counted already by this command's lookup.
-                None if lfu_on => {}
+                None if lfu => {}
                 None => e.access.last_access_ms = created_ms,
             }
             if old_at != expire_at_ms {

@@ -71,11 +71,7 @@ impl ExecCtx {
 /// request run inside another keeps the outer one's mode), and it is a
 /// command of its own for LFU counting ([`ShardDb::begin_command`]).
 pub fn apply_as_client(req: ShardReq, db: &mut ShardDb, cx: &ExecCtx) -> Reply {
-    let outer = std::mem::replace(&mut db.no_touch, cx.no_touch);
-    db.begin_command();
-    let reply = req.apply(db, cx);
-    db.no_touch = outer;
-    reply
+    db.as_client(cx.no_touch, |db| req.apply(db, cx))
 }
 
 /// A parsed command that runs on one shard. Built by the connection's thread
