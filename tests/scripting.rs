@@ -64,6 +64,11 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return {err='X y\n'}" 0
         EVAL "return {err='-CODE two\r\n'}" 0
         EVAL "return {err='A\r\nB'}" 0
+        SET {t}str abc
+        EVAL "local ok, err = pcall(redis.call, 'incr', KEYS[1]) if not ok then return redis.error_reply(err) end" 1 {t}str
+        EVAL "local ok, err = pcall(redis.call, 'incr', KEYS[1]) return {type(err), err}" 1 {t}str
+        EVAL "local ok, err = pcall(error, {err='X y'}) return err" 0
+        EVAL "local ok, v = pcall(function() return 7 end) return {ok and 1 or 0, v}" 0
         EVAL "error('boom\0hidden')" 0
         EVAL "return redis.status_reply('S')" 0
         EVAL "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2]}" 2 a b c d

@@ -38,6 +38,22 @@ G.rawset = function(t, k, v)
   end
   return real_rawset(t, k, v)
 end
+-- pcall answers an error table by its `err` text, as Redis's own pcall
+-- does (`luaRedisPcall`): `local ok, err = pcall(redis.call, ...)` gets a
+-- string. A table without one is answered as it is (followed by the
+-- missing field's nil, as Redis leaves it).
+local real_pcall = pcall
+local function pcall_result(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'table' then
+    local text = e.err
+    if type(text) == 'string' or type(text) == 'number' then return false, text end
+    return false, e, text
+  end
+  return false, ...
+end
+G.pcall = function(...) return pcall_result(real_pcall(...)) end
 G.loadstring = function(s, name)
   local f, e = real_loadstring(s, name)
   if f then real_setfenv(f, E) end
