@@ -351,6 +351,15 @@ impl Stream {
         }
     }
 
+    /// Whether a live entry with ID `>= start` exists. Looks from the end of
+    /// the stream, so the common answer (the newest entry qualifies) costs one
+    /// entry's decode and no copy; a forward seek would decode the node's
+    /// entries up to `start`. Used by blocked `>` reads to tell whether a read
+    /// would return something now.
+    pub fn has_entry_from(&self, start: StreamId) -> bool {
+        self.iter_views(start, StreamId::MAX, true).next().is_some()
+    }
+
     /// The live entry `id`, if present.
     pub fn get(&self, id: StreamId) -> Option<Entry> {
         let (_, node) = self.nodes.range(..=id).next_back()?;

@@ -716,6 +716,10 @@ fn run_ops(lim: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     m.range(start, end, count, rev)
                 );
                 prop_assert_eq!(s.contains(start), m.entries.contains_key(&start));
+                prop_assert_eq!(
+                    s.has_entry_from(start),
+                    m.entries.range(start..).next().is_some()
+                );
             }
             Op::Range {
                 start,
@@ -731,6 +735,10 @@ fn run_ops(lim: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     prop_assert_eq!(s.get(*e).map(|e| e.fields), m.entries.get(e).cloned());
                 }
                 prop_assert_eq!(s.contains(start), m.entries.contains_key(&start));
+                prop_assert_eq!(
+                    s.has_entry_from(start),
+                    m.entries.range(start..).next().is_some()
+                );
             }
         }
         check_same(&s, &m)?;

@@ -211,7 +211,7 @@ pub(super) fn xreadgroup_has_data(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgro
                 idle || g
                     .last_id
                     .next()
-                    .is_some_and(|start| s.iter_range(start, StreamId::MAX, false).next().is_some())
+                    .is_some_and(|start| s.has_entry_from(start))
             }
         })
 }
