@@ -670,7 +670,7 @@ pub struct Shared {
     /// serving every slot with no redirections.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// SLOWLOG entries and settings.
-    pub slowlog: crate::cmd::slowlog::SlowLog,
+    pub slowlog: Arc<crate::cmd::slowlog::SlowLog>,
     /// Clients in MONITOR mode.
     pub monitors: Arc<crate::monitor::Monitors>,
     /// Allocator bytes in use when the server had started (MEMORY STATS
@@ -1081,10 +1081,10 @@ fn start_with(
         blocked_clients: Arc::new(AtomicU64::new(0)),
         monitors: Default::default(),
         startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,
-        slowlog: crate::cmd::slowlog::SlowLog::new(
+        slowlog: Arc::new(crate::cmd::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,
-        ),
+        )),
         cluster,
         scripts: Arc::new(crate::script::Registry::new(shards)),
     });

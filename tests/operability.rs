@@ -876,7 +876,8 @@ fn slowlog_errors_and_empty_log_match_redis() {
          SLOWLOG GET 1 2
          SLOWLOG NOPE
          CONFIG GET slowlog-log-slower-than
-         CONFIG GET slowlog-max-len",
+         CONFIG GET slowlog-max-len
+         COMMAND INFO EXEC MULTI",
     );
 }
 
@@ -895,14 +896,18 @@ fn slowlog_records_slow_shard_commands() {
     let mut many: Vec<String> = vec!["DEL".into()];
     many.extend((0..40).map(|i| format!("{{t}}k{i}")));
     c.raw(&many);
-    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":3");
-    let got = c.raw(&["SLOWLOG", "GET", "1"]);
-    assert!(got.starts_with("*1\r\n*6\r\n:2\r\n:"), "{got}");
+    // The CONFIG SET that turned logging on is logged too (the threshold
+    // is read after a command runs, as in Redis).
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":4");
+    // Newest first: SLOWLOG LEN itself (id 4), then the DEL (id 3).
+    let got = c.raw(&["SLOWLOG", "GET", "2"]);
+    assert!(got.starts_with("*2\r\n*6\r\n:4\r\n:"), "{got}");
+    assert!(got.contains("\r\n*6\r\n:3\r\n:"), "{got}");
     assert!(got.contains("*32\r\n$3\r\nDEL\r\n"), "{got}");
     assert!(got.contains("$23\r\n... (10 more arguments)\r\n"), "{got}");
     assert!(got.ends_with("$8\r\nslowpoke"), "{got}");
     let all = c.raw(&["SLOWLOG", "GET", "-1"]);
-    assert!(all.starts_with("*3\r\n"), "{all}");
+    assert!(all.starts_with("*6\r\n"), "{all}");
     assert!(
         all.contains(&format!("{}... (2 more bytes)", "x".repeat(128))),
         "{all}"
@@ -920,7 +925,150 @@ fn slowlog_records_slow_shard_commands() {
         "+OK"
     );
     c.raw(&["GET", "k"]);
-    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":0");
+    // SLOWLOG RESET logged itself after clearing; nothing after it.
+    assert_eq!(c.raw(&["SLOWLOG", "LEN"]), ":1");
+    let last = c.raw(&["SLOWLOG", "GET"]);
+    assert!(last.contains("$7\r\nSLOWLOG\r\n$5\r\nRESET\r\n"), "{last}");
+}
+
+/// What SLOWLOG GET -1 shows of each entry, oldest first: the arguments,
+/// whether the client is a script's (`?:0`), and the client name.
+fn slowlog_entries(c: &mut redis::Connection) -> Vec<(Vec<String>, bool, String)> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").arg(-1).query(c).unwrap();
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    };
+    let mut out: Vec<_> = entries
+        .iter()
+        .map(|e| match e {
+            redis::Value::Array(f) => {
+                let args = match &f[3] {
+                    redis::Value::Array(a) => a.iter().map(text).collect(),
+                    other => vec![format!("{other:?}")],
+                };
+                (args, text(&f[4]) == "?:0", text(&f[5]))
+            }
+            other => (vec![format!("{other:?}")], false, String::new()),
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Every command is in SLOWLOG at `slowlog-log-slower-than 0` wherever it
+/// ran: on the connection's thread (PING, CONFIG, CLIENT, AUTH, HELLO,
+/// SLOWLOG RESET itself), over several shards (DEL, MGET, KEYS, DBSIZE),
+/// and inside a script (as the script's client, `?:0`); credentials
+/// redacted as Redis redacts them. Before, only commands run on one
+/// shard's data were logged.
+#[test]
+fn slowlog_records_every_command_as_redis_does() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (k1, k2) = common::keys_on_two_shards("sl", 2);
+    let mut logs = Vec::new();
+    for mut c in [
+        srv.redis(),
+        redis::Client::open(format!("redis://{}/", redis.addr))
+            .unwrap()
+            .get_connection()
+            .unwrap(),
+    ] {
+        let mut run = |args: &[&str]| {
+            let _: redis::RedisResult<redis::Value> =
+                redis::cmd(args[0]).arg(&args[1..]).query(&mut c);
+        };
+        run(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        run(&["SLOWLOG", "RESET"]);
+        run(&["PING"]);
+        run(&["CONFIG", "GET", "maxmemory"]);
+        run(&["SET", &k1, "1"]);
+        run(&["DEL", &k1, &k2, "other"]);
+        run(&["MGET", &k1, &k2]);
+        run(&["KEYS", "nothing*"]);
+        run(&["DBSIZE"]);
+        run(&["CLIENT", "SETNAME", "me"]);
+        run(&["ECHO", "hi"]);
+        run(&[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'v'); return redis.call('get', KEYS[1])",
+            "1",
+            "{t}k",
+        ]);
+        run(&["AUTH", "secret"]);
+        run(&["AUTH", "user", "secret"]);
+        run(&["AUTH", "a", "b", "c"]);
+        run(&["HELLO", "2", "AUTH", "default", "secret"]);
+        run(&["HELLO", "2", "SETNAME", "me", "AUTH", "default", "secret"]);
+        run(&["HELLO", "9", "AUTH", "default", "secret"]);
+        run(&["CONFIG", "SET", "requirepass", "", "maxmemory", "0"]);
+        run(&["CONFIG", "SET", "masterauth", "x"]);
+        run(&["CONFIG", "SET", "masterauth"]);
+        run(&["MULTI"]);
+        run(&["DISCARD"]);
+        logs.push(slowlog_entries(&mut c));
+    }
+    let (ours, theirs) = (&logs[0], &logs[1]);
+    assert_eq!(ours, theirs);
+    // The log is not empty by accident: spot-check some entries.
+    let has = |args: &[&str], script: bool| {
+        ours.iter().any(|(a, s, _)| {
+            a == &args.iter().map(|x| x.to_string()).collect::<Vec<_>>() && *s == script
+        })
+    };
+    assert!(has(&["SLOWLOG", "RESET"], false), "{ours:?}");
+    assert!(has(&["set", "{t}k", "v"], true), "{ours:?}");
+    assert!(
+        has(&["AUTH", "user", "(redacted)"], false)
+            || has(&["AUTH", "(redacted)", "(redacted)"], false),
+        "{ours:?}"
+    );
+    assert!(
+        has(
+            &[
+                "CONFIG",
+                "SET",
+                "requirepass",
+                "(redacted)",
+                "maxmemory",
+                "0"
+            ],
+            false
+        ),
+        "{ours:?}"
+    );
+    assert!(has(&["DEL", &k1, &k2, "other"], false), "{ours:?}");
+}
+
+/// Conn-thread commands now count their time in INFO commandstats and
+/// latencystats, as every Redis command does (before: `usec=0`).
+#[test]
+fn connection_commands_are_timed_in_commandstats() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for _ in 0..20 {
+        c.raw(&["CONFIG", "GET", "*"]);
+    }
+    let info = c.raw(&["INFO", "commandstats"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_config|get:"))
+        .unwrap_or_default()
+        .to_string();
+    let usec: u64 = line
+        .split(['=', ','])
+        .nth(3)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(line.contains("calls=20,") && usec > 0, "{line}");
+    let lat = c.raw(&["INFO", "latencystats"]);
+    assert!(
+        lat.contains("latency_percentiles_usec_config|get:p50="),
+        "{lat}"
+    );
 }
 
 #[test]

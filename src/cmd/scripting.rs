@@ -237,6 +237,7 @@ pub fn route_script(shared: &Shared, db: usize, call: ScriptCall) -> Action {
         reachable: shards.clone(),
         db,
         monitors: shared.monitors.clone(),
+        slowlog: shared.slowlog.clone(),
     };
     Action::Atomic {
         shards,
@@ -430,7 +431,14 @@ pub struct ScriptEnv {
     pub db: usize,
     /// MONITOR clients, shown each call as `[<db> lua]`.
     pub monitors: Arc<crate::monitor::Monitors>,
+    /// The slow log: a slow call is recorded as the script's own client's
+    /// (address `?:0`, no name), as Redis records its script client's calls.
+    pub slowlog: Arc<crate::cmd::slowlog::SlowLog>,
 }
+
+/// The address SLOWLOG shows for a script's calls: Redis's script client
+/// has no socket, and its peer id reads `?:0` (redis-server 7.0.15).
+const SCRIPT_CLIENT_ADDR: &str = "?:0";
 
 /// Runs one parsed call on a reachable shard, in a database.
 pub type Apply<'a> = dyn FnMut(ShardId, usize, ShardReq) -> Reply + 'a;
@@ -448,6 +456,7 @@ pub fn apply_script(db: &mut ShardDb, cx: &ExecCtx, call: ScriptCall) -> Reply {
         reachable: vec![db.id],
         db: cx.db,
         monitors: db.monitors.clone(),
+        slowlog: db.slowlog.clone(),
     };
     let mut apply = |_shard: ShardId, dbi: usize, req: ShardReq| -> Reply {
         // Each call is a command of its own (one LFU access per key).
@@ -610,12 +619,17 @@ fn run_call(
         Ok(reply) => reply,
         Err(e) => return refused(Some(spec.name), e),
     };
+    let ns = started.elapsed().as_nanos() as u64;
     note_script_call(ScriptCallStat {
         name: Some(spec.name),
-        ns: started.elapsed().as_nanos() as u64,
+        ns,
         err: reply.error_text().cloned(),
         rejected: false,
     });
+    if env.slowlog.is_slow(ns) {
+        let (addr, name) = (String::from(SCRIPT_CLIENT_ADDR), String::new());
+        env.slowlog.push(argv, ns / 1000, addr, name);
+    }
     // After the call, in the database it leaves selected (Redis's `call`).
     if env.monitors.is_active() && !crate::monitor::skips(spec) {
         let now_us = crate::monitor::now_us();

@@ -1,12 +1,16 @@
 //! `SLOWLOG GET|LEN|RESET|HELP` and the slow log itself.
 //!
-//! A command whose execution on its shard takes at least
-//! `slowlog-log-slower-than` µs (negative: never; 0: every command) is
-//! recorded with its arguments, client address and name; the log keeps the
-//! newest `slowlog-max-len` entries. The time is the one INFO commandstats
-//! counts (measured on the shard that ran the command). Commands answered on
-//! the connection's thread (CONFIG, INFO, ...) and fan-outs over several
-//! shards are not timed, so they never appear here.
+//! A command whose execution takes at least `slowlog-log-slower-than` µs
+//! (negative: never; 0: every command; read after the command ran, so the
+//! CONFIG SET that lowers it is logged) is recorded with its arguments,
+//! client address and name; the log keeps the newest `slowlog-max-len`
+//! entries. The time is the one INFO commandstats counts: measured on the
+//! shard that ran the command, or on the connection's thread for the
+//! commands answered there (CONFIG, CLIENT, SLOWLOG, ...). A command over
+//! several shards is timed from dispatch until its merged reply
+//! (`io::finish_slow_timer`). A script's calls are logged as its client's
+//! (`?:0`, no name). EXEC is never logged (`Flags::SKIP_SLOWLOG`); unlike
+//! Redis, the commands it runs are not logged either.
 //!
 //! Recording takes a lock, but only for slow commands; the per-command cost
 //! is one relaxed atomic load of the threshold.
@@ -21,6 +25,7 @@ use crate::cmd::args;
 use crate::cmd::connection::{help_reply, run_subcommand};
 use crate::cmd::{Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
 use crate::error::CmdError;
+use crate::io::conn::ClientShared;
 use crate::reply::Reply;
 
 /// Redis keeps at most this many arguments of a slow command.
@@ -49,6 +54,13 @@ pub struct SlowLog {
     entries: Mutex<VecDeque<Entry>>,
 }
 
+impl Default for SlowLog {
+    /// Redis's defaults: 10000 µs, 128 entries.
+    fn default() -> Self {
+        SlowLog::new(10_000, 128)
+    }
+}
+
 impl SlowLog {
     /// An empty log with the given settings.
     pub fn new(slower_than_us: i64, max_len: usize) -> SlowLog {
@@ -60,6 +72,13 @@ impl SlowLog {
         }
     }
 
+    /// Whether commands are recorded at all (`slowlog-log-slower-than` is
+    /// not negative).
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.slower_than_us.load(Ordering::Relaxed) >= 0
+    }
+
     /// Whether a command that ran `ns` nanoseconds is slow enough to record.
     #[inline]
     pub fn is_slow(&self, ns: u64) -> bool {
@@ -67,19 +86,14 @@ impl SlowLog {
         t >= 0 && ns / 1000 >= t as u64
     }
 
-    /// Record a slow command (arguments trimmed as Redis does; MIGRATE's
-    /// credentials shown as `(redacted)`).
+    /// Record a slow command (arguments trimmed as Redis does; credentials
+    /// shown as `(redacted)`, see [`redacted_args`]).
     ///
     /// # Source
     /// `slowlogCreateEntry`, redis/src/slowlog.c.
     pub fn push(&self, argv: &[Bytes], duration_us: u64, addr: String, name: String) {
         let mut kept: Vec<Bytes> = Vec::with_capacity(argv.len().min(MAX_ARGC));
-        let secrets = match argv.first() {
-            Some(a) if a.eq_ignore_ascii_case(b"MIGRATE") => {
-                crate::cmd::migrate::redacted_args(argv)
-            }
-            _ => Vec::new(),
-        };
+        let secrets = redacted_args(argv);
         for (i, a) in argv.iter().enumerate() {
             if i == MAX_ARGC - 1 && argv.len() > MAX_ARGC {
                 kept.push(Bytes::from(format!(
@@ -120,8 +134,95 @@ impl SlowLog {
         }
     }
 
+    /// [`push`](Self::push) with the address and name of `client`.
+    pub fn push_for(&self, argv: &[Bytes], duration_us: u64, client: &ClientShared) {
+        let name = client
+            .name
+            .lock()
+            .ok()
+            .and_then(|n| n.clone())
+            .unwrap_or_default();
+        self.push(argv, duration_us, client.addr.to_string(), name);
+    }
+
     fn len(&self) -> usize {
         self.entries.lock().map_or(0, |e| e.len())
+    }
+}
+
+/// The configuration parameters whose value `CONFIG SET` hides from
+/// SLOWLOG (Redis's `SENSITIVE_CONFIG`), whether or not shardstream has them.
+const SENSITIVE_CONFIGS: &[&str] = &[
+    "masteruser",
+    "masterauth",
+    "requirepass",
+    "tls-key-file-pass",
+    "tls-client-key-file-pass",
+];
+
+/// Positions in `argv` that SLOWLOG shows as `(redacted)`, as the Redis
+/// commands redact their own arguments while they run:
+/// - `AUTH password` / `AUTH username password`: both (a longer AUTH is a
+///   syntax error before anything is redacted);
+/// - `HELLO ... AUTH username password`: the two after AUTH (none after an
+///   option HELLO refuses, nor with a bad protocol version);
+/// - `CONFIG SET name value ...`: the value of each sensitive parameter
+///   (nothing when the pairs are incomplete: a syntax error first);
+/// - `MIGRATE ... AUTH password | AUTH2 username password`.
+///
+/// # Source
+/// `redactClientCommandArgument` callers: `authCommand` (redis/src/acl.c),
+/// `helloCommand` (networking.c), `configSetCommand` (config.c),
+/// `migrateCommand` (cluster.c), Redis 7.x/8.x.
+pub fn redacted_args(argv: &[Bytes]) -> Vec<usize> {
+    let Some(name) = argv.first() else {
+        return Vec::new();
+    };
+    let is = |a: &Bytes, w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+    if is(name, "MIGRATE") {
+        crate::cmd::migrate::redacted_args(argv)
+    } else if is(name, "AUTH") {
+        match argv.len() {
+            2 => vec![1],
+            3 => vec![1, 2],
+            _ => Vec::new(),
+        }
+    } else if is(name, "HELLO") {
+        let mut out = Vec::new();
+        // A bad protocol version is refused before the options are read.
+        let version = argv.get(1).and_then(|v| crate::cmd::args::parse_i64(v));
+        if argv.len() >= 2 && !matches!(version, Some(2 | 3)) {
+            return out;
+        }
+        // Options left to right, up to the first that HELLO refuses.
+        let mut j = 2;
+        while j < argv.len() {
+            let more = argv.len() - 1 - j;
+            if is(&argv[j], "AUTH") && more >= 2 {
+                out.extend([j + 1, j + 2]);
+                j += 3;
+            } else if is(&argv[j], "SETNAME")
+                && more >= 1
+                && argv[j + 1].iter().all(|b| (b'!'..=b'~').contains(b))
+            {
+                j += 2;
+            } else {
+                break;
+            }
+        }
+        out
+    } else if is(name, "CONFIG")
+        && argv.get(1).is_some_and(|a| is(a, "SET"))
+        && argv.len().is_multiple_of(2)
+    {
+        (2..argv.len())
+            .step_by(2)
+            .filter(|&i| i + 1 < argv.len())
+            .filter(|&i| SENSITIVE_CONFIGS.iter().any(|c| is(&argv[i], c)))
+            .map(|i| i + 1)
+            .collect()
+    } else {
+        Vec::new()
     }
 }
 

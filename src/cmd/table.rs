@@ -54,6 +54,9 @@ impl Flags {
     /// queued FCALL sees the FUNCTION LOAD before it, as in Redis.
     /// Internal, not in `COMMAND INFO`.
     pub const FUNCTION_REGISTRY: Flags = Flags(1 << 17);
+    /// Never recorded in SLOWLOG (EXEC: the commands it runs are, one by
+    /// one). Redis's `CMD_SKIP_SLOWLOG`; `COMMAND INFO` lists it.
+    pub const SKIP_SLOWLOG: Flags = Flags(1 << 18);
 
     const NAMES: &'static [(Flags, &'static str)] = &[
         (Flags::WRITE, "write"),
@@ -66,6 +69,7 @@ impl Flags {
         (Flags::LOADING, "loading"),
         (Flags::STALE, "stale"),
         (Flags::SKIP_MONITOR, "skip_monitor"),
+        (Flags::SKIP_SLOWLOG, "skip_slowlog"),
         (Flags::ASKING, "asking"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),

@@ -65,7 +65,10 @@ pub const SPECS: &[CommandSpec] = &[
     ),
     row(
         "EXEC",
-        Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE),
+        Flags::NOSCRIPT
+            .with(Flags::LOADING)
+            .with(Flags::STALE)
+            .with(Flags::SKIP_SLOWLOG),
         &["slow", "transaction"],
         "Executes all commands in a transaction.",
         exec,

@@ -323,6 +323,16 @@ pub enum Pending {
     },
 }
 
+/// A command over several shards, timed for SLOWLOG: its time is the wall
+/// time from dispatch until its merged reply is ready, since its parts run
+/// on different threads (waiting behind other work there included).
+pub struct SlowTimer {
+    /// The reply slot the command fills.
+    pub seq: u64,
+    pub started: quanta::Instant,
+    pub argv: Vec<Bytes>,
+}
+
 /// A connection owned by a shard thread.
 pub struct Conn {
     pub sock: Socket,
@@ -348,6 +358,9 @@ pub struct Conn {
     /// Stop decoding input until the reply with this sequence number is written
     /// (a blocking command is in flight, as Redis blocks the client).
     pub hold_until: Option<u64>,
+    /// Commands over several shards still collecting their parts, timed
+    /// for SLOWLOG from dispatch to merged reply (see [`SlowTimer`]).
+    pub slow_timers: Vec<SlowTimer>,
     /// A command held back by the ordering gate (`io::gates::gate_order`:
     /// CLIENT KILL / UNBLOCK, CONFIG SET, function registry commands)
     /// until the earlier reply it waits for is written (`hold_until`); it
@@ -520,6 +533,11 @@ impl Conn {
             Some(Pending::Fan { row, .. }) => *row,
             _ => crate::shard::msg::NO_CMD,
         }
+    }
+
+    /// Whether slot `seq` holds its reply (ready to be written, or written).
+    pub fn is_answered(&self, seq: u64) -> bool {
+        seq < self.base_seq || matches!(self.slot(seq), Some(Pending::Ready(_)))
     }
 
     /// The error reply ready in slot `seq`, if that is what it holds.

@@ -24,6 +24,7 @@ use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 use socket::{Endpoint, Socket};
 
+use crate::cmd::{CommandSpec, Flags, Handler};
 use crate::error::CmdError;
 use crate::monitor::Peer;
 use crate::reply::Reply;
@@ -215,6 +216,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         slots: Default::default(),
         close_after: None,
         hold_until: None,
+        slow_timers: Vec::new(),
         deferred: None,
         function_change: None,
         dead: false,
@@ -489,6 +491,75 @@ fn run_command(
     }
 }
 
+/// A command answered on the connection's thread (`started` when its
+/// handler was called): its time in INFO commandstats and latencystats
+/// (its call and any error are counted by the caller), and SLOWLOG if it
+/// was slow. `None` for commands run elsewhere, which are timed there.
+fn time_answered_here(
+    shared: &Shared,
+    spec: &CommandSpec,
+    stat: Option<usize>,
+    started: Option<quanta::Instant>,
+    argv: &[Bytes],
+    client: &ClientShared,
+) {
+    let Some(started) = started else {
+        return;
+    };
+    let ns = started.elapsed().as_nanos() as u64;
+    let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+    shared.cmdstats.count_exec(row, ns, None);
+    if !spec.flags.has(Flags::SKIP_SLOWLOG) && shared.slowlog.is_slow(ns) {
+        shared.slowlog.push_for(argv, ns / 1000, client);
+    }
+}
+
+/// Time a command over several shards (reply slot `seq`) for SLOWLOG,
+/// from `started` (its handler's call, for a connection command) or now;
+/// [`finish_slow_timer`] logs it when its merged reply is ready. Nothing
+/// when SLOWLOG is off or the command is never logged (EXEC).
+fn start_slow_timer(
+    shared: &Shared,
+    spec: &CommandSpec,
+    conn: &mut Conn,
+    seq: u64,
+    started: Option<quanta::Instant>,
+    argv: Vec<Bytes>,
+) {
+    if spec.flags.has(Flags::SKIP_SLOWLOG) || !shared.slowlog.is_on() {
+        return;
+    }
+    // Timers of replies answered some other way (a shutdown, a dropped
+    // hold) go once their slot is written.
+    let written = conn.base_seq;
+    conn.slow_timers.retain(|t| t.seq >= written);
+    conn.slow_timers.push(conn::SlowTimer {
+        seq,
+        started: started.unwrap_or_else(quanta::Instant::now),
+        argv,
+    });
+}
+
+/// After a part of reply `seq` arrived: if it completed a command timed by
+/// [`start_slow_timer`], log it in SLOWLOG if it was slow. A command that
+/// went on to park (a read over several shards that found nothing) or to
+/// run again is not timed further: Redis does not count blocked time.
+pub fn finish_slow_timer(shared: &Shared, conn: &mut Conn, seq: u64, parked: bool) {
+    let Some(i) = conn.slow_timers.iter().position(|t| t.seq == seq) else {
+        return;
+    };
+    if !parked && !conn.is_answered(seq) {
+        return;
+    }
+    let timer = conn.slow_timers.swap_remove(i);
+    let ns = timer.started.elapsed().as_nanos() as u64;
+    if !parked && shared.slowlog.is_slow(ns) {
+        shared
+            .slowlog
+            .push_for(&timer.argv, ns / 1000, &conn.session.shared);
+    }
+}
+
 /// Feed monitors the commands EXEC is about to run, each with the database
 /// it leaves selected (a queued SELECT changes it for itself and the
 /// commands after it, as Redis feeds a command after it ran), before
@@ -569,6 +640,9 @@ fn dispatch_one(
     if shared.monitors.is_active() && spec.name == "EXEC" {
         feed_transaction(shared, &conn.session);
     }
+    // A command answered on this thread is timed here, as a shard times
+    // the ones it runs (INFO commandstats and latencystats, SLOWLOG).
+    let started = matches!(spec.handler, Handler::Conn(_)).then(quanta::Instant::now);
     let mut routed = router::route(spec, &argv, &mut conn.session, shared);
     if let Some(check) = transit {
         routed = crate::route::transit::guard(routed, check);
@@ -588,19 +662,23 @@ fn dispatch_one(
             if let Some(e) = r.error_text() {
                 shared.cmdstats.count_error(e);
             }
+            time_answered_here(shared, spec, stat, started, &argv, &conn.session.shared);
             conn.push_slot(Pending::Ready(r));
         }
         Routed::Close(r) => {
             shared.count_call_at(stat, false, false);
+            time_answered_here(shared, spec, stat, started, &argv, &conn.session.shared);
             let seq = conn.push_slot(Pending::Ready(r));
             conn.close_after = Some(seq);
         }
         Routed::Drop => {
             shared.count_call_at(stat, false, false);
+            time_answered_here(shared, spec, stat, started, &argv, &conn.session.shared);
             conn.dead = true;
         }
         Routed::Wait(timeout_ms, reply) => {
             shared.count_call_at(stat, false, false);
+            time_answered_here(shared, spec, stat, started, &argv, &conn.session.shared);
             let seq = conn.push_slot(Pending::Waiting);
             let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
             router::start_wait(shared, conn, seq, timeout_ms, reply, row);
@@ -638,6 +716,7 @@ fn dispatch_one(
         Routed::Fan(parts, merge, then) => {
             shared.count_call_at(stat, false, false);
             let seq = conn.push_slot(Pending::Waiting);
+            start_slow_timer(shared, spec, conn, seq, started, argv);
             let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then, row);
         }
@@ -651,6 +730,7 @@ fn dispatch_one(
                 .fold(0u64, |m, s| m | 1 << (s.0 % 64));
             let flush = conn.must_flush(others);
             let seq = conn.push_slot(Pending::Waiting);
+            start_slow_timer(shared, spec, conn, seq, started, argv);
             // Connections that keep running transactions move to their
             // coordinator's thread (handover), where they need not wait.
             out.count(conn, coordinator);

@@ -291,6 +291,8 @@ pub struct ShardDb {
     pub scripts: std::sync::Arc<crate::script::Registry>,
     /// The server's MONITOR clients (a script's calls are shown to them).
     pub monitors: std::sync::Arc<crate::monitor::Monitors>,
+    /// The server's slow log (a script's slow calls are recorded there).
+    pub slowlog: std::sync::Arc<crate::cmd::slowlog::SlowLog>,
     /// Watched keys and their versions (WATCH; see [`crate::shard::watch`]).
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
@@ -347,6 +349,7 @@ impl ShardDb {
             aof: Default::default(),
             scripts: Default::default(),
             monitors: Default::default(),
+            slowlog: Default::default(),
             active_expire_enabled: true,
             forward: Vec::new(),
             delayed: Default::default(),

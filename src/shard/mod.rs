@@ -131,6 +131,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
             db.slot_map = seed.shared.slot_map.clone();
             db.scripts = seed.shared.scripts.clone();
             db.monitors = seed.shared.monitors.clone();
+            db.slowlog = seed.shared.slowlog.clone();
             let aof = match load_aof(&mut db, &seed) {
                 Ok((aof, stats)) => {
                     let _ = seed.ready.send(Ok(stats));
@@ -690,6 +691,10 @@ impl ShardThread {
         conn.answered |= remote;
         let row = conn.fan_row(to.seq);
         let then = conn.fill(to.seq, to.part, reply);
+        if !conn.slow_timers.is_empty() {
+            let parked = matches!(then, Some(Then::Block(_) | Then::Rerun));
+            crate::io::finish_slow_timer(&self.shared, conn, to.seq, parked);
+        }
         let mut release = None;
         if row != msg::NO_CMD {
             // A transaction's merge notes its failed commands (see
@@ -1465,16 +1470,12 @@ fn log_slow(shared: &Shared, argv: &[bytes::Bytes], duration_us: u64, conn: u64)
         .lock()
         .ok()
         .and_then(|c| c.get(&conn).cloned());
-    let (addr, name) = client.map_or((String::new(), String::new()), |c| {
-        let name = c
-            .name
-            .lock()
-            .ok()
-            .and_then(|n| n.clone())
-            .unwrap_or_default();
-        (c.addr.to_string(), name)
-    });
-    shared.slowlog.push(argv, duration_us, addr, name);
+    match client {
+        Some(c) => shared.slowlog.push_for(argv, duration_us, &c),
+        None => shared
+            .slowlog
+            .push(argv, duration_us, String::new(), String::new()),
+    }
 }
 
 /// Write (and under `appendfsync always`, fdatasync) this iteration's AOF
