@@ -1043,6 +1043,81 @@ fn slowlog_records_every_command_as_redis_does() {
     assert!(has(&["DEL", &k1, &k2, "other"], false), "{ours:?}");
 }
 
+/// A blocking command that parks is in SLOWLOG once it is over, not while
+/// it waits (Redis 7.2+'s `updateStatsOnUnblock`): when a write serves it,
+/// when its timeout passes, when CLIENT UNBLOCK ends it; never when its
+/// client goes away. Its time is its runs', without the wait.
+#[test]
+fn slowlog_records_blocked_commands_when_they_end() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    c.raw(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let blpops = |c: &mut common::RespClient| {
+        let all = c.raw(&["SLOWLOG", "GET", "-1"]);
+        all.matches("$5\r\nBLPOP\r\n").count() + all.matches("$10\r\nXREADGROUP\r\n").count()
+    };
+    let blocked_clients =
+        |c: &mut common::RespClient| common::info_int(c, "clients", "blocked_clients");
+    // Served by a write.
+    c.raw(&["SLOWLOG", "RESET"]);
+    let mut r = srv.client();
+    r.send(&["BLPOP", "bl", "0"]);
+    assert!(common::eventually(5, || blocked_clients(&mut c) == 1));
+    assert_eq!(blpops(&mut c), 0, "logged while blocked");
+    c.raw(&["LPUSH", "bl", "x"]);
+    assert_eq!(r.read_reply(), "*2\r\n$2\r\nbl\r\n$1\r\nx");
+    assert!(common::eventually(5, || blpops(&mut c) == 1));
+    // Timed out.
+    c.raw(&["SLOWLOG", "RESET"]);
+    assert_eq!(r.raw(&["BLPOP", "bl", "0.05"]), "*-1");
+    assert!(common::eventually(5, || blpops(&mut c) == 1));
+    // Ended by CLIENT UNBLOCK.
+    c.raw(&["SLOWLOG", "RESET"]);
+    let id = r.raw(&["CLIENT", "ID"]).trim_start_matches(':').to_string();
+    r.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    c.raw(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    let mut r2 = srv.client();
+    let id2 = r2
+        .raw(&["CLIENT", "ID"])
+        .trim_start_matches(':')
+        .to_string();
+    r2.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    assert!(common::eventually(5, || blocked_clients(&mut c) >= 1));
+    let _ = id;
+    assert_eq!(c.raw(&["CLIENT", "UNBLOCK", &id2]), ":1");
+    assert_eq!(r2.read_reply(), "*-1");
+    assert!(common::eventually(5, || blpops(&mut c) >= 1));
+    // A blocked client that goes away is not logged.
+    c.raw(&["SLOWLOG", "RESET"]);
+    let mut gone = srv.client();
+    gone.send(&["BLPOP", "never", "0"]);
+    assert!(common::eventually(5, || blocked_clients(&mut c) >= 1));
+    drop(gone);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let all = c.raw(&["SLOWLOG", "GET", "-1"]);
+    assert!(!all.contains("never"), "{all}");
+}
+
 /// Conn-thread commands now count their time in INFO commandstats and
 /// latencystats, as every Redis command does (before: `usec=0`).
 #[test]

@@ -53,6 +53,10 @@ pub struct Ticket {
     /// Set by `CLIENT UNBLOCK` after it claimed the ticket: [`UNBLOCK_TIMEOUT`]
     /// or [`UNBLOCK_ERROR`]; the connection's thread answers and clears it.
     unblocked: AtomicU8,
+    /// The connection's thread answered the wait: its timeout, or `CLIENT
+    /// UNBLOCK` (not a disconnect, not another shard's reply). The command
+    /// then goes to SLOWLOG like a served one (see [`Waiters::slow_done`]).
+    answered_by_timeout: AtomicBool,
 }
 
 /// [`Ticket::unblock`] with `TIMEOUT`: the client gets its command's timeout reply.
@@ -168,6 +172,12 @@ impl Ticket {
         true
     }
 
+    /// The connection's thread answers the wait itself: its timeout passed,
+    /// or `CLIENT UNBLOCK` ended it.
+    pub fn note_answered_by_timeout(&self) {
+        self.answered_by_timeout.store(true, Ordering::Relaxed);
+    }
+
     /// Take what [`unblock`](Self::unblock) left: `Some` once per unblock.
     pub fn take_unblocked(&self) -> Option<Unblocked> {
         // Checked for every blocked client on every loop turn: a plain load
@@ -245,6 +255,12 @@ pub struct Waiters {
     /// `(row, ns)` of the runs that served woken readers since
     /// [`take_timings`](Self::take_timings) (INFO commandstats).
     timings: Vec<(u32, u64)>,
+    /// Parked waiters' arguments and the time of the attempt that parked
+    /// them, ns, by waiter id (see [`note_parked`](Self::note_parked)).
+    slow: HashMap<u64, (Vec<Bytes>, u64)>,
+    /// Blocking commands over since [`take_slow`](Self::take_slow): `(conn,
+    /// argv, ns)` to offer SLOWLOG.
+    slow_done: Vec<(u64, Vec<Bytes>, u64)>,
     next_id: u64,
     /// Waiters came or went since [`take_changed`](Self::take_changed).
     changed: bool,
@@ -255,6 +271,33 @@ impl Waiters {
     /// [`Ticket::watched`]) since the last call.
     pub fn take_timings(&mut self) -> Vec<(u32, u64)> {
         std::mem::take(&mut self.timings)
+    }
+
+    /// The request of client `conn` that just parked took `ns` on its
+    /// first attempt: kept with its waiter, so SLOWLOG records the command
+    /// when it is over (served, timed out or `CLIENT UNBLOCK`ed), with the
+    /// time of its runs, not while it waits.
+    ///
+    /// # Source
+    /// Redis 7.2+: `call()` skips SLOWLOG for a client it blocked;
+    /// `updateStatsOnUnblock` (redis/src/blocked.c) logs the command when it
+    /// is served or times out, its duration the runs without the wait.
+    pub fn note_parked(&mut self, conn: u64, argv: Vec<Bytes>, ns: u64) {
+        if let Some(&id) = self.by_client.get(&conn) {
+            if self.waiters.get(&id).is_some_and(|w| !w.ticket.is_fired()) {
+                self.slow.insert(id, (argv, ns));
+            }
+        }
+    }
+
+    /// Whether [`take_slow`](Self::take_slow) has anything.
+    pub fn has_slow(&self) -> bool {
+        !self.slow_done.is_empty()
+    }
+
+    /// The blocking commands over since the last call: `(conn, argv, ns)`.
+    pub fn take_slow(&mut self) -> Vec<(u64, Vec<Bytes>, u64)> {
+        std::mem::take(&mut self.slow_done)
     }
 
     /// Number of parked waiters (stale ones included until swept).
@@ -364,6 +407,11 @@ impl Waiters {
     fn unregister(&mut self, id: u64) -> Option<Waiter> {
         let w = self.waiters.remove(&id)?;
         self.changed = true;
+        if let Some((argv, ns)) = self.slow.remove(&id) {
+            if w.ticket.answered_by_timeout.load(Ordering::Relaxed) {
+                self.slow_done.push((w.reply_to.conn, argv, ns));
+            }
+        }
         if self.by_client.get(&w.reply_to.conn) == Some(&id) {
             self.by_client.remove(&w.reply_to.conn);
         }
@@ -484,7 +532,8 @@ pub fn serve_ready(
                     no_touch: w.no_touch,
                     reply_to: w.reply_to,
                 };
-                let started = w.ticket.row.map(|_| quanta::Instant::now());
+                let timed = w.ticket.row.is_some() || db.blocking.slow.contains_key(&id);
+                let started = timed.then(quanta::Instant::now);
                 let outcome =
                     db.as_client(w.no_touch, |db| (w.attempt)(db, &cx, &key.1, &w.ticket));
                 let reply_to = w.reply_to;
@@ -493,9 +542,13 @@ pub fn serve_ready(
                 match outcome {
                     Attempt::NotReady => {}
                     Attempt::Served(reply) => {
+                        let ns = started.map_or(0, |t| t.elapsed().as_nanos() as u64);
+                        if let Some((argv, first_ns)) = db.blocking.slow.remove(&id) {
+                            let done = (reply_to.conn, argv, first_ns + ns);
+                            db.blocking.slow_done.push(done);
+                        }
                         db.blocking.unregister(id);
-                        if let (Some(row), Some(t)) = (row, started) {
-                            let ns = t.elapsed().as_nanos() as u64;
+                        if let Some(row) = row {
                             db.blocking.timings.push((row, ns));
                         }
                         out.push((reply_to, reply));

@@ -416,6 +416,8 @@ impl ShardThread {
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
         }
+        // Waiters dropped after their timeout (inbox, sweep) go to SLOWLOG.
+        log_slow_unblocked(&mut self.db, &self.shared);
         self.redirect_blocked();
         self.forward_jobs();
         self.send_batches();
@@ -1049,6 +1051,7 @@ impl ShardThread {
             };
             let (seq, shards) = (b.seq, b.shards);
             if let Some(how) = b.ticket.take_unblocked() {
+                b.ticket.note_answered_by_timeout();
                 let reply = match how {
                     blocking::Unblocked::Timeout => b.timeout_reply.clone(),
                     blocking::Unblocked::Error => {
@@ -1064,6 +1067,7 @@ impl ShardThread {
                 ended.push((*id, shards));
             } else if b.deadline.is_some_and(|d| d <= now) {
                 if b.ticket.claim() {
+                    b.ticket.note_answered_by_timeout();
                     conn.fill(seq, 0, b.timeout_reply.clone());
                     ended.push((*id, shards));
                 }
@@ -1321,7 +1325,12 @@ impl<'a> Exec<'a> {
                 .cmdstats
                 .count_exec(job.cmd, ns, reply.error_text());
         }
-        if self.shared.slowlog.is_slow(ns) {
+        if matches!(reply, Reply::NoReply) {
+            // Parked: offered to SLOWLOG when it is over (`note_parked`).
+            if let Some(argv) = job.argv.filter(|_| self.shared.slowlog.is_on()) {
+                self.db.blocking.note_parked(job.reply_to.conn, argv, ns);
+            }
+        } else if self.shared.slowlog.is_slow(ns) {
             if let Some(argv) = &job.argv {
                 log_slow(self.shared, argv, ns / 1000, job.reply_to.conn);
             }
@@ -1388,6 +1397,7 @@ impl<'a> Exec<'a> {
         for (row, ns) in self.db.blocking.take_timings() {
             self.shared.cmdstats.count_exec(row, ns, None);
         }
+        log_slow_unblocked(self.db, self.shared);
         for (to, reply) in served {
             // An unblocked reader's error (NOGROUP, UNBLOCKED...) is an
             // error reply like any other (INFO errorstats).
@@ -1460,6 +1470,19 @@ fn cluster_redirect(
             addr: addr.to_string(),
         }),
         SlotRoute::Unserved => Some(CmdError::msg("CLUSTERDOWN Hash slot not served")),
+    }
+}
+
+/// Offer SLOWLOG the blocking commands that ended on this shard (see
+/// [`blocking::Waiters::note_parked`]).
+fn log_slow_unblocked(db: &mut ShardDb, shared: &Shared) {
+    if !db.blocking.has_slow() {
+        return;
+    }
+    for (conn, argv, ns) in db.blocking.take_slow() {
+        if shared.slowlog.is_slow(ns) {
+            log_slow(shared, &argv, ns / 1000, conn);
+        }
     }
 }
 
