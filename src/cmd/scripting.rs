@@ -481,7 +481,10 @@ fn resolve_function(env: &ScriptEnv, mut call: ScriptCall) -> Result<ScriptCall,
         }
         call.read_only = ro || meta.flags.no_writes;
         call.allow_oom = meta.flags.allow_oom;
-        call.target = Target::Function { lib, name };
+        call.target = Target::Function {
+            lib,
+            name: meta.name,
+        };
     }
     Ok(call)
 }
