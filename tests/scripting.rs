@@ -1284,3 +1284,93 @@ fn function_names_are_case_insensitive_as_in_redis() {
     };
     same_argv(&mut srv.client(), &mut redis.client(), script);
 }
+
+/// Shebang lines of EVAL scripts and FUNCTION LOAD libraries are read as
+/// Redis 7.0+ reads them: a `#!` line without a newline is an error, the
+/// line is split like `sdssplitargs` (`\r` and quotes included), and every
+/// error text and its checking order are Redis's.
+#[test]
+fn shebang_lines_are_read_as_redis_reads_them() {
+    let srv = TestServer::start(1);
+    let mut ours = srv.client();
+    let reg = "\nredis.register_function('f', function() return 1 end)";
+    let lib = |header: &str| format!("{header}{reg}");
+    let script: Vec<Vec<String>> = [
+        // EVAL, EVAL_RO and SCRIPT LOAD
+        vec!["EVAL", "#!lua", "0"],
+        vec!["EVAL", "#!lua flags=no-writes", "0"],
+        vec!["EVAL", "#!notlua", "0"],
+        vec!["EVAL", "#!", "0"],
+        vec!["EVAL_RO", "#!lua flags=no-writes", "0"],
+        vec!["SCRIPT", "LOAD", "#!lua"],
+        vec!["EVAL", "#!lua\nreturn 1", "0"],
+        vec!["EVAL", "#!lua\r\nreturn 2", "0"],
+        vec!["EVAL", "#!lua\t flags=no-writes\r\nreturn 3", "0"],
+        vec!["EVAL", "#!\"lua\" 'flags=no-writes'\nreturn 4", "0"],
+        vec!["EVAL", "#!\"lua\nreturn 5", "0"],
+        vec!["EVAL", "#!lua\"x\" \nreturn 6", "0"],
+        vec!["EVAL", "#!notlua\nreturn 1", "0"],
+        vec!["EVAL", "#!notlua flags=no-writes\nreturn 1", "0"],
+        vec!["EVAL", "#!\nreturn 1", "0"],
+        vec!["EVAL", "#! lua\nreturn 1", "0"],
+        vec!["EVAL", "#!LUA\nreturn 1", "0"],
+        vec!["EVAL", "#!lua flags=\nreturn 7", "0"],
+        vec!["EVAL", "#!lua flags=no-writes,,allow-oom\nreturn 1", "0"],
+        vec!["EVAL", "#!lua flags=no-writes,\nreturn 1", "0"],
+        vec!["EVAL", "#!lua flags=No-writes\nreturn 1", "0"],
+        vec!["EVAL", "#!lua FLAGS=no-writes\nreturn 1", "0"],
+        vec!["EVAL", "#!lua name=x\nreturn 1", "0"],
+        vec!["SCRIPT", "LOAD", "#!notlua\nreturn 1"],
+        // FUNCTION LOAD
+        vec!["FUNCTION", "LOAD", "#!lua"],
+        vec!["FUNCTION", "LOAD", "#!lua name=x"],
+        vec!["FUNCTION", "LOAD", "#!notlua"],
+        vec!["FUNCTION", "LOAD", "#!"],
+        vec!["FUNCTION", "LOAD", "#"],
+        vec!["FUNCTION", "LOAD", ""],
+        vec!["FUNCTION", "LOAD", "#!notlua name=x\nreturn 1"],
+        vec!["FUNCTION", "LOAD", "#!notlua\nreturn 1"],
+        vec!["FUNCTION", "LOAD", "#!\nx"],
+        vec!["FUNCTION", "LOAD", "#!notlua name=bad-name\nx"],
+        vec!["FUNCTION", "LOAD", "#!notlua foo=bar\nx"],
+        vec!["FUNCTION", "LOAD", "#!lua name='x\nx"],
+        vec!["FUNCTION", "LOAD", "#!lua name=z name=w\nx"],
+        vec!["FUNCTION", "LOAD", "#!lua name=z foo\nx"],
+        vec!["FUNCTION", "LOAD", "#!lua name=\nx"],
+        vec!["FUNCTION", "LOAD", "#!lua flags=no-writes name=q\nx"],
+        vec!["FUNCTION", "LOAD", &lib("#!lua name=crlf\r")],
+        vec!["FUNCTION", "LOAD", &lib("#!LUA NAME=upper")],
+        vec!["FUNCTION", "LOAD", &lib("#!lua\t name=\"quoted\"")],
+        vec!["FUNCTION", "LIST", "LIBRARYNAME", "crlf"],
+        vec!["FUNCTION", "FLUSH"],
+    ]
+    .into_iter()
+    .map(|v| v.into_iter().map(String::from).collect())
+    .collect();
+    let expected = [
+        "-ERR Invalid script shebang",
+        "-ERR Invalid script shebang",
+        "-ERR Invalid script shebang",
+        "-ERR Invalid script shebang",
+        "-ERR Invalid script shebang",
+        "-ERR Invalid script shebang",
+        ":1",
+        ":2",
+        ":3",
+        ":4",
+        "-ERR Invalid engine in script shebang",
+    ];
+    for (argv, want) in script.iter().zip(expected) {
+        assert_eq!(ours.raw(argv), want, "{argv:?}");
+    }
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    for (n, argv) in script.iter().enumerate() {
+        let a = ours.raw(argv);
+        let b = theirs.raw(argv);
+        assert_eq!(a, b, "command {n}: {argv:?}\n ours: {a:?}\nredis: {b:?}");
+    }
+}

@@ -666,12 +666,19 @@ unsafe extern "C-unwind" fn redis_pcall_c(state: *mut mlua::ffi::lua_State) -> s
 /// Split `#!lua name=<lib>\n...` into the library name and the body with
 /// the header line blanked (line numbers stay those of the source).
 ///
+/// The line is split as `sdssplitargs` splits it (blanks, `\r` and quotes
+/// separate words); the engine is the first word after `#!`, matched
+/// without case, and `name=` is too.
+///
 /// # Errors
-/// `ERR Missing library metadata`, `ERR Invalid library metadata`,
-/// `ERR Engine '<e>' not found`, `ERR Invalid metadata value given: <v>`,
-/// `ERR Library name was not given`, `ERR Library names can only contain ...`.
+/// In checking order: `ERR Missing library metadata`, `ERR Invalid library
+/// metadata` (no newline, unbalanced quotes), `ERR Invalid metadata value,
+/// name argument was given multiple times`, `ERR Invalid metadata value
+/// given: <v>`, `ERR Library name was not given`, `ERR Library names can
+/// only contain ...`, `ERR Engine '<e>' not found`.
 /// # Source
-/// `functionExtractLibMetaData`, redis/src/functions.c (7.x).
+/// `functionExtractLibMetaData` and `functionsCreateWithLibraryCtx`,
+/// redis/src/functions.c (7.0+); checked against redis-server 7.0.15.
 pub fn parse_library_header(code: &[u8]) -> Result<(String, Vec<u8>), String> {
     if !code.starts_with(b"#!") {
         return Err("ERR Missing library metadata".into());
@@ -679,24 +686,35 @@ pub fn parse_library_header(code: &[u8]) -> Result<(String, Vec<u8>), String> {
     let Some(nl) = code.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".into());
     };
-    let header = String::from_utf8_lossy(&code[2..nl]).into_owned();
-    let mut parts = header.split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().unwrap_or("");
-    if !engine.eq_ignore_ascii_case("lua") {
-        return Err(format!("ERR Engine '{engine}' not found"));
-    }
+    let parts = match crate::io::codec::split_args(&code[..nl]) {
+        Some(parts) if !parts.is_empty() => parts,
+        _ => return Err("ERR Invalid library metadata".into()),
+    };
+    let engine = String::from_utf8_lossy(parts[0].get(2..).unwrap_or_default()).into_owned();
     let mut name = None;
-    for p in parts {
-        match p.strip_prefix("name=") {
-            Some(n) => name = Some(n.to_string()),
-            None => return Err(format!("ERR Invalid metadata value given: {p}")),
+    for p in &parts[1..] {
+        let is_name = p.len() >= 5 && p[..5].eq_ignore_ascii_case(b"name=");
+        if !is_name {
+            return Err(format!(
+                "ERR Invalid metadata value given: {}",
+                String::from_utf8_lossy(p)
+            ));
         }
+        if name.is_some() {
+            return Err(
+                "ERR Invalid metadata value, name argument was given multiple times".into(),
+            );
+        }
+        name = Some(String::from_utf8_lossy(&p[5..]).into_owned());
     }
     let Some(name) = name else {
         return Err("ERR Library name was not given".into());
     };
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(format!("ERR Engine '{engine}' not found"));
     }
     let mut body = Vec::with_capacity(code.len() - nl);
     body.extend_from_slice(&code[nl..]);
@@ -1157,6 +1175,22 @@ mod tests {
         assert_eq!(
             parse_library_header(b"#!lua\n").unwrap_err(),
             "ERR Library name was not given"
+        );
+        assert_eq!(
+            parse_library_header(b"#!nosuch\n").unwrap_err(),
+            "ERR Library name was not given"
+        );
+        assert_eq!(
+            parse_library_header(b"#!LUA NAME=x\r\ny").unwrap(),
+            ("x".to_string(), b"\ny".to_vec())
+        );
+        assert_eq!(
+            parse_library_header(b"#!lua name=a name=b\n").unwrap_err(),
+            "ERR Invalid metadata value, name argument was given multiple times"
+        );
+        assert_eq!(
+            parse_library_header(b"#!lua name='x\n").unwrap_err(),
+            "ERR Invalid library metadata"
         );
     }
 
