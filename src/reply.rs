@@ -45,6 +45,14 @@ pub enum Reply {
     Bool(bool),
     /// RESP3 verbatim string `=<len>\r\ntxt:<text>`; RESP2 bulk string.
     Verbatim(Bytes),
+    /// RESP3 verbatim string of another format, `=<len>\r\n<fmt>:<text>`;
+    /// RESP2 bulk string. Scripts make it (`{verbatim_string={format=,
+    /// string=}}`); `format` is the first three bytes of theirs, padded
+    /// with spaces, as Redis's `addReplyVerbatim` writes it.
+    VerbatimAs { format: [u8; 3], text: Bytes },
+    /// RESP3 big number `(<digits>`; RESP2 bulk string. Scripts make it
+    /// (`{big_number=}`); Redis writes the text as given, CR/LF as spaces.
+    BigNumber(Bytes),
     /// `-<error text>`
     Error(CmdError),
     /// One RESP value already encoded, made only of arrays and bulk strings,

@@ -507,6 +507,26 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 bulk(out, b);
             }
         }
+        Reply::VerbatimAs { format, text } => {
+            if resp3 {
+                header(out, b'=', text.len() as i64 + 4);
+                out.put_slice(format);
+                out.put_u8(b':');
+                out.put_slice(text);
+                out.put_slice(b"\r\n");
+            } else {
+                bulk(out, text);
+            }
+        }
+        Reply::BigNumber(b) => {
+            if resp3 {
+                out.put_u8(b'(');
+                out.put_slice(b);
+                out.put_slice(b"\r\n");
+            } else {
+                bulk(out, b);
+            }
+        }
         Reply::Raw(b) => out.put_slice(b),
         Reply::NoReply | Reply::OverOutputLimit | Reply::Rerun => {}
         Reply::Error(e) => {

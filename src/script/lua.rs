@@ -998,6 +998,17 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
             single("verbatim_string", Value::Table(t))?
         }
         Reply::Verbatim(b) => Value::String(lua.create_string(&b[..])?),
+        Reply::VerbatimAs { format, text } if resp3 => {
+            let t = lua.create_table()?;
+            t.raw_set("format", lua.create_string(format)?)?;
+            t.raw_set("string", lua.create_string(&text[..])?)?;
+            single("verbatim_string", Value::Table(t))?
+        }
+        Reply::VerbatimAs { text, .. } => Value::String(lua.create_string(&text[..])?),
+        Reply::BigNumber(b) if resp3 => {
+            single("big_number", Value::String(lua.create_string(&b[..])?))?
+        }
+        Reply::BigNumber(b) => Value::String(lua.create_string(&b[..])?),
         Reply::Error(e) => err_table(lua, &e.to_string())?,
         raw @ Reply::Raw(_) => reply_to_lua(lua, raw.expanded(), resp3)?,
     })
@@ -1036,12 +1047,19 @@ fn contains_depth_error_at(r: &Reply, depth: usize) -> bool {
 
 /// A script's return value as the client's reply.
 ///
+/// A table is read by the first of its fields that applies, in Redis's
+/// order: `err`, `ok` (strings), `double` (a number), `big_number` (a
+/// string), `verbatim_string` (a table with string `format` and `string`),
+/// `map`, `set` (tables); else it is an array. The RESP3 types become bulk
+/// strings (maps and sets arrays) for a RESP2 client.
+///
 /// # Source
 /// "Lua to RESP2 type conversion" / "Lua to RESP3 type conversion", Redis's
 /// Lua API reference: numbers truncate to integers, `{ok=}` / `{err=}` are
 /// status and error replies, an array stops at its first nil, `true` is 1
 /// and `false` a null unless the script called `redis.setresp(3)` (then
-/// booleans; checked against redis-server), `{double=}`, `{map=}`, `{set=}`.
+/// booleans; checked against redis-server); `luaReplyToRedisReply`,
+/// redis/src/script_lua.c (7.0+) for the order of the fields.
 pub fn lua_to_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
     crate::script::libs::grow(|| lua_to_reply_at(v, resp3, depth))
 }
@@ -1090,6 +1108,31 @@ fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
             _ => {}
         }
     }
+    if let Ok(Value::String(b)) = t.raw_get::<Value>("big_number") {
+        let digits: Vec<u8> = b
+            .as_bytes()
+            .iter()
+            .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+            .collect();
+        return Reply::BigNumber(digits.into());
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        if let (Ok(Value::String(format)), Ok(Value::String(text))) =
+            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+        {
+            // The format is read as a C string: its first three bytes
+            // before any NUL, padded with spaces.
+            let mut fmt = [b' '; 3];
+            let given = format.as_bytes();
+            for (slot, &c) in fmt.iter_mut().zip(given.iter().take_while(|&&c| c != 0)) {
+                *slot = c;
+            }
+            return Reply::VerbatimAs {
+                format: fmt,
+                text: Bytes::copy_from_slice(&text.as_bytes()),
+            };
+        }
+    }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         let mut pairs = Vec::new();
         for (k, v) in m.pairs::<Value, Value>().flatten() {
@@ -1107,9 +1150,6 @@ fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
             .map(|(k, _)| lua_to_reply(&k, resp3, depth + 1))
             .collect();
         return Reply::Set(items);
-    }
-    if let Ok(Value::String(b)) = t.raw_get::<Value>("big_number") {
-        return Reply::Bulk(Bytes::copy_from_slice(&b.as_bytes()));
     }
     let mut items = Vec::new();
     let mut i = 1;
