@@ -1442,3 +1442,47 @@ fn script_resp3_reply_tables_match_redis() {
         assert_same_replies(&mut ours, &mut theirs, lines);
     }
 }
+
+/// A Lua number returned by a script is cast to an integer as Redis's C
+/// cast does on x86-64: truncated toward zero, and `i64::MIN` for NaN and
+/// for anything outside the i64 range, positive values included.
+#[test]
+fn script_numbers_become_integers_as_redis_casts_them() {
+    let srv = TestServer::start(1);
+    let mut c = srv.client();
+    let cases = [
+        ("return 1e30", ":-9223372036854775808"),
+        ("return -1e30", ":-9223372036854775808"),
+        ("return 0/0", ":-9223372036854775808"),
+        ("return -(0/0)", ":-9223372036854775808"),
+        ("return 1/0", ":-9223372036854775808"),
+        ("return -1/0", ":-9223372036854775808"),
+        ("return 2^63", ":-9223372036854775808"),
+        ("return 9223372036854775807", ":-9223372036854775808"),
+        ("return -2^63", ":-9223372036854775808"),
+        ("return 2^62", ":4611686018427387904"),
+        ("return 3.99", ":3"),
+        ("return -3.99", ":-3"),
+        ("return -0.5", ":0"),
+        (
+            "return {1e30, 1/0, 0/0, 7.5}",
+            "*4\r\n:-9223372036854775808\r\n:-9223372036854775808\r\n\
+             :-9223372036854775808\r\n:7",
+        ),
+        (
+            "return {map={a=1e19}}",
+            "*2\r\n$1\r\na\r\n:-9223372036854775808",
+        ),
+    ];
+    for (body, want) in cases {
+        assert_eq!(c.raw(&["EVAL", body, "0"]), want, "{body}");
+    }
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut theirs = redis.client();
+    for (body, _) in cases {
+        let argv = ["EVAL", body, "0"];
+        assert_eq!(c.raw(&argv), theirs.raw(&argv), "{body}");
+    }
+}

@@ -1075,10 +1075,30 @@ fn lua_to_reply_at(v: &Value, resp3: bool, depth: usize) -> Reply {
         Value::Boolean(false) if resp3 => Reply::Bool(false),
         Value::Boolean(false) => Reply::NullBulk,
         Value::Integer(n) => Reply::Int(*n),
-        Value::Number(n) => Reply::Int(if n.is_nan() { 0 } else { *n as i64 }),
+        Value::Number(n) => Reply::Int(lua_number_to_long_long(*n)),
         Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => table_to_reply(t, resp3, depth),
         _ => Reply::NullBulk,
+    }
+}
+
+/// A Lua number as Redis turns it into an integer reply: the C cast
+/// `(long long)lua_tonumber(...)`, which truncates toward zero and which
+/// x86-64 (`cvttsd2si`) answers with `i64::MIN` for NaN and for anything
+/// outside the i64 range (`1e30`, `1/0`, `2^63`). Rust's `as` saturates
+/// and makes NaN 0, so the out-of-range cases are spelled out; the result
+/// is the same on every platform we build for.
+///
+/// # Source
+/// `luaReplyToRedisReply`, redis/src/script_lua.c (7.0+); checked against
+/// redis-server 7.0.15 on x86-64.
+fn lua_number_to_long_long(n: f64) -> i64 {
+    // 2^63: the first double past i64::MAX (which a double cannot hold).
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    if n.is_nan() || !(-TWO_POW_63..TWO_POW_63).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
     }
 }
 
@@ -1191,6 +1211,25 @@ mod tests {
                 assert_eq!(lua_number_text(n), want, "{n:e}");
             }
             x *= 7.3;
+        }
+    }
+
+    #[test]
+    fn numbers_become_integers_as_a_c_cast_on_x86_64() {
+        assert_eq!(lua_number_to_long_long(3.99), 3);
+        assert_eq!(lua_number_to_long_long(-3.99), -3);
+        assert_eq!(lua_number_to_long_long(-0.5), 0);
+        assert_eq!(lua_number_to_long_long(2f64.powi(62)), 1 << 62);
+        assert_eq!(lua_number_to_long_long(-(2f64.powi(63))), i64::MIN);
+        for n in [
+            2f64.powi(63),
+            1e30,
+            -1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ] {
+            assert_eq!(lua_number_to_long_long(n), i64::MIN, "{n}");
         }
     }
 
