@@ -166,7 +166,14 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.sha1hex('abc')" 0
         EVAL "return redis.sha1hex()" 0
         EVAL "return redis.setresp(4)" 0
-        EVAL "redis.log(99, 'x')" 0
+        EVAL "redis.setresp(2.5) return 1" 0
+        EVAL "redis.setresp('3') return {1, 2}" 0
+        EVAL "redis.setresp('x') return 1" 0
+        EVAL "redis.setresp(1/0) return 1" 0
+        EVAL "redis.log('x', 'y')" 0
+        EVAL "redis.log(3.9, 'x') return 1" 0
+        EVAL "redis.log(-0.5, 'x') return 1" 0
+        EVAL "redis.log('2', 'x') return 1" 0
         EVAL "redis.log(redis.LOG_WARNING, 'from a test')" 0
         EVAL "return redis.LOG_NOTICE" 0
         EVAL "return redis.REPL_ALL" 0
@@ -572,6 +579,10 @@ fn resp3_conversions() {
         c.raw(&["EVAL", "return redis.call('get', 'nosuch') == false", "0"]),
         ":1"
     );
+    // redis.log's range error as Redis 7.4+ words it (7.0: "Invalid debug level.").
+    assert!(c
+        .raw(&["EVAL", "redis.log(99, 'x')", "0"])
+        .starts_with("-ERR Invalid log level. script: "));
     // 8.x sandbox details that redis-server 7.0 does not have: os.clock only.
     assert_eq!(
         c.raw(&["EVAL", "return type(os.clock())", "0"]),

@@ -180,11 +180,20 @@ impl Engine {
                     ));
                 }
                 let mut it = args.into_iter();
-                let level = match it.next() {
-                    Some(Value::Integer(n)) if (0..=3).contains(&n) => n,
-                    Some(Value::Number(n)) if (0.0..=3.0).contains(&n) => n as i64,
-                    _ => return Err(mlua::Error::runtime("Invalid debug level.")),
+                // A number or a numeric string, truncated as Redis's
+                // `int level = lua_tonumber(...)` (`luaLogCommand`).
+                let Some(level) = it.next().and_then(|v| lua.coerce_number(v).ok().flatten())
+                else {
+                    return Err(mlua::Error::runtime(
+                        "First argument must be a number (log level).",
+                    ));
                 };
+                let level = level.trunc();
+                if !(0.0..=3.0).contains(&level) {
+                    // 7.4+ text; redis-server 7.0 says "Invalid debug level.".
+                    return Err(mlua::Error::runtime("Invalid log level."));
+                }
+                let level = level as i64;
                 let mut parts = Vec::new();
                 for v in it {
                     if let Some(s) = lua.coerce_string(v)? {
@@ -203,17 +212,20 @@ impl Engine {
         let resp_holder = holder.clone();
         rs.set(
             "setresp",
-            lua.create_function(move |_, args: MultiValue| {
+            lua.create_function(move |lua, args: MultiValue| {
                 if args.len() != 1 {
                     return Err(mlua::Error::runtime(
                         "redis.setresp() requires one argument.",
                     ));
                 }
-                let n = match args.front() {
-                    Some(Value::Integer(n)) => *n,
-                    Some(Value::Number(n)) if *n == n.trunc() => *n as i64,
-                    _ => 0,
-                };
+                // `int resp = lua_tonumber(...)` (`luaSetResp`): a numeric
+                // string counts, a fraction is truncated (2.5 is 2), and
+                // anything else is 0.
+                let n = args
+                    .into_iter()
+                    .next()
+                    .and_then(|v| lua.coerce_number(v).ok().flatten())
+                    .map_or(0, |n| if n.abs() < 1e9 { n.trunc() as i64 } else { 0 });
                 if n != 2 && n != 3 {
                     return Err(mlua::Error::runtime("RESP version must be 2 or 3."));
                 }
