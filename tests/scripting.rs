@@ -293,11 +293,9 @@ fn hostile_scripts_get_errors_and_the_server_lives() {
         "{bad}"
     );
     // A cyclic table: Redis nests arrays until its Lua stack runs out
-    // (about 8000 levels) and ends with this error; ours answers the error.
-    assert_eq!(
-        ours.raw(&["EVAL", "local t = {} t[1] = t return t", "0"]),
-        "-ERR reached lua stack limit"
-    );
+    // (7995 levels) and ends with this error; so do we.
+    let cyclic = ["EVAL", "local t = {} t[1] = t return t", "0"];
+    assert_eq!(ours.raw(&cyclic), theirs.raw(&cyclic));
     assert_eq!(ours.raw(&["PING"]), "+PONG");
 }
 
@@ -1495,5 +1493,98 @@ fn script_numbers_become_integers_as_redis_casts_them() {
     for (body, _) in cases {
         let argv = ["EVAL", body, "0"];
         assert_eq!(c.raw(&argv), theirs.raw(&argv), "{body}");
+    }
+}
+
+/// Replies nested as deep as Redis allows: each value is converted while
+/// the Lua stack Redis's conversion would use has room (7994 nested arrays,
+/// 2664 nested maps, ...); one past it is written as `ERR reached lua
+/// stack limit` in its place and the rest of the reply stands, for EVAL
+/// and FCALL, RESP2 and RESP3. The errors count in INFO as Redis counts
+/// them, and the server lives.
+#[test]
+fn deep_script_replies_end_where_redis_runs_out_of_lua_stack() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let nest = |n: usize| format!("local t = 1 for i = 1, {n} do t = {{t}} end return t");
+    let limit = "-ERR reached lua stack limit";
+    assert_eq!(
+        c.raw(&["EVAL", &nest(7994), "0"]),
+        format!("{}:1", "*1\r\n".repeat(7994))
+    );
+    assert_eq!(
+        c.raw(&["EVAL", &nest(7995), "0"]),
+        format!("{}{limit}", "*1\r\n".repeat(7995))
+    );
+    assert_eq!(
+        c.raw(&["EVAL", &nest(100_000), "0"]),
+        format!("{}{limit}", "*1\r\n".repeat(7995))
+    );
+    // A map's key and value, each past the limit, are both errors.
+    let maps = c.raw(&[
+        "EVAL",
+        "local t = 1 for i = 1, 2665 do t = {map={a=t}} end return t",
+        "0",
+    ]);
+    assert!(
+        maps.ends_with(&format!("*2\r\n{limit}\r\n{limit}")),
+        "{}",
+        &maps[maps.len() - 100..]
+    );
+    assert_eq!(c.raw(&["PING"]), "+PONG");
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let lib = "#!lua name=deep\nredis.register_function('deep', function(keys, args) \
+               local t = 1 for i = 1, tonumber(args[1]) do t = {t} end return t end)";
+    let bodies = [
+        nest(7994),
+        nest(7995),
+        nest(20_000),
+        "local t = 1 for i = 1, 2664 do t = {map={a=t}} end return t".into(),
+        "local t = 1 for i = 1, 2665 do t = {map={a=t}} end return t".into(),
+        "local t = 1 for i = 1, 2665 do t = {set={[t]=true}} end return t".into(),
+        "local t = 1 for i = 1, 1998 do t = {map={[t]=1}} end return t".into(),
+        "local t = 1 for i = 1, 1999 do t = {map={[t]=1}} end return t".into(),
+        "local t = {} t[1] = t return {1, t, 'after'}".into(),
+        "local t = 1 for i = 1, 8000 do t = {t, {err='E'..i}, i} end return t".into(),
+        "local t = true for i = 1, 3000 do t = {map={a=t, b={false, {double=1.5}}}} end return t"
+            .into(),
+    ];
+    for resp in ["2", "3"] {
+        let mut ours = srv.client();
+        let mut theirs = redis.client();
+        ours.raw(&["HELLO", resp]);
+        theirs.raw(&["HELLO", resp]);
+        for cmd in [
+            &["FUNCTION", "LOAD", "REPLACE", lib][..],
+            &["CONFIG", "RESETSTAT"],
+        ] {
+            assert_eq!(ours.raw(cmd), theirs.raw(cmd), "{cmd:?}");
+        }
+        for body in &bodies {
+            let argv = ["EVAL", body.as_str(), "0"];
+            let (a, b) = (ours.raw(&argv), theirs.raw(&argv));
+            assert!(
+                a == b,
+                "RESP{resp} `{body}`: {} bytes vs {}",
+                a.len(),
+                b.len()
+            );
+        }
+        for n in ["7994", "7995"] {
+            let argv = ["FCALL", "deep", "0", n];
+            assert_eq!(ours.raw(&argv), theirs.raw(&argv), "RESP{resp} FCALL {n}");
+        }
+        let stats = |c: &mut RespClient| {
+            let errors = c.raw(&["INFO", "errorstats"]);
+            let eval = c.raw(&["INFO", "commandstats"]);
+            let eval = eval
+                .split("\r\n")
+                .find(|l| l.starts_with("cmdstat_eval:"))
+                .map(|l| l.split(",rejected").nth(1).unwrap_or_default().to_string());
+            (errors, eval)
+        };
+        assert_eq!(stats(&mut ours), stats(&mut theirs), "RESP{resp}");
     }
 }

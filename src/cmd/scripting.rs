@@ -373,7 +373,7 @@ fn evalsha_ro(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 ///
 /// # Reply
 /// The script's return value converted by Redis's Lua → RESP rules
-/// (see [`crate::script::lua::lua_to_reply`]).
+/// (see [`crate::script::lua::lua_to_reply_top`]).
 /// # Errors
 /// numkeys errors ([`split_keys`]); [`NOSCRIPT`]; shebang errors;
 /// [`RO_WITH_WRITE_FLAG`]; `ERR Error compiling
