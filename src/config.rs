@@ -630,6 +630,11 @@ impl EvictionPolicy {
         matches!(self, Self::AllkeysLfu | Self::VolatileLfu)
     }
 
+    /// An LRU policy (`allkeys-lru`, `volatile-lru`).
+    pub fn is_lru(self) -> bool {
+        matches!(self, Self::AllkeysLru | Self::VolatileLru)
+    }
+
     /// Only keys with a TTL may be evicted (`volatile-*`).
     pub fn volatile_only(self) -> bool {
         matches!(

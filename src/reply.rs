@@ -45,8 +45,21 @@ pub enum Reply {
     Bool(bool),
     /// RESP3 verbatim string `=<len>\r\ntxt:<text>`; RESP2 bulk string.
     Verbatim(Bytes),
+    /// RESP3 verbatim string of another format, `=<len>\r\n<fmt>:<text>`;
+    /// RESP2 bulk string. Scripts make it (`{verbatim_string={format=,
+    /// string=}}`); `format` is the first three bytes of theirs, padded
+    /// with spaces, as Redis's `addReplyVerbatim` writes it.
+    VerbatimAs { format: [u8; 3], text: Bytes },
+    /// RESP3 big number `(<digits>`; RESP2 bulk string. Scripts make it
+    /// (`{big_number=}`); Redis writes the text as given, CR/LF as spaces.
+    BigNumber(Bytes),
     /// `-<error text>`
     Error(CmdError),
+    /// A deeply nested reply (a script's, up to Redis's ~8000 levels),
+    /// encoded on the shard for both protocols by
+    /// [`crate::io::codec::pre_encode`]: a tree that deep must not reach
+    /// code that walks or drops it recursively on another thread's stack.
+    PreEncoded(Box<PreEncoded>),
     /// One RESP value already encoded, made only of arrays and bulk strings,
     /// so its bytes are the same in RESP2 and RESP3; written as it is. Stream
     /// reads write their entries this way, straight from the nodes
@@ -67,6 +80,18 @@ pub enum Reply {
     /// not built; the connection is closed as Redis closes a client whose
     /// output buffer passes the limit.
     OverOutputLimit,
+}
+
+/// The bytes of one reply in each protocol, and the error replies nested
+/// in it (INFO counts each, as Redis counts every error reply it writes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreEncoded {
+    /// The RESP2 encoding.
+    pub resp2: Bytes,
+    /// The RESP3 encoding.
+    pub resp3: Bytes,
+    /// The errors nested in the reply, in the order they are written.
+    pub errors: Vec<CmdError>,
 }
 
 impl Reply {

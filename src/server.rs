@@ -203,6 +203,12 @@ pub fn note_script_reply_errors(name: &'static str, reply: &crate::reply::Reply)
                     each(v);
                 }
             }
+            // A deep reply keeps its nested errors beside its bytes.
+            Reply::PreEncoded(p) => {
+                for e in &p.errors {
+                    each(&Reply::Error(e.clone()));
+                }
+            }
             _ => {}
         }
     }

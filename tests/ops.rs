@@ -369,6 +369,7 @@ fn command_docs_arguments() {
         "object|encoding",
         "object|freq",
         "object|idletime",
+        "object|refcount",
         "persist",
         "pexpire",
         "pexpireat",

@@ -843,6 +843,95 @@ fn help_subcommands_flags_as_redis() {
     assert_eq!(ours, theirs);
 }
 
+/// OBJECT REFCOUNT: 1 for a value one key holds, Redis's shared-object
+/// count (INT_MAX) for a small integer string (0..=9999) while integers
+/// are shared (no maxmemory, or a policy that is neither LRU nor LFU), nil
+/// for a missing key; arity errors and OBJECT HELP as Redis's.
+#[test]
+fn object_refcount_as_redis() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for (cmd, want) in [
+        ("OBJECT REFCOUNT nosuch", "$-1"),
+        ("SET k 100", "+OK"),
+        ("OBJECT REFCOUNT k", ":2147483647"),
+        ("SET k 10000", "+OK"),
+        ("OBJECT REFCOUNT k", ":1"),
+        ("XADD s 1-1 f v", "$3\r\n1-1"),
+        ("OBJECT REFCOUNT s", ":1"),
+        (
+            "OBJECT REFCOUNT",
+            "-ERR wrong number of arguments for 'object|refcount' command",
+        ),
+    ] {
+        assert_eq!(c.raw(&common::words(cmd)), want, "{cmd}");
+    }
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut ours = srv.client();
+    let mut theirs = redis.client();
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        r#"
+        FLUSHALL
+        OBJECT REFCOUNT nosuch
+        SET k 100
+        OBJECT REFCOUNT k
+        SET k 0
+        OBJECT REFCOUNT k
+        SET k 9999
+        object refcount k
+        SET k 10000
+        OBJECT REFCOUNT k
+        SET k -1
+        OBJECT REFCOUNT k
+        SET k 0100
+        OBJECT REFCOUNT k
+        SET k abc
+        OBJECT REFCOUNT k
+        SET c 9998
+        INCR c
+        OBJECT REFCOUNT c
+        INCR c
+        OBJECT REFCOUNT c
+        SET e 5 EX 100
+        OBJECT REFCOUNT e
+        MSET {m}1 7 {m}2 x
+        OBJECT REFCOUNT {m}1
+        OBJECT REFCOUNT {m}2
+        EVAL "redis.call('set', KEYS[1], '42') return redis.call('object', 'refcount', KEYS[1])" 1 lk
+        XADD s 1-1 f v
+        OBJECT REFCOUNT s
+        RPUSH l 1
+        OBJECT REFCOUNT l
+        SADD st 1
+        OBJECT REFCOUNT st
+        ZADD z 1 m
+        OBJECT REFCOUNT z
+        OBJECT REFCOUNT
+        OBJECT REFCOUNT a b
+        CONFIG SET maxmemory 100mb
+        CONFIG SET maxmemory-policy allkeys-lru
+        SET p 100
+        OBJECT REFCOUNT p
+        CONFIG SET maxmemory-policy volatile-lfu
+        SET p 100
+        OBJECT REFCOUNT p
+        CONFIG SET maxmemory-policy allkeys-random
+        SET p 100
+        OBJECT REFCOUNT p
+        CONFIG SET maxmemory 0
+        CONFIG SET maxmemory-policy allkeys-lru
+        SET p 100
+        OBJECT REFCOUNT p
+        CONFIG SET maxmemory-policy noeviction
+        OBJECT HELP
+        "#,
+    );
+}
+
 #[test]
 fn redis_crate_client_reads_info() {
     let srv = TestServer::start(2);

@@ -776,6 +776,7 @@ pub const DOCS: &[(&str, &[Arg])] = &[
     ("OBJECT|ENCODING", &[key()]),
     ("OBJECT|FREQ", &[key()]),
     ("OBJECT|IDLETIME", &[key()]),
+    ("OBJECT|REFCOUNT", &[key()]),
     ("PERSIST", &[key()]),
     (
         "PEXPIRE",

@@ -266,7 +266,9 @@ fn list(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
             .filter(|l| {
                 pattern
                     .as_ref()
-                    .is_none_or(|p| glob_match(p, l.name.as_bytes(), false))
+                    // Without case, as Redis matches LIBRARYNAME (7.0+),
+                    // though library names are case-sensitive.
+                    .is_none_or(|p| glob_match(p, l.name.as_bytes(), true))
             })
             .map(|l| reply_library(&l, with_code))
             .collect();
@@ -673,7 +675,12 @@ fn fcall_generic(cx: &mut ConnCtx<'_>, argv: &[Bytes], ro: bool) -> Result<Actio
         return Err(CmdError::msg(crate::io::gates::OOM_ERROR));
     }
     let call = ScriptCall {
-        target: Target::Function { lib, name },
+        // The registered name (Redis's `fi->name`): error replies and
+        // FUNCTION STATS show it, whatever case FCALL used.
+        target: Target::Function {
+            lib,
+            name: meta.name,
+        },
         keys,
         args,
         read_only: ro || meta.flags.no_writes,

@@ -1,4 +1,5 @@
-//! Introspection of one key's value: OBJECT ENCODING, MEMORY USAGE.
+//! Introspection of one key's value: OBJECT ENCODING, FREQ, IDLETIME,
+//! REFCOUNT, MEMORY USAGE.
 //!
 //! # Source
 //! redis/src/object.c (7.x): `objectCommand`, `memoryCommand`.
@@ -85,6 +86,16 @@ pub const SPECS: &[CommandSpec] = &[
                 "Returns the time since the last access to a Redis object.",
                 parse_object,
             ),
+            CommandSpec {
+                since: "2.2.3",
+                ..sub(
+                    "OBJECT|REFCOUNT",
+                    3,
+                    Keys::SECOND,
+                    "Returns the reference count of a value of a key.",
+                    parse_object,
+                )
+            },
             help_sub("OBJECT|HELP", &["keyspace", "slow"], parse_object),
         ],
         handler: Handler::Keyed {
@@ -121,10 +132,10 @@ pub const SPECS: &[CommandSpec] = &[
     },
 ];
 
-/// `OBJECT ENCODING key` | `OBJECT HELP`.
+/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` | `OBJECT HELP`.
 ///
 /// # Errors
-/// `ERR wrong number of arguments for 'object|encoding' command`,
+/// `ERR wrong number of arguments for 'object|<sub>' command`,
 /// `ERR unknown subcommand '<sub>'. Try OBJECT HELP.`
 fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let sub = &argv[1];
@@ -136,6 +147,13 @@ fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
         return Ok(on_shard(move |db, cx| {
             apply_object_encoding(db, cx, &key).into()
         }));
+    }
+    if is(sub, "REFCOUNT") {
+        if argv.len() != 3 {
+            return Err(CmdError::arity("object|refcount"));
+        }
+        let key = argv[2].clone();
+        return Ok(on_shard(move |db, cx| apply_object_refcount(db, cx, &key)));
     }
     for (name, freq) in [("IDLETIME", false), ("FREQ", true)] {
         if is(sub, name) {
@@ -164,6 +182,9 @@ fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
                 "IDLETIME <key>",
                 "    Return the idle time of the <key>, that is the approximated number of",
                 "    seconds elapsed since the last access to the key.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key>.",
                 "HELP",
                 "    Prints this help.",
             ])
@@ -258,6 +279,52 @@ pub fn apply_object_encoding(
     };
     Ok(Reply::bulk(name))
 }
+
+/// `OBJECT REFCOUNT key`. Not an access.
+///
+/// Every value here has one owner, so the answer is Redis's for a value
+/// held by one key, except where Redis would hold one of its shared
+/// integer objects: a string that [`string_encoding`] calls `int` with a
+/// value in `0..=9999`, while `maxmemory` is 0 or the policy is neither
+/// LRU nor LFU (Redis stops sharing then, so each key keeps its own
+/// LRU/LFU data).
+///
+/// # Reply
+/// Integer: [`SHARED_REFCOUNT`] for such a shared integer, else 1; null
+/// bulk for a missing key.
+/// # Source
+/// `objectCommand` (`OBJ_SHARED_REFCOUNT` is `INT_MAX`), `tryObjectEncoding`
+/// and `OBJ_SHARED_INTEGERS` (10000), redis/src/object.c, server.h (7.x);
+/// checked against redis-server 7.0.15 (SET, INCR, MSET, a script's SET;
+/// 1 for streams, lists, sets and sorted sets).
+pub fn apply_object_refcount(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
+    let maxmemory = db
+        .tunables
+        .maxmemory_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let policy = db.tunables.eviction_policy();
+    let sharing = maxmemory == 0 || !(policy.is_lru() || policy.is_lfu());
+    let Some(entry) = db.peek(cx.db, key, cx.now_ms) else {
+        return Reply::NullBulk;
+    };
+    let shared = match &entry.value {
+        Value::Str(s) => {
+            sharing
+                && string_encoding(s) == "int"
+                && parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n))
+        }
+        _ => false,
+    };
+    Reply::Int(if shared { SHARED_REFCOUNT } else { 1 })
+}
+
+/// The reference count Redis reports for its shared objects
+/// (`OBJ_SHARED_REFCOUNT`, `INT_MAX`).
+pub const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+
+/// Integers `0..SHARED_INTEGERS` are shared objects in Redis
+/// (`OBJ_SHARED_INTEGERS`).
+const SHARED_INTEGERS: i64 = 10_000;
 
 /// Encoding Redis reports for a sorted set: `listpack` while compact (see
 /// [`crate::zset`]), `skiplist` once past `zset-max-listpack-*`.
@@ -374,5 +441,48 @@ mod tests {
         );
         assert!(matches!(apply_memory_usage(&mut db, &cx, b"s"), Reply::Int(n) if n > 0));
         assert_eq!(apply_memory_usage(&mut db, &cx, b"none"), Reply::NullBulk);
+    }
+
+    #[test]
+    fn refcount_shares_small_integers_as_redis() {
+        use std::sync::atomic::Ordering;
+        let mut db = ShardDb::new(ShardId(0), 1, 1);
+        let cx = ExecCtx::at(0, 0);
+        let put = |db: &mut ShardDb, v: &'static str| {
+            db.set(
+                0,
+                Bytes::from_static(b"k"),
+                Value::Str(Bytes::from_static(v.as_bytes())),
+                None,
+            );
+        };
+        for (v, want) in [
+            ("100", SHARED_REFCOUNT),
+            ("9999", SHARED_REFCOUNT),
+            ("10000", 1),
+            ("-1", 1),
+            ("0100", 1),
+        ] {
+            put(&mut db, v);
+            assert_eq!(
+                apply_object_refcount(&mut db, &cx, b"k"),
+                Reply::Int(want),
+                "{v}"
+            );
+        }
+        assert_eq!(
+            apply_object_refcount(&mut db, &cx, b"none"),
+            Reply::NullBulk
+        );
+        // No sharing under an LRU or LFU policy with a maxmemory.
+        put(&mut db, "7");
+        db.tunables
+            .maxmemory_bytes
+            .store(1 << 30, Ordering::Relaxed);
+        db.tunables.maxmemory_policy.store(
+            crate::config::EvictionPolicy::AllkeysLfu as u8,
+            Ordering::Relaxed,
+        );
+        assert_eq!(apply_object_refcount(&mut db, &cx, b"k"), Reply::Int(1));
     }
 }

@@ -250,33 +250,49 @@ pub fn route_script(shared: &Shared, db: usize, call: ScriptCall) -> Action {
 /// line blanked (line numbers unchanged). `None` flags: no shebang (a
 /// script that may write, with Redis's pre-7.0 defaults).
 ///
+/// The line is split as `sdssplitargs` splits it (blanks, `\r` and quotes
+/// separate words), so `#!lua\r\n` is a shebang; `flags=` takes a comma list
+/// whose every item must be a flag (`flags=` alone declares none).
+///
 /// # Errors
-/// `ERR Unexpected engine in script shebang: <line>`, `ERR Unknown lua
+/// In checking order: `ERR Invalid script shebang` (no newline ends the
+/// line), `ERR Invalid engine in script shebang` (unbalanced quotes),
+/// `ERR Unexpected engine in script shebang: <word>`, `ERR Unknown lua
 /// shebang option: <opt>`, `ERR Unexpected flag in script shebang: <flag>`.
 /// # Source
-/// `evalExtractShebangFlags`, redis/src/eval.c (7.x).
+/// `evalExtractShebangFlags`, redis/src/eval.c (7.0+); checked against
+/// redis-server 7.0.15.
 pub fn parse_shebang(body: &Bytes) -> Result<(Option<ScriptFlags>, Bytes), CmdError> {
     if !body.starts_with(b"#!") {
         return Ok((None, body.clone()));
     }
-    let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
-    let line = String::from_utf8_lossy(&body[..end]).into_owned();
-    let mut parts = line.split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().unwrap_or("");
-    if engine != "#!lua" {
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err(CmdError::msg("ERR Invalid script shebang"));
+    };
+    let parts = match crate::io::codec::split_args(&body[..end]) {
+        Some(parts) if !parts.is_empty() => parts,
+        _ => return Err(CmdError::msg("ERR Invalid engine in script shebang")),
+    };
+    if &parts[0][..] != b"#!lua" {
         return Err(CmdError::msg(format!(
-            "ERR Unexpected engine in script shebang: {engine}"
+            "ERR Unexpected engine in script shebang: {}",
+            String::from_utf8_lossy(&parts[0])
         )));
     }
     let mut flags = ScriptFlags::default();
-    for p in parts {
-        let Some(list) = p.strip_prefix("flags=") else {
+    for p in &parts[1..] {
+        let Some(list) = p.strip_prefix(b"flags=") else {
             return Err(CmdError::msg(format!(
-                "ERR Unknown lua shebang option: {p}"
+                "ERR Unknown lua shebang option: {}",
+                String::from_utf8_lossy(p)
             )));
         };
-        for f in list.split(',').filter(|f| !f.is_empty()) {
-            if !flags.set(f) {
+        if list.is_empty() {
+            continue;
+        }
+        for f in list.split(|&b| b == b',') {
+            let f = String::from_utf8_lossy(f);
+            if !flags.set(&f) {
                 return Err(CmdError::msg(format!(
                     "ERR Unexpected flag in script shebang: {f}"
                 )));
@@ -358,7 +374,7 @@ fn evalsha_ro(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 ///
 /// # Reply
 /// The script's return value converted by Redis's Lua → RESP rules
-/// (see [`crate::script::lua::lua_to_reply`]).
+/// (see [`crate::script::lua::lua_to_reply_top`]).
 /// # Errors
 /// numkeys errors ([`split_keys`]); [`NOSCRIPT`]; shebang errors;
 /// [`RO_WITH_WRITE_FLAG`]; `ERR Error compiling
@@ -490,7 +506,10 @@ fn resolve_function(env: &ScriptEnv, mut call: ScriptCall) -> Result<ScriptCall,
         }
         call.read_only = ro || meta.flags.no_writes;
         call.allow_oom = meta.flags.allow_oom;
-        call.target = Target::Function { lib, name };
+        call.target = Target::Function {
+            lib,
+            name: meta.name,
+        };
     }
     Ok(call)
 }
@@ -1054,6 +1073,23 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "ERR Unknown lua shebang option: name=x"
+        );
+        let err = |b: &'static [u8]| {
+            parse_shebang(&Bytes::from_static(b))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(err(b"#!lua"), "ERR Invalid script shebang");
+        assert_eq!(err(b"#!notlua"), "ERR Invalid script shebang");
+        assert_eq!(err(b"#!\"lua\n"), "ERR Invalid engine in script shebang");
+        assert_eq!(
+            err(b"#!lua flags=no-writes,\n"),
+            "ERR Unexpected flag in script shebang: "
+        );
+        let (f, body) = parse_shebang(&Bytes::from_static(b"#!lua flags=\r\nreturn 1")).unwrap();
+        assert_eq!(
+            (f, &body[..]),
+            (Some(ScriptFlags::default()), &b"\nreturn 1"[..])
         );
     }
 

@@ -424,8 +424,61 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
     }
 }
 
+/// Nesting levels [`encode`] goes down on the caller's stack; deeper
+/// levels run on stack segments `stacker` allocates (only
+/// [`pre_encode`] meets such replies).
+const ENCODE_LEVELS_ON_STACK: usize = 64;
+
 /// Append the RESP encoding of `reply` to `out`, for RESP3 when `resp3`.
 pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
+    encode_at(reply, resp3, out, 0);
+}
+
+/// [`encode`] of a value nested `depth` levels down.
+fn encode_nested(reply: &Reply, resp3: bool, out: &mut BytesMut, depth: usize) {
+    if depth > ENCODE_LEVELS_ON_STACK {
+        stacker::maybe_grow(64 * 1024, 1024 * 1024, || {
+            encode_at(reply, resp3, out, depth)
+        });
+    } else {
+        encode_at(reply, resp3, out, depth);
+    }
+}
+
+/// A reply nested too deep to travel as a tree (see
+/// [`Reply::PreEncoded`]) as its bytes in both protocols and its nested
+/// errors. The tree is taken apart without recursion.
+pub fn pre_encode(tree: Reply) -> Reply {
+    let mut resp2 = BytesMut::new();
+    let mut resp3 = BytesMut::new();
+    encode(&tree, false, &mut resp2);
+    encode(&tree, true, &mut resp3);
+    let mut errors = Vec::new();
+    // Depth first, in writing order, with an explicit stack: dropping or
+    // walking the tree recursively is what this type exists to avoid.
+    let mut todo = vec![tree];
+    while let Some(r) = todo.pop() {
+        match r {
+            Reply::Error(e) => errors.push(e),
+            Reply::Array(items) | Reply::Set(items) => todo.extend(items.into_iter().rev()),
+            Reply::Map(pairs) | Reply::PairMap(pairs) | Reply::Pairs(pairs) => {
+                for (k, v) in pairs.into_iter().rev() {
+                    todo.push(v);
+                    todo.push(k);
+                }
+            }
+            Reply::PreEncoded(p) => errors.extend(p.errors),
+            _ => {}
+        }
+    }
+    Reply::PreEncoded(Box::new(crate::reply::PreEncoded {
+        resp2: resp2.freeze(),
+        resp3: resp3.freeze(),
+        errors,
+    }))
+}
+
+fn encode_at(reply: &Reply, resp3: bool, out: &mut BytesMut, depth: usize) {
     match reply {
         Reply::Ok => out.put_slice(b"+OK\r\n"),
         Reply::Simple(s) => {
@@ -440,13 +493,13 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
         Reply::Array(items) => {
             header(out, b'*', items.len() as i64);
             for item in items {
-                encode(item, resp3, out);
+                encode_nested(item, resp3, out, depth + 1);
             }
         }
         Reply::Set(items) => {
             header(out, if resp3 { b'~' } else { b'*' }, items.len() as i64);
             for item in items {
-                encode(item, resp3, out);
+                encode_nested(item, resp3, out, depth + 1);
             }
         }
         Reply::Map(pairs) => {
@@ -456,8 +509,8 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 header(out, b'*', 2 * pairs.len() as i64);
             }
             for (k, v) in pairs {
-                encode(k, resp3, out);
-                encode(v, resp3, out);
+                encode_nested(k, resp3, out, depth + 1);
+                encode_nested(v, resp3, out, depth + 1);
             }
         }
         Reply::Pairs(pairs) => {
@@ -466,8 +519,8 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 if resp3 {
                     out.put_slice(b"*2\r\n");
                 }
-                encode(k, resp3, out);
-                encode(v, resp3, out);
+                encode_nested(k, resp3, out, depth + 1);
+                encode_nested(v, resp3, out, depth + 1);
             }
         }
         Reply::PairMap(pairs) => {
@@ -476,8 +529,8 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 if !resp3 {
                     out.put_slice(b"*2\r\n");
                 }
-                encode(k, resp3, out);
-                encode(v, resp3, out);
+                encode_nested(k, resp3, out, depth + 1);
+                encode_nested(v, resp3, out, depth + 1);
             }
         }
         Reply::Double(d) => {
@@ -507,6 +560,27 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut BytesMut) {
                 bulk(out, b);
             }
         }
+        Reply::VerbatimAs { format, text } => {
+            if resp3 {
+                header(out, b'=', text.len() as i64 + 4);
+                out.put_slice(format);
+                out.put_u8(b':');
+                out.put_slice(text);
+                out.put_slice(b"\r\n");
+            } else {
+                bulk(out, text);
+            }
+        }
+        Reply::BigNumber(b) => {
+            if resp3 {
+                out.put_u8(b'(');
+                out.put_slice(b);
+                out.put_slice(b"\r\n");
+            } else {
+                bulk(out, b);
+            }
+        }
+        Reply::PreEncoded(p) => out.put_slice(if resp3 { &p.resp3 } else { &p.resp2 }),
         Reply::Raw(b) => out.put_slice(b),
         Reply::NoReply | Reply::OverOutputLimit | Reply::Rerun => {}
         Reply::Error(e) => {
@@ -870,5 +944,38 @@ mod tests {
         out.clear();
         encode(&Reply::NullArray, false, &mut out);
         assert_eq!(&out[..], b"*-1\r\n");
+    }
+
+    #[test]
+    fn deep_replies_pre_encode_on_a_small_stack() {
+        // Far deeper than a 256 KiB stack holds frame by frame: encoding
+        // moves to stacker's segments, taking the tree apart is a loop.
+        let encoded = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let mut tree = Reply::Error(crate::error::CmdError::msg("ERR deep"));
+                for _ in 0..20_000 {
+                    tree = Reply::Map(vec![(Reply::Int(1), tree)]);
+                }
+                pre_encode(tree)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let Reply::PreEncoded(p) = &encoded else {
+            panic!("not pre-encoded");
+        };
+        let resp2 = format!("{}-ERR deep\r\n", "*2\r\n:1\r\n".repeat(20_000));
+        let resp3 = format!("{}-ERR deep\r\n", "%1\r\n:1\r\n".repeat(20_000));
+        assert_eq!(p.resp2, resp2.as_bytes());
+        assert_eq!(p.resp3, resp3.as_bytes());
+        assert_eq!(p.errors, vec![crate::error::CmdError::msg("ERR deep")]);
+        let mut out = BytesMut::new();
+        encode(
+            &Reply::Array(vec![encoded.clone(), Reply::Int(2)]),
+            true,
+            &mut out,
+        );
+        assert_eq!(&out[..], format!("*2\r\n{resp3}:2\r\n").as_bytes());
     }
 }

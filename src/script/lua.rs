@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{
+    ffi, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState,
+};
 
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -36,9 +38,6 @@ const HOOK_EVERY_INSTRUCTIONS: u32 = 100_000;
 const FUNCTION_LOAD_TIMEOUT: Duration = Duration::from_millis(500);
 /// Compiled scripts a thread keeps before it drops them all.
 const MAX_COMPILED_SCRIPTS: usize = 2 * crate::script::MAX_EVAL_SCRIPTS;
-/// Deepest table nesting converted to a reply (deeper: `ERR reached lua
-/// stack limit`); Redis stops where Lua's stack does, a few thousand levels.
-const MAX_REPLY_DEPTH: usize = 1000;
 
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
@@ -180,11 +179,20 @@ impl Engine {
                     ));
                 }
                 let mut it = args.into_iter();
-                let level = match it.next() {
-                    Some(Value::Integer(n)) if (0..=3).contains(&n) => n,
-                    Some(Value::Number(n)) if (0.0..=3.0).contains(&n) => n as i64,
-                    _ => return Err(mlua::Error::runtime("Invalid debug level.")),
+                // A number or a numeric string, truncated as Redis's
+                // `int level = lua_tonumber(...)` (`luaLogCommand`).
+                let Some(level) = it.next().and_then(|v| lua.coerce_number(v).ok().flatten())
+                else {
+                    return Err(mlua::Error::runtime(
+                        "First argument must be a number (log level).",
+                    ));
                 };
+                let level = level.trunc();
+                if !(0.0..=3.0).contains(&level) {
+                    // 7.4+ text; redis-server 7.0 says "Invalid debug level.".
+                    return Err(mlua::Error::runtime("Invalid log level."));
+                }
+                let level = level as i64;
                 let mut parts = Vec::new();
                 for v in it {
                     if let Some(s) = lua.coerce_string(v)? {
@@ -203,17 +211,20 @@ impl Engine {
         let resp_holder = holder.clone();
         rs.set(
             "setresp",
-            lua.create_function(move |_, args: MultiValue| {
+            lua.create_function(move |lua, args: MultiValue| {
                 if args.len() != 1 {
                     return Err(mlua::Error::runtime(
                         "redis.setresp() requires one argument.",
                     ));
                 }
-                let n = match args.front() {
-                    Some(Value::Integer(n)) => *n,
-                    Some(Value::Number(n)) if *n == n.trunc() => *n as i64,
-                    _ => 0,
-                };
+                // `int resp = lua_tonumber(...)` (`luaSetResp`): a numeric
+                // string counts, a fraction is truncated (2.5 is 2), and
+                // anything else is 0.
+                let n = args
+                    .into_iter()
+                    .next()
+                    .and_then(|v| lua.coerce_number(v).ok().flatten())
+                    .map_or(0, |n| if n.abs() < 1e9 { n.trunc() as i64 } else { 0 });
                 if n != 2 && n != 3 {
                     return Err(mlua::Error::runtime("RESP version must be 2 or 3."));
                 }
@@ -578,7 +589,7 @@ impl Engine {
                     // Lua booleans are RESP3 booleans once the script chose
                     // RESP3 (redis.setresp(3)), whatever the client speaks.
                     let script_resp3 = self.holder.raw_get::<i64>("resp").unwrap_or(2) == 3;
-                    lua_to_reply_top(&value, script_resp3)
+                    lua_to_reply_top(&self.lua, value.clone(), script_resp3)
                 } else {
                     Reply::Ok
                 };
@@ -666,12 +677,19 @@ unsafe extern "C-unwind" fn redis_pcall_c(state: *mut mlua::ffi::lua_State) -> s
 /// Split `#!lua name=<lib>\n...` into the library name and the body with
 /// the header line blanked (line numbers stay those of the source).
 ///
+/// The line is split as `sdssplitargs` splits it (blanks, `\r` and quotes
+/// separate words); the engine is the first word after `#!`, matched
+/// without case, and `name=` is too.
+///
 /// # Errors
-/// `ERR Missing library metadata`, `ERR Invalid library metadata`,
-/// `ERR Engine '<e>' not found`, `ERR Invalid metadata value given: <v>`,
-/// `ERR Library name was not given`, `ERR Library names can only contain ...`.
+/// In checking order: `ERR Missing library metadata`, `ERR Invalid library
+/// metadata` (no newline, unbalanced quotes), `ERR Invalid metadata value,
+/// name argument was given multiple times`, `ERR Invalid metadata value
+/// given: <v>`, `ERR Library name was not given`, `ERR Library names can
+/// only contain ...`, `ERR Engine '<e>' not found`.
 /// # Source
-/// `functionExtractLibMetaData`, redis/src/functions.c (7.x).
+/// `functionExtractLibMetaData` and `functionsCreateWithLibraryCtx`,
+/// redis/src/functions.c (7.0+); checked against redis-server 7.0.15.
 pub fn parse_library_header(code: &[u8]) -> Result<(String, Vec<u8>), String> {
     if !code.starts_with(b"#!") {
         return Err("ERR Missing library metadata".into());
@@ -679,24 +697,35 @@ pub fn parse_library_header(code: &[u8]) -> Result<(String, Vec<u8>), String> {
     let Some(nl) = code.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".into());
     };
-    let header = String::from_utf8_lossy(&code[2..nl]).into_owned();
-    let mut parts = header.split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().unwrap_or("");
-    if !engine.eq_ignore_ascii_case("lua") {
-        return Err(format!("ERR Engine '{engine}' not found"));
-    }
+    let parts = match crate::io::codec::split_args(&code[..nl]) {
+        Some(parts) if !parts.is_empty() => parts,
+        _ => return Err("ERR Invalid library metadata".into()),
+    };
+    let engine = String::from_utf8_lossy(parts[0].get(2..).unwrap_or_default()).into_owned();
     let mut name = None;
-    for p in parts {
-        match p.strip_prefix("name=") {
-            Some(n) => name = Some(n.to_string()),
-            None => return Err(format!("ERR Invalid metadata value given: {p}")),
+    for p in &parts[1..] {
+        let is_name = p.len() >= 5 && p[..5].eq_ignore_ascii_case(b"name=");
+        if !is_name {
+            return Err(format!(
+                "ERR Invalid metadata value given: {}",
+                String::from_utf8_lossy(p)
+            ));
         }
+        if name.is_some() {
+            return Err(
+                "ERR Invalid metadata value, name argument was given multiple times".into(),
+            );
+        }
+        name = Some(String::from_utf8_lossy(&p[5..]).into_owned());
     }
     let Some(name) = name else {
         return Err("ERR Library name was not given".into());
     };
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(format!("ERR Engine '{engine}' not found"));
     }
     let mut body = Vec::with_capacity(code.len() - nl);
     body.extend_from_slice(&code[nl..]);
@@ -980,69 +1009,190 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
             single("verbatim_string", Value::Table(t))?
         }
         Reply::Verbatim(b) => Value::String(lua.create_string(&b[..])?),
+        Reply::VerbatimAs { format, text } if resp3 => {
+            let t = lua.create_table()?;
+            t.raw_set("format", lua.create_string(format)?)?;
+            t.raw_set("string", lua.create_string(&text[..])?)?;
+            single("verbatim_string", Value::Table(t))?
+        }
+        Reply::VerbatimAs { text, .. } => Value::String(lua.create_string(&text[..])?),
+        Reply::BigNumber(b) if resp3 => {
+            single("big_number", Value::String(lua.create_string(&b[..])?))?
+        }
+        Reply::BigNumber(b) => Value::String(lua.create_string(&b[..])?),
         Reply::Error(e) => err_table(lua, &e.to_string())?,
         raw @ Reply::Raw(_) => reply_to_lua(lua, raw.expanded(), resp3)?,
+        // Only a script's own reply is pre-encoded, and scripts cannot call
+        // EVAL or FCALL (`noscript`): no command answers one to a script.
+        Reply::PreEncoded(_) => Value::Boolean(false),
     })
-}
-
-/// A script's return value as the client's reply; a table nested past
-/// [`MAX_REPLY_DEPTH`] (a cycle) makes the whole reply `ERR reached lua
-/// stack limit`, as Redis answers.
-pub fn lua_to_reply_top(v: &Value, resp3: bool) -> Reply {
-    let r = lua_to_reply(v, resp3, 0);
-    if contains_depth_error(&r, 0) {
-        return Reply::Error(CmdError::msg(STACK_LIMIT));
-    }
-    r
-}
-
-/// The error [`lua_to_reply`] puts where nesting passes [`MAX_REPLY_DEPTH`].
-const STACK_LIMIT: &str = "ERR reached lua stack limit";
-
-fn contains_depth_error(r: &Reply, depth: usize) -> bool {
-    crate::script::libs::grow(|| contains_depth_error_at(r, depth))
-}
-
-fn contains_depth_error_at(r: &Reply, depth: usize) -> bool {
-    match r {
-        Reply::Error(e) => depth > 0 && e.to_string() == STACK_LIMIT,
-        Reply::Array(items) | Reply::Set(items) => {
-            items.iter().any(|i| contains_depth_error(i, depth + 1))
-        }
-        Reply::Map(pairs) => pairs
-            .iter()
-            .any(|(k, v)| contains_depth_error(k, depth + 1) || contains_depth_error(v, depth + 1)),
-        _ => false,
-    }
 }
 
 /// A script's return value as the client's reply.
 ///
+/// Nesting is bounded as Redis bounds it: by the Lua stack its conversion
+/// uses. Each value is checked before it is converted, and one that would
+/// need slots past Lua's C-stack limit is written as the error `ERR
+/// reached lua stack limit` in its place, the rest of the reply unchanged
+/// (so a cycle answers about 8000 nested arrays ending in that error). The
+/// walk runs on the Lua stack, as Redis's does, rather than through
+/// `mlua` values: those hold a reference slot each, and Lua 5.1 has fewer
+/// than 8000 of them. A reply nested deeper than [`TREE_REPLY_LEVELS`] is
+/// pre-encoded here ([`crate::io::codec::pre_encode`]).
+///
 /// # Source
-/// "Lua to RESP2 type conversion" / "Lua to RESP3 type conversion", Redis's
-/// Lua API reference: numbers truncate to integers, `{ok=}` / `{err=}` are
-/// status and error replies, an array stops at its first nil, `true` is 1
-/// and `false` a null unless the script called `redis.setresp(3)` (then
-/// booleans; checked against redis-server), `{double=}`, `{map=}`, `{set=}`.
-pub fn lua_to_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
-    crate::script::libs::grow(|| lua_to_reply_at(v, resp3, depth))
+/// `luaReplyToRedisReply` (its `lua_checkstack(lua, 4)`),
+/// redis/src/script_lua.c (7.0+); limits measured on redis-server 7.0.15:
+/// 7994 nested arrays convert, 7995 end in the error, for EVAL and FCALL.
+pub fn lua_to_reply_top(lua: &Lua, v: Value, resp3: bool) -> Reply {
+    let mut conv = ReplyConv { resp3, levels: 0 };
+    let mut out = None;
+    // SAFETY: `exec_raw` runs the closure as a C function with `v` as its
+    // one argument on the stack; the walk only reads tables (raw gets and
+    // `lua_next`, no metamethods) and leaves the stack as it found it less
+    // `v`, which `value` pops. A Lua error could only come from running
+    // out of memory pushing a field name.
+    let ran = unsafe {
+        lua.exec_raw::<()>(v, |state| {
+            out = Some(conv.value(state, REPLY_TOP_SLOTS, 0));
+        })
+    };
+    let reply = match (ran, out) {
+        (Ok(()), Some(reply)) => reply,
+        (Err(e), _) => return Reply::Error(lua_internal(e)),
+        (Ok(()), None) => return Reply::Error(CmdError::msg("ERR reply conversion did not run")),
+    };
+    if conv.levels > TREE_REPLY_LEVELS {
+        crate::io::codec::pre_encode(reply)
+    } else {
+        reply
+    }
 }
 
-fn lua_to_reply_at(v: &Value, resp3: bool, depth: usize) -> Reply {
-    if depth > MAX_REPLY_DEPTH {
-        return Reply::Error(CmdError::msg(STACK_LIMIT));
+/// The error written in place of a value nested past the Lua stack limit.
+const STACK_LIMIT: &str = "ERR reached lua stack limit";
+
+/// Lua stack slots in use when Redis starts converting a script's return
+/// value (measured: the same for EVAL and FCALL).
+const REPLY_TOP_SLOTS: usize = 2;
+
+/// The most slots in use at which a value still converts: Lua 5.1's
+/// `LUAI_MAXCSTACK` (8000) less the 4 that each step asks
+/// `lua_checkstack` for.
+const REPLY_MAX_SLOTS: usize = 8000 - 4;
+
+/// Slots a nested value finds in use beyond its parent's, as Redis's
+/// conversion pushes them: an array element (the element), a map key (the
+/// map, the iteration key and value, a copy of the key), a map value (the
+/// same less the copy), a set member (the set, the key, a copy of it).
+const ARRAY_ITEM_SLOTS: usize = 1;
+const MAP_KEY_SLOTS: usize = 4;
+const MAP_VALUE_SLOTS: usize = 3;
+const SET_MEMBER_SLOTS: usize = 3;
+
+/// Nesting levels a converted reply may have and still travel as a tree
+/// of [`Reply`] values (which other threads walk and drop recursively).
+const TREE_REPLY_LEVELS: usize = 64;
+
+/// One conversion of a script's return value.
+struct ReplyConv {
+    /// Booleans are RESP3 booleans (`redis.setresp(3)`).
+    resp3: bool,
+    /// The deepest nesting level converted so far.
+    levels: usize,
+}
+
+impl ReplyConv {
+    /// The value on top of `state`'s stack as a reply; pops it. `slots` is
+    /// the stack Redis would have in use with it on top (ours uses one
+    /// less), `level` its nesting.
+    ///
+    /// # Source
+    /// "Lua to RESP2 type conversion" / "Lua to RESP3 type conversion",
+    /// Redis's Lua API reference: numbers truncate to integers, `{ok=}` /
+    /// `{err=}` are status and error replies, an array stops at its first
+    /// nil, `true` is 1 and `false` a null unless the script called
+    /// `redis.setresp(3)` (then booleans; checked against redis-server).
+    fn value(&mut self, state: *mut ffi::lua_State, slots: usize, level: usize) -> Reply {
+        crate::script::libs::grow(|| self.value_at(state, slots, level))
     }
-    match v {
-        Value::Nil => Reply::NullBulk,
-        Value::Boolean(true) if resp3 => Reply::Bool(true),
-        Value::Boolean(true) => Reply::Int(1),
-        Value::Boolean(false) if resp3 => Reply::Bool(false),
-        Value::Boolean(false) => Reply::NullBulk,
-        Value::Integer(n) => Reply::Int(*n),
-        Value::Number(n) => Reply::Int(if n.is_nan() { 0 } else { *n as i64 }),
-        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Table(t) => table_to_reply(t, resp3, depth),
-        _ => Reply::NullBulk,
+
+    fn value_at(&mut self, state: *mut ffi::lua_State, slots: usize, level: usize) -> Reply {
+        // SAFETY (every block below): `state` is the live state `exec_raw`
+        // runs us on, with the value to convert on top; each push is
+        // within the 4 slots `lua_checkstack` granted at this level.
+        if slots > REPLY_MAX_SLOTS || unsafe { ffi::lua_checkstack(state, 4) } == 0 {
+            unsafe { ffi::lua_pop(state, 1) };
+            return Reply::Error(CmdError::msg(STACK_LIMIT));
+        }
+        self.levels = self.levels.max(level);
+        let reply = match unsafe { ffi::lua_type(state, -1) } {
+            ffi::LUA_TSTRING => Reply::Bulk(Bytes::copy_from_slice(unsafe { top_bytes(state) })),
+            ffi::LUA_TBOOLEAN => {
+                let b = unsafe { ffi::lua_toboolean(state, -1) } != 0;
+                match (b, self.resp3) {
+                    (b, true) => Reply::Bool(b),
+                    (true, false) => Reply::Int(1),
+                    (false, false) => Reply::NullBulk,
+                }
+            }
+            ffi::LUA_TNUMBER => Reply::Int(lua_number_to_long_long(unsafe {
+                ffi::lua_tonumber(state, -1)
+            })),
+            ffi::LUA_TTABLE => self.table(state, slots, level),
+            _ => Reply::NullBulk,
+        };
+        unsafe { ffi::lua_pop(state, 1) };
+        reply
+    }
+}
+
+/// The bytes of the string on top of `state`'s stack.
+///
+/// # Safety
+/// The top value is a string; the slice lives as long as it stays there.
+unsafe fn top_bytes<'a>(state: *mut ffi::lua_State) -> &'a [u8] {
+    let mut len = 0usize;
+    // SAFETY: per the contract, a string: Lua returns its buffer and length.
+    unsafe {
+        let p = ffi::lua_tolstring(state, -1, &mut len);
+        if p.is_null() {
+            return &[];
+        }
+        std::slice::from_raw_parts(p.cast::<u8>(), len)
+    }
+}
+
+/// Push field `name` of the table on top of `state` (a raw get) and
+/// answer its Lua type.
+///
+/// # Safety
+/// The top value is a table and one stack slot is free.
+unsafe fn push_field(state: *mut ffi::lua_State, name: &std::ffi::CStr) -> std::ffi::c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        ffi::lua_pushstring(state, name.as_ptr());
+        ffi::lua_rawget(state, -2)
+    }
+}
+
+/// A Lua number as Redis turns it into an integer reply: the C cast
+/// `(long long)lua_tonumber(...)`, which truncates toward zero and which
+/// x86-64 (`cvttsd2si`) answers with `i64::MIN` for NaN and for anything
+/// outside the i64 range (`1e30`, `1/0`, `2^63`). Rust's `as` saturates
+/// and makes NaN 0, so the out-of-range cases are spelled out; the result
+/// is the same on every platform we build for.
+///
+/// # Source
+/// `luaReplyToRedisReply`, redis/src/script_lua.c (7.0+); checked against
+/// redis-server 7.0.15 on x86-64.
+fn lua_number_to_long_long(n: f64) -> i64 {
+    // 2^63: the first double past i64::MAX (which a double cannot hold).
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    if n.is_nan() || !(-TWO_POW_63..TWO_POW_63).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
     }
 }
 
@@ -1052,57 +1202,126 @@ fn c_string(s: &str) -> &str {
     s.split('\0').next().unwrap_or_default()
 }
 
-fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
-    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        // Redis formats it as a C string, trims CR/LF off the end and turns
-        // the others into spaces (`addReplyErrorFormatEx`).
-        let text = c_string(&e.to_string_lossy())
-            .trim_end_matches(['\r', '\n'])
-            .replace(['\r', '\n'], " ");
-        return Reply::Error(script_error(text, is_counted(t)));
-    }
-    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        let text = c_string(&s.to_string_lossy()).replace(['\r', '\n'], " ");
-        return Reply::Simple(text.into());
-    }
-    if let Ok(d) = t.raw_get::<Value>("double") {
-        match d {
-            Value::Number(n) => return Reply::Double(n),
-            Value::Integer(n) => return Reply::Double(n as f64),
-            _ => {}
+impl ReplyConv {
+    /// The table on top of `state`'s stack as a reply (left there), read by
+    /// the first of its fields that applies, in Redis's order: `err`, `ok`
+    /// (strings), `double` (a number), `big_number` (a string),
+    /// `verbatim_string` (a table with string `format` and `string`), `map`,
+    /// `set` (tables); else an array. The RESP3 types become bulk strings
+    /// (maps and sets arrays) for a RESP2 client.
+    ///
+    /// # Source
+    /// `luaReplyToRedisReply`, redis/src/script_lua.c (7.0+).
+    fn table(&mut self, state: *mut ffi::lua_State, slots: usize, level: usize) -> Reply {
+        // SAFETY (every block below): the table is on top of `state`, and
+        // `value_at` reserved 4 slots; each block pops what it pushed
+        // before the next, so at most 3 are in use at once.
+        if unsafe { push_field(state, c"err") } == ffi::LUA_TSTRING {
+            // Redis formats it as a C string, trims CR/LF off the end and turns
+            // the others into spaces (`addReplyErrorFormatEx`).
+            let text = c_string(&String::from_utf8_lossy(unsafe { top_bytes(state) }))
+                .trim_end_matches(['\r', '\n'])
+                .replace(['\r', '\n'], " ");
+            unsafe { ffi::lua_pop(state, 1) };
+            let counted = unsafe {
+                let is_bool = push_field(state, c"ignore_error_stats_update") == ffi::LUA_TBOOLEAN;
+                let counted = is_bool && ffi::lua_toboolean(state, -1) != 0;
+                ffi::lua_pop(state, 1);
+                counted
+            };
+            return Reply::Error(script_error(text, counted));
         }
-    }
-    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
-        let mut pairs = Vec::new();
-        for (k, v) in m.pairs::<Value, Value>().flatten() {
-            pairs.push((
-                lua_to_reply(&k, resp3, depth + 1),
-                lua_to_reply(&v, resp3, depth + 1),
-            ));
+        unsafe { ffi::lua_pop(state, 1) };
+        if unsafe { push_field(state, c"ok") } == ffi::LUA_TSTRING {
+            let text = c_string(&String::from_utf8_lossy(unsafe { top_bytes(state) }))
+                .replace(['\r', '\n'], " ");
+            unsafe { ffi::lua_pop(state, 1) };
+            return Reply::Simple(text.into());
         }
-        return Reply::Map(pairs);
-    }
-    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
-        let items = s
-            .pairs::<Value, Value>()
-            .flatten()
-            .map(|(k, _)| lua_to_reply(&k, resp3, depth + 1))
-            .collect();
-        return Reply::Set(items);
-    }
-    if let Ok(Value::String(b)) = t.raw_get::<Value>("big_number") {
-        return Reply::Bulk(Bytes::copy_from_slice(&b.as_bytes()));
-    }
-    let mut items = Vec::new();
-    let mut i = 1;
-    loop {
-        match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(lua_to_reply(&v, resp3, depth + 1)),
+        unsafe { ffi::lua_pop(state, 1) };
+        if unsafe { push_field(state, c"double") } == ffi::LUA_TNUMBER {
+            let d = unsafe { ffi::lua_tonumber(state, -1) };
+            unsafe { ffi::lua_pop(state, 1) };
+            return Reply::Double(d);
         }
-        i += 1;
+        unsafe { ffi::lua_pop(state, 1) };
+        if unsafe { push_field(state, c"big_number") } == ffi::LUA_TSTRING {
+            let digits: Vec<u8> = unsafe { top_bytes(state) }
+                .iter()
+                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+                .collect();
+            unsafe { ffi::lua_pop(state, 1) };
+            return Reply::BigNumber(digits.into());
+        }
+        unsafe { ffi::lua_pop(state, 1) };
+        if unsafe { push_field(state, c"verbatim_string") } == ffi::LUA_TTABLE {
+            let verbatim = unsafe {
+                let mut found = None;
+                if push_field(state, c"format") == ffi::LUA_TSTRING {
+                    // The format is read as a C string: its first three
+                    // bytes before any NUL, padded with spaces.
+                    let mut format = [b' '; 3];
+                    let given = top_bytes(state).iter().take_while(|&&c| c != 0);
+                    for (slot, &c) in format.iter_mut().zip(given) {
+                        *slot = c;
+                    }
+                    ffi::lua_pushstring(state, c"string".as_ptr());
+                    if ffi::lua_rawget(state, -3) == ffi::LUA_TSTRING {
+                        let text = Bytes::copy_from_slice(top_bytes(state));
+                        found = Some(Reply::VerbatimAs { format, text });
+                    }
+                    ffi::lua_pop(state, 1);
+                }
+                ffi::lua_pop(state, 2);
+                found
+            };
+            if let Some(reply) = verbatim {
+                return reply;
+            }
+        } else {
+            unsafe { ffi::lua_pop(state, 1) };
+        }
+        if unsafe { push_field(state, c"map") } == ffi::LUA_TTABLE {
+            let mut pairs = Vec::new();
+            unsafe { ffi::lua_pushnil(state) };
+            // Stack: table, map, key, value; a copy of the key is
+            // converted (and popped), then the value.
+            while unsafe { ffi::lua_next(state, -2) } != 0 {
+                unsafe { ffi::lua_pushvalue(state, -2) };
+                let key = self.value(state, slots + MAP_KEY_SLOTS, level + 1);
+                let value = self.value(state, slots + MAP_VALUE_SLOTS, level + 1);
+                pairs.push((key, value));
+            }
+            unsafe { ffi::lua_pop(state, 1) };
+            return Reply::Map(pairs);
+        }
+        unsafe { ffi::lua_pop(state, 1) };
+        if unsafe { push_field(state, c"set") } == ffi::LUA_TTABLE {
+            let mut items = Vec::new();
+            unsafe { ffi::lua_pushnil(state) };
+            // Stack: table, set, key, value: the value is dropped and a
+            // copy of the key converted.
+            while unsafe { ffi::lua_next(state, -2) } != 0 {
+                unsafe {
+                    ffi::lua_pop(state, 1);
+                    ffi::lua_pushvalue(state, -1);
+                }
+                items.push(self.value(state, slots + SET_MEMBER_SLOTS, level + 1));
+            }
+            unsafe { ffi::lua_pop(state, 1) };
+            return Reply::Set(items);
+        }
+        unsafe { ffi::lua_pop(state, 1) };
+        let mut items = Vec::new();
+        for i in 1.. {
+            if unsafe { ffi::lua_rawgeti(state, -1, i) } == ffi::LUA_TNIL {
+                unsafe { ffi::lua_pop(state, 1) };
+                break;
+            }
+            items.push(self.value(state, slots + ARRAY_ITEM_SLOTS, level + 1));
+        }
+        Reply::Array(items)
     }
-    Reply::Array(items)
 }
 
 #[cfg(test)]
@@ -1137,6 +1356,25 @@ mod tests {
     }
 
     #[test]
+    fn numbers_become_integers_as_a_c_cast_on_x86_64() {
+        assert_eq!(lua_number_to_long_long(3.99), 3);
+        assert_eq!(lua_number_to_long_long(-3.99), -3);
+        assert_eq!(lua_number_to_long_long(-0.5), 0);
+        assert_eq!(lua_number_to_long_long(2f64.powi(62)), 1 << 62);
+        assert_eq!(lua_number_to_long_long(-(2f64.powi(63))), i64::MIN);
+        for n in [
+            2f64.powi(63),
+            1e30,
+            -1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ] {
+            assert_eq!(lua_number_to_long_long(n), i64::MIN, "{n}");
+        }
+    }
+
+    #[test]
     fn library_header() {
         assert_eq!(
             parse_library_header(b"#!lua name=lib\nx").unwrap(),
@@ -1157,6 +1395,22 @@ mod tests {
         assert_eq!(
             parse_library_header(b"#!lua\n").unwrap_err(),
             "ERR Library name was not given"
+        );
+        assert_eq!(
+            parse_library_header(b"#!nosuch\n").unwrap_err(),
+            "ERR Library name was not given"
+        );
+        assert_eq!(
+            parse_library_header(b"#!LUA NAME=x\r\ny").unwrap(),
+            ("x".to_string(), b"\ny".to_vec())
+        );
+        assert_eq!(
+            parse_library_header(b"#!lua name=a name=b\n").unwrap_err(),
+            "ERR Invalid metadata value, name argument was given multiple times"
+        );
+        assert_eq!(
+            parse_library_header(b"#!lua name='x\n").unwrap_err(),
+            "ERR Invalid library metadata"
         );
     }
 
@@ -1327,12 +1581,25 @@ mod stack_tests {
     }
 
     #[test]
-    fn a_cyclic_reply_is_an_error() {
+    fn a_cyclic_reply_nests_until_the_lua_stack_limit() {
         on_shard_stack(|lua| {
             let cyclic: Value = lua.load("local t = {} t[1] = t return t").eval().unwrap();
+            let Reply::PreEncoded(p) = lua_to_reply_top(lua, cyclic, false) else {
+                panic!("a deep reply is pre-encoded");
+            };
+            let mut want = "*1\r\n".repeat(7995);
+            want.push_str("-ERR reached lua stack limit\r\n");
+            assert_eq!(p.resp2, want.as_bytes());
+            assert_eq!(p.resp3, want.as_bytes());
+            assert_eq!(p.errors, vec![CmdError::msg("ERR reached lua stack limit")]);
+            // Shallow replies stay trees.
+            let v: Value = lua.load("return {1, {map={a='b'}}}").eval().unwrap();
             assert_eq!(
-                lua_to_reply_top(&cyclic, false),
-                Reply::Error(CmdError::msg("ERR reached lua stack limit"))
+                lua_to_reply_top(lua, v, false),
+                Reply::Array(vec![
+                    Reply::Int(1),
+                    Reply::Map(vec![(Reply::bulk_copy("a"), Reply::bulk_copy("b"))])
+                ])
             );
         });
     }

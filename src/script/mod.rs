@@ -121,11 +121,16 @@ pub struct Running {
 }
 
 /// Libraries and the index of their functions.
+///
+/// Library names are case-sensitive; function names are not: FCALL finds
+/// `MyFunc` as `myfunc`, and two libraries may not hold functions whose
+/// names differ only in case (Redis 7.0+: `functionDictType` compares names
+/// without case, `librariesDictType` with it, redis/src/functions.c).
 #[derive(Default)]
 pub struct Libraries {
     /// Library name → library.
     pub by_name: BTreeMap<String, Arc<Library>>,
-    /// function name → library name
+    /// Function name in ASCII lower case → library name.
     pub functions: HashMap<String, String>,
     next_version: u64,
 }
@@ -148,7 +153,7 @@ impl Libraries {
             return Err(format!("ERR Library '{name}' already exists"));
         }
         for f in &functions {
-            if let Some(owner) = self.functions.get(&f.name) {
+            if let Some(owner) = self.functions.get(&function_key(&f.name)) {
                 if *owner != name {
                     return Err(format!("ERR Function {} already exists", f.name));
                 }
@@ -156,7 +161,7 @@ impl Libraries {
         }
         self.remove(&name);
         for f in &functions {
-            self.functions.insert(f.name.clone(), name.clone());
+            self.functions.insert(function_key(&f.name), name.clone());
         }
         self.next_version += 1;
         let lib = Library {
@@ -175,17 +180,28 @@ impl Libraries {
             return false;
         };
         for f in &lib.functions {
-            self.functions.remove(&f.name);
+            self.functions.remove(&function_key(&f.name));
         }
         true
     }
 
-    /// The library holding function `name`, and that function's metadata.
+    /// The library holding function `name` (any case), and that function's
+    /// metadata (its name as registered).
     pub fn function(&self, name: &str) -> Option<(Arc<Library>, FunctionMeta)> {
-        let lib = self.by_name.get(self.functions.get(name)?)?;
-        let meta = lib.functions.iter().find(|f| f.name == name)?.clone();
+        let lib = self.by_name.get(self.functions.get(&function_key(name))?)?;
+        let meta = lib
+            .functions
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))?
+            .clone();
         Some((lib.clone(), meta))
     }
+}
+
+/// The key of function `name` in [`Libraries::functions`]: names are
+/// `[A-Za-z0-9_]`, so ASCII lower case is Redis's case-insensitive compare.
+fn function_key(name: &str) -> String {
+    name.to_ascii_lowercase()
 }
 
 /// Scripts cached by EVAL (not SCRIPT LOAD) beyond this many are evicted,
@@ -368,9 +384,30 @@ mod tests {
             libs.add("b".into(), Bytes::new(), vec![f("f1")], false),
             Err("ERR Function f1 already exists".into())
         );
+        assert_eq!(
+            libs.add("b".into(), Bytes::new(), vec![f("F1")], false),
+            Err("ERR Function F1 already exists".into())
+        );
         libs.add("a".into(), Bytes::new(), vec![f("f2")], true)
             .unwrap();
         assert!(libs.function("f1").is_none());
         assert_eq!(libs.function("f2").unwrap().0.name, "a");
+    }
+
+    #[test]
+    fn function_names_are_found_in_any_case_library_names_are_not() {
+        let mut libs = Libraries::default();
+        let f = FunctionMeta {
+            name: "MyFunc".into(),
+            description: None,
+            flags: ScriptFlags::default(),
+        };
+        libs.add("Lib".into(), Bytes::new(), vec![f], false)
+            .unwrap();
+        let (lib, meta) = libs.function("MYFUNC").unwrap();
+        assert_eq!((lib.name.as_str(), meta.name.as_str()), ("Lib", "MyFunc"));
+        assert!(!libs.remove("lib"));
+        assert!(libs.remove("Lib"));
+        assert!(libs.function("myfunc").is_none());
     }
 }

@@ -171,8 +171,13 @@ local function register_function(...)
       fl[#fl + 1] = f
     end
   end
+  -- Function names are case-insensitive (FCALL finds 'f' as 'F'), so two
+  -- names differing only in case clash here. Redis 7.0-8.x compares them
+  -- with case at this point and accepts the pair, which leaves a library
+  -- that FUNCTION DELETE crashes on (valkey-io/valkey#3925): we refuse it.
+  local lname = name:lower()
   for _, r in ipairs(reg) do
-    if r.name == name then fail('ERR Function already exists in the library') end
+    if r.name:lower() == lname then fail('ERR Function already exists in the library') end
   end
   reg[#reg + 1] = { name = name, callback = cb, flags = fl, description = desc }
 end

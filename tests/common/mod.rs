@@ -193,30 +193,29 @@ impl RespClient {
         line
     }
 
+    /// Read one whole reply into `out`. Iterative (a count of values still
+    /// owed), so replies nested thousands deep (scripts') read on a test
+    /// thread's stack.
     fn read_into(&mut self, out: &mut Vec<u8>) {
-        let line = self.read_line(out);
-        let kind = line[0];
-        let n: i64 = std::str::from_utf8(&line[1..])
-            .unwrap_or("0")
-            .parse()
-            .unwrap_or(0);
-        match kind {
-            b'$' | b'=' | b'!' if n >= 0 => {
-                let mut body = vec![0u8; n as usize + 2];
-                self.reader.read_exact(&mut body).expect("read bulk");
-                out.extend_from_slice(&body);
-            }
-            b'*' | b'~' | b'>' if n > 0 => {
-                for _ in 0..n {
-                    self.read_into(out);
+        let mut owed: u64 = 1;
+        while owed > 0 {
+            owed -= 1;
+            let line = self.read_line(out);
+            let kind = line[0];
+            let n: i64 = std::str::from_utf8(&line[1..])
+                .unwrap_or("0")
+                .parse()
+                .unwrap_or(0);
+            match kind {
+                b'$' | b'=' | b'!' if n >= 0 => {
+                    let mut body = vec![0u8; n as usize + 2];
+                    self.reader.read_exact(&mut body).expect("read bulk");
+                    out.extend_from_slice(&body);
                 }
+                b'*' | b'~' | b'>' if n > 0 => owed += n as u64,
+                b'%' | b'|' if n > 0 => owed += 2 * n as u64,
+                _ => {}
             }
-            b'%' | b'|' if n > 0 => {
-                for _ in 0..2 * n {
-                    self.read_into(out);
-                }
-            }
-            _ => {}
         }
     }
 }
