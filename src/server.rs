@@ -166,6 +166,9 @@ enum ScriptStat {
     ReplyError(crate::error::CmdError),
     /// One more failed call of the script command with this row name.
     Failed(&'static str),
+    /// The time (ns) of a command EXEC ran, by row name (its call and
+    /// failure are counted when EXEC plans and answers it).
+    Time(&'static str, u64),
 }
 
 thread_local! {
@@ -230,6 +233,13 @@ pub fn note_script_reply_errors(name: &'static str, reply: &crate::reply::Reply)
 /// the shard loop runs before the script's reply goes out.
 pub fn note_script_call(call: ScriptCallStat) {
     PENDING_SCRIPT_CALLS.with(|p| p.borrow_mut().push(ScriptStat::Call(call)));
+}
+
+/// A command EXEC ran took `ns` on its shard: its time in INFO
+/// commandstats and latencystats, counted at this thread's next
+/// [`CmdStats::flush_script_calls`].
+pub fn note_exec_step(name: &'static str, ns: u64) {
+    PENDING_SCRIPT_CALLS.with(|p| p.borrow_mut().push(ScriptStat::Time(name, ns)));
 }
 
 /// An empty latency histogram with Redis's bounds and precision.
@@ -487,6 +497,12 @@ impl CmdStats {
                     if let Some(i) = self.index_of(name) {
                         st.add(&st.failed[i], 1);
                     }
+                    continue;
+                }
+                ScriptStat::Time(name, ns) => {
+                    let row = self.index_of(name);
+                    let row = row.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+                    self.count_exec(row, ns, None);
                     continue;
                 }
             };

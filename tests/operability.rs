@@ -1009,6 +1009,20 @@ fn slowlog_records_every_command_as_redis_does() {
         run(&["CONFIG", "SET", "masterauth"]);
         run(&["MULTI"]);
         run(&["DISCARD"]);
+        // EXEC is not logged; the commands it runs are, one by one.
+        // (A connection command queued after keyed ones is logged before
+        // them: it runs when EXEC plans the queue. Here it comes first.)
+        run(&["MULTI"]);
+        run(&["PING"]);
+        run(&["SET", &k1, "2"]);
+        run(&["GET", &k1]);
+        run(&["MSET", &k1, "3", &k2, "4"]);
+        run(&["DEL", &k1, &k2]);
+        run(&["EXEC"]);
+        run(&["WATCH", &k2]);
+        run(&["MULTI"]);
+        run(&["SET", &k2, "5"]);
+        run(&["EXEC"]);
         logs.push(slowlog_entries(&mut c));
     }
     let (ours, theirs) = (&logs[0], &logs[1]);
@@ -1041,6 +1055,8 @@ fn slowlog_records_every_command_as_redis_does() {
         "{ours:?}"
     );
     assert!(has(&["DEL", &k1, &k2, "other"], false), "{ours:?}");
+    assert!(has(&["MSET", &k1, "3", &k2, "4"], false), "{ours:?}");
+    assert!(!ours.iter().any(|(a, _, _)| a[0] == "EXEC"), "{ours:?}");
 }
 
 /// A blocking command that parks is in SLOWLOG once it is over, not while
@@ -1144,6 +1160,26 @@ fn connection_commands_are_timed_in_commandstats() {
         lat.contains("latency_percentiles_usec_config|get:p50="),
         "{lat}"
     );
+    // So do the commands EXEC runs (before: calls counted, usec=0).
+    for i in 0..20 {
+        c.raw(&["MULTI"]);
+        c.raw(&["SET", &format!("k{i}"), "v"]);
+        c.raw(&["EXEC"]);
+    }
+    let info = c.raw(&["INFO", "commandstats"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_set:"))
+        .unwrap_or_default()
+        .to_string();
+    let usec: u64 = line
+        .split(['=', ','])
+        .nth(3)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(line.contains("calls=20,") && usec > 0, "{line}");
+    let lat = c.raw(&["INFO", "latencystats"]);
+    assert!(lat.contains("latency_percentiles_usec_set:p50="), "{lat}");
 }
 
 #[test]

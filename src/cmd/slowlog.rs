@@ -9,8 +9,10 @@
 //! commands answered there (CONFIG, CLIENT, SLOWLOG, ...). A command over
 //! several shards is timed from dispatch until its merged reply
 //! (`io::finish_slow_timer`). A script's calls are logged as its client's
-//! (`?:0`, no name). EXEC is never logged (`Flags::SKIP_SLOWLOG`); unlike
-//! Redis, the commands it runs are not logged either.
+//! (`?:0`, no name). EXEC is never logged (`Flags::SKIP_SLOWLOG`); the
+//! commands it runs are, each timed where it ran (`cmd::tx::StepTimer`). A
+//! blocking command that parks is logged once it is over
+//! (`Waiters::note_parked`).
 //!
 //! Recording takes a lock, but only for slow commands; the per-command cost
 //! is one relaxed atomic load of the threshold.

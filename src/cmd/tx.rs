@@ -24,6 +24,8 @@
 //! [`crate::shard::watch`]); EXEC checks them inside the transaction, on
 //! their shards, so nothing can write between the check and the commands.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::cmd::table::{self, Handler};
@@ -260,6 +262,79 @@ enum Planned {
     Conn,
 }
 
+/// Times one queued command as EXEC runs it: its `usec` and latency in
+/// INFO, and SLOWLOG when it is slow, as Redis's `call()` counts and logs
+/// each command of a transaction (never EXEC itself: `skip_slowlog`).
+#[derive(Clone)]
+struct StepTimer {
+    /// The command's table row name (its statistics row).
+    name: &'static str,
+    /// Where a slow run is logged, when SLOWLOG is on.
+    slow: Option<Arc<SlowTarget>>,
+}
+
+struct SlowTarget {
+    log: Arc<crate::cmd::slowlog::SlowLog>,
+    client: Arc<crate::io::conn::ClientShared>,
+    argv: Vec<Bytes>,
+}
+
+impl StepTimer {
+    fn new(spec: &CommandSpec, argv: &[Bytes], cx: &ConnCtx<'_>) -> StepTimer {
+        let slow = cx.shared.slowlog.is_on().then(|| {
+            Arc::new(SlowTarget {
+                log: cx.shared.slowlog.clone(),
+                client: cx.conn.shared.clone(),
+                argv: argv.to_vec(),
+            })
+        });
+        StepTimer {
+            name: spec.name,
+            slow,
+        }
+    }
+
+    /// The command ran for `ns`.
+    fn done(&self, ns: u64) {
+        crate::server::note_exec_step(self.name, ns);
+        if let Some(s) = &self.slow {
+            if s.log.is_slow(ns) {
+                s.log.push_for(&s.argv, ns / 1000, &s.client);
+            }
+        }
+    }
+
+    /// `req`, timed where it runs (steps on several shards run at once, so
+    /// each is timed on its own shard).
+    fn wrap(self, req: ShardReq) -> ShardReq {
+        on_shard(move |db, cx| {
+            let started = quanta::Instant::now();
+            let reply = req.apply(db, cx);
+            self.done(started.elapsed().as_nanos() as u64);
+            reply
+        })
+    }
+}
+
+/// A queued command to run: its database, its work, and the timer of a
+/// command over several shards (a single-shard request carries its timer
+/// inside, see [`timed`]).
+type Step = (usize, Work, Option<StepTimer>);
+
+/// `work` for the queued command `argv`, timed: a request on one shard is
+/// wrapped to time itself where it runs; other work is timed by
+/// [`run_steps`] (returned timer).
+fn timed(work: Work, argv: &[Bytes], cx: &ConnCtx<'_>) -> (Work, Option<StepTimer>) {
+    let Some(spec) = table::row_of(argv) else {
+        return (work, None);
+    };
+    let timer = StepTimer::new(spec, argv, cx);
+    match work {
+        Work::One(shard, req) => (Work::One(shard, timer.wrap(req)), None),
+        other => (other, Some(timer)),
+    }
+}
+
 /// What one queued command runs on shards.
 enum Work {
     /// One request on one shard.
@@ -386,26 +461,37 @@ fn exec_queue(
 
     // Pass 2: in queue order, run connection commands here and record each
     // keyed command's database (a queued SELECT changes it for what follows).
-    let mut steps: Vec<(usize, Work)> = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
     let mut outs = Vec::with_capacity(queue.len());
     for (argv, plan) in queue.iter().zip(planned) {
         match plan {
             Planned::Ready(r) => outs.push(Out::Ready(r)),
             Planned::Keyed(work) => {
                 outs.push(Out::Step(steps.len()));
-                steps.push((cx.conn.db, work));
+                let (work, timer) = timed(work, argv, cx);
+                steps.push((cx.conn.db, work, timer));
             }
             Planned::Conn => {
                 let Some(spec) = table::row_of(argv) else {
                     outs.push(Out::Ready(not_a_command(argv)));
                     continue;
                 };
+                let started = quanta::Instant::now();
                 let routed = route(spec, argv, cx.conn, shared);
                 if spec.flags.has(Flags::FUNCTION_REGISTRY) && spec.flags.has(Flags::WRITE) {
                     cx.conn.exec_changed_functions = true;
                 }
                 let work = match routed {
                     Routed::Reply(r) | Routed::Close(r) | Routed::Wait(_, r) => {
+                        // Answered here, now: timed and logged now, so
+                        // before the keyed commands queued ahead of it.
+                        let ns = started.elapsed().as_nanos() as u64;
+                        let row = shared.cmdstats.index_of(spec.name);
+                        let row = row.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
+                        shared.cmdstats.count_exec(row, ns, None);
+                        if shared.slowlog.is_slow(ns) {
+                            shared.slowlog.push_for(argv, ns / 1000, &cx.conn.shared);
+                        }
                         outs.push(Out::Ready(r));
                         continue;
                     }
@@ -428,7 +514,8 @@ fn exec_queue(
                     Routed::Atomic(shards, body, merge, _) => Work::Atomic(shards, body, merge),
                 };
                 outs.push(Out::Step(steps.len()));
-                steps.push((cx.conn.db, work));
+                let (work, timer) = timed(work, argv, cx);
+                steps.push((cx.conn.db, work, timer));
             }
         }
     }
@@ -452,7 +539,7 @@ fn exec_queue(
         return Ok(reply.into());
     }
     let mut shards: Vec<ShardId> = watching.to_vec();
-    for (_, work) in &steps {
+    for (_, work, _) in &steps {
         shards.extend(work.shards());
     }
     shards.sort_unstable_by_key(|s| s.0);
@@ -481,7 +568,7 @@ fn exec_queue(
             merge,
         });
     }
-    if watch_shards.is_empty() && steps.iter().all(|(_, w)| matches!(w, Work::One(..))) {
+    if watch_shards.is_empty() && steps.iter().all(|(_, w, _)| matches!(w, Work::One(..))) {
         return Ok(Action::Atomic {
             shards,
             body: independent_steps(steps),
@@ -518,9 +605,9 @@ fn exec_queue(
 /// The body of a transaction made only of single-shard steps and no WATCH:
 /// each shard's steps as one group (see [`TxBody::Groups`]), the reply an
 /// array of the steps' replies in queue order.
-fn independent_steps(steps: Vec<(usize, Work)>) -> Body {
+fn independent_steps(steps: Vec<Step>) -> Body {
     let mut requests = ShardGroups::default();
-    for (db, work) in steps {
+    for (db, work, _) in steps {
         if let Work::One(shard, req) = work {
             requests.push(shard.0, (Some(db), req));
         }
@@ -539,7 +626,7 @@ fn independent_steps(steps: Vec<(usize, Work)>) -> Body {
 /// steps in one operation and the shards run them at the same time (steps
 /// on different shards touch different data, so only each shard's own
 /// order matters). A multi-shard step runs alone, after everything before it.
-fn run_steps(tx: &mut TxRun<'_>, steps: Vec<(usize, Work)>) -> Vec<Reply> {
+fn run_steps(tx: &mut TxRun<'_>, steps: Vec<Step>) -> Vec<Reply> {
     let mut out = Vec::with_capacity(steps.len());
     let mut batch = ShardGroups::default();
     let flush = |tx: &mut TxRun<'_>, batch: &mut ShardGroups<_>, out: &mut Vec<Reply>| {
@@ -549,16 +636,25 @@ fn run_steps(tx: &mut TxRun<'_>, steps: Vec<(usize, Work)>) -> Vec<Reply> {
         let (groups, order) = std::mem::take(batch).split();
         out.extend(order.scatter(tx.run_each(groups)));
     };
-    for (db, work) in steps {
+    for (db, work, timer) in steps {
+        // A command over several shards runs alone: timed as a whole.
         match work {
             Work::One(shard, req) => batch.push(shard.0, (db, req)),
             Work::Chain(parts, merge, then) => {
                 flush(tx, &mut batch, &mut out);
+                let started = quanta::Instant::now();
                 out.push(run_chain(tx, db, parts, merge, then));
+                if let Some(t) = timer {
+                    t.done(started.elapsed().as_nanos() as u64);
+                }
             }
             Work::Atomic(_, body, merge) => {
                 flush(tx, &mut batch, &mut out);
+                let started = quanta::Instant::now();
                 out.push(merge(vec![body.run(tx, db)]));
+                if let Some(t) = timer {
+                    t.done(started.elapsed().as_nanos() as u64);
+                }
             }
         }
     }
