@@ -161,7 +161,12 @@ impl Ticket {
     /// is unblocked; a timeout answers the command's timeout reply, an error
     /// `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
     pub fn unblock(&self, how: Unblocked) -> bool {
-        if self.state.load(Ordering::SeqCst) != 1 || !self.claim() {
+        if self.state.load(Ordering::SeqCst) != 1 {
+            return false;
+        }
+        // Before the claim, as on a timeout (see `note_answered_by_timeout`).
+        self.note_answered_by_timeout();
+        if !self.claim() {
             return false;
         }
         let code = match how {

@@ -1051,7 +1051,6 @@ impl ShardThread {
             };
             let (seq, shards) = (b.seq, b.shards);
             if let Some(how) = b.ticket.take_unblocked() {
-                b.ticket.note_answered_by_timeout();
                 let reply = match how {
                     blocking::Unblocked::Timeout => b.timeout_reply.clone(),
                     blocking::Unblocked::Error => {
@@ -1066,8 +1065,12 @@ impl ShardThread {
                 self.touched.push(*id);
                 ended.push((*id, shards));
             } else if b.deadline.is_some_and(|d| d <= now) {
+                // Noted before the claim: a shard may drop the waiter as
+                // soon as the ticket fires. If a shard served it instead,
+                // the note is never read (a served waiter is logged as
+                // served).
+                b.ticket.note_answered_by_timeout();
                 if b.ticket.claim() {
-                    b.ticket.note_answered_by_timeout();
                     conn.fill(seq, 0, b.timeout_reply.clone());
                     ended.push((*id, shards));
                 }
