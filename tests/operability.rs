@@ -1089,18 +1089,6 @@ fn slowlog_records_blocked_commands_when_they_end() {
     assert!(common::eventually(5, || blpops(&mut c) == 1));
     // Ended by CLIENT UNBLOCK.
     c.raw(&["SLOWLOG", "RESET"]);
-    let id = r.raw(&["CLIENT", "ID"]).trim_start_matches(':').to_string();
-    r.send(&[
-        "XREADGROUP",
-        "GROUP",
-        "g",
-        "c",
-        "BLOCK",
-        "0",
-        "STREAMS",
-        "s",
-        ">",
-    ]);
     c.raw(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
     let mut r2 = srv.client();
     let id2 = r2
@@ -1118,11 +1106,37 @@ fn slowlog_records_blocked_commands_when_they_end() {
         "s",
         ">",
     ]);
-    assert!(common::eventually(5, || blocked_clients(&mut c) >= 1));
-    let _ = id;
+    assert!(common::eventually(5, || blocked_clients(&mut c) == 1));
     assert_eq!(c.raw(&["CLIENT", "UNBLOCK", &id2]), ":1");
     assert_eq!(r2.read_reply(), "*-1");
     assert!(common::eventually(5, || blpops(&mut c) >= 1));
+    // Over keys of two shards: served, timed out, unblocked.
+    let (a, b) = common::keys_on_two_shards("bk", 2);
+    let count = |c: &mut common::RespClient, what: &str| {
+        c.raw(&["SLOWLOG", "GET", "-1"]).matches(what).count()
+    };
+    c.raw(&["SLOWLOG", "RESET"]);
+    r.send(&["BLPOP", &a, &b, "0"]);
+    assert!(common::eventually(5, || blocked_clients(&mut c) == 1));
+    assert_eq!(count(&mut c, "BLPOP"), 0, "logged while blocked");
+    c.raw(&["LPUSH", &b, "x"]);
+    assert!(r.read_reply().starts_with("*2\r\n"));
+    assert!(common::eventually(5, || count(&mut c, "BLPOP") == 1));
+    c.raw(&["SLOWLOG", "RESET"]);
+    assert_eq!(
+        r.raw(&["XREAD", "BLOCK", "50", "STREAMS", &a, &b, "$", "$"]),
+        "*-1"
+    );
+    assert!(common::eventually(5, || count(&mut c, "XREAD") == 1));
+    c.raw(&["SLOWLOG", "RESET"]);
+    let rid = r.raw(&["CLIENT", "ID"]).trim_start_matches(':').to_string();
+    r.send(&["BZPOPMIN", &a, &b, "0"]);
+    assert!(common::eventually(5, || blocked_clients(&mut c) == 1));
+    assert_eq!(c.raw(&["CLIENT", "UNBLOCK", &rid]), ":1");
+    assert_eq!(r.read_reply(), "*-1");
+    assert!(common::eventually(5, || count(&mut c, "BZPOPMIN") == 1));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(count(&mut c, "BZPOPMIN"), 1, "logged twice");
     // A blocked client that goes away is not logged.
     c.raw(&["SLOWLOG", "RESET"]);
     let mut gone = srv.client();
@@ -1132,6 +1146,34 @@ fn slowlog_records_blocked_commands_when_they_end() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let all = c.raw(&["SLOWLOG", "GET", "-1"]);
     assert!(!all.contains("never"), "{all}");
+}
+
+/// The commands a cross-shard transaction ran on a held shard count in INFO
+/// when the hold ends, so CONFIG RESETSTAT afterwards clears them (before,
+/// they waited for that shard's next request and showed up after a reset).
+#[test]
+fn held_shard_stats_do_not_outlive_resetstat() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let (a, b) = common::keys_on_two_shards("rs", 2);
+    for _ in 0..20 {
+        c.raw(&["MULTI"]);
+        c.raw(&["SET", &a, "v"]);
+        c.raw(&["GET", &b]);
+        assert!(c.raw(&["EXEC"]).starts_with("*2\r\n"));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    let lat = c.raw(&["INFO", "latencystats"]);
+    assert!(
+        !lat.contains("usec_get:") && !lat.contains("usec_set:"),
+        "{lat}"
+    );
+    let stats = c.raw(&["INFO", "commandstats"]);
+    assert!(
+        !stats.contains("cmdstat_get:") && !stats.contains("cmdstat_set:"),
+        "{stats}"
+    );
 }
 
 /// Conn-thread commands now count their time in INFO commandstats and

@@ -325,11 +325,14 @@ pub enum Pending {
 
 /// A command over several shards, timed for SLOWLOG: its time is the wall
 /// time from dispatch until its merged reply is ready, since its parts run
-/// on different threads (waiting behind other work there included).
+/// on different threads (waiting behind other work there included); for a
+/// blocking read that parked, until it parked (Redis leaves the wait out).
 pub struct SlowTimer {
     /// The reply slot the command fills.
     pub seq: u64,
     pub started: quanta::Instant,
+    /// Set when the command parked: its time so far, ns.
+    pub parked_ns: Option<u64>,
     pub argv: Vec<Bytes>,
 }
 

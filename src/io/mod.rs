@@ -516,8 +516,9 @@ fn time_answered_here(
 
 /// Time a command over several shards (reply slot `seq`) for SLOWLOG,
 /// from `started` (its handler's call, for a connection command) or now;
-/// [`finish_slow_timer`] logs it when its merged reply is ready. Nothing
-/// when SLOWLOG is off or the command is never logged (EXEC).
+/// [`finish_slow_timer`] logs it when its merged reply is ready. `parked`:
+/// a blocking read parked at once on its shards. Nothing when SLOWLOG is
+/// off or the command is never logged (EXEC).
 fn start_slow_timer(
     shared: &Shared,
     spec: &CommandSpec,
@@ -525,6 +526,7 @@ fn start_slow_timer(
     seq: u64,
     started: Option<quanta::Instant>,
     argv: Vec<Bytes>,
+    parked: bool,
 ) {
     if spec.flags.has(Flags::SKIP_SLOWLOG) || !shared.slowlog.is_on() {
         return;
@@ -533,27 +535,40 @@ fn start_slow_timer(
     // hold) go once their slot is written.
     let written = conn.base_seq;
     conn.slow_timers.retain(|t| t.seq >= written);
+    let started = started.unwrap_or_else(quanta::Instant::now);
     conn.slow_timers.push(conn::SlowTimer {
         seq,
-        started: started.unwrap_or_else(quanta::Instant::now),
+        started,
+        parked_ns: parked.then(|| started.elapsed().as_nanos() as u64),
         argv,
     });
 }
 
-/// After a part of reply `seq` arrived: if it completed a command timed by
-/// [`start_slow_timer`], log it in SLOWLOG if it was slow. A command that
-/// went on to park (a read over several shards that found nothing) or to
-/// run again is not timed further: Redis does not count blocked time.
+/// After (a part of) reply `seq` arrived: if it completed a command timed
+/// by [`start_slow_timer`], log it in SLOWLOG if it was slow. A command that
+/// went on to park (`parked`: a read over several shards that found
+/// nothing) or to run again is logged once it is answered (served, timed
+/// out, unblocked), with its time until it first parked: Redis leaves the
+/// wait out.
 pub fn finish_slow_timer(shared: &Shared, conn: &mut Conn, seq: u64, parked: bool) {
     let Some(i) = conn.slow_timers.iter().position(|t| t.seq == seq) else {
         return;
     };
-    if !parked && !conn.is_answered(seq) {
+    if parked {
+        let t = &mut conn.slow_timers[i];
+        t.parked_ns = t
+            .parked_ns
+            .or_else(|| Some(t.started.elapsed().as_nanos() as u64));
+        return;
+    }
+    if !conn.is_answered(seq) {
         return;
     }
     let timer = conn.slow_timers.swap_remove(i);
-    let ns = timer.started.elapsed().as_nanos() as u64;
-    if !parked && shared.slowlog.is_slow(ns) {
+    let ns = timer
+        .parked_ns
+        .unwrap_or_else(|| timer.started.elapsed().as_nanos() as u64);
+    if shared.slowlog.is_slow(ns) {
         shared
             .slowlog
             .push_for(&timer.argv, ns / 1000, &conn.session.shared);
@@ -703,20 +718,25 @@ fn dispatch_one(
         }
         Routed::Block(mut plan) => {
             shared.count_call_at(stat, false, false);
+            let seq = conn.push_slot(Pending::Waiting);
+            if plan.parts.len() > 1 {
+                // Parked on several shards: timed here (one shard's own
+                // parked read is timed by that shard, with its argv).
+                start_slow_timer(shared, spec, conn, seq, started, argv.clone(), true);
+            }
             plan.counted = stat.map(|i| (i as u32, argv));
             if let [(shard, _)] = plan.parts.as_slice() {
                 // A blocking read on one shard's keys counts toward
                 // handover like any single-shard command (consumers).
                 out.count(conn, *shard);
             }
-            let seq = conn.push_slot(Pending::Waiting);
             let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
             start_block(out.me, shared, &mut out.batches, conn, seq, plan, row);
         }
         Routed::Fan(parts, merge, then) => {
             shared.count_call_at(stat, false, false);
             let seq = conn.push_slot(Pending::Waiting);
-            start_slow_timer(shared, spec, conn, seq, started, argv);
+            start_slow_timer(shared, spec, conn, seq, started, argv, false);
             let row = stat.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
             start_fan(out.me, &mut out.batches, conn, seq, parts, merge, then, row);
         }
@@ -730,7 +750,7 @@ fn dispatch_one(
                 .fold(0u64, |m, s| m | 1 << (s.0 % 64));
             let flush = conn.must_flush(others);
             let seq = conn.push_slot(Pending::Waiting);
-            start_slow_timer(shared, spec, conn, seq, started, argv);
+            start_slow_timer(shared, spec, conn, seq, started, argv, false);
             // Connections that keep running transactions move to their
             // coordinator's thread (handover), where they need not wait.
             out.count(conn, coordinator);

@@ -589,6 +589,11 @@ impl ShardThread {
         // Released after prepare, nothing is left open; a coordinator gone
         // without committing (the server stopping) leaves its block aborted.
         self.db.aof.abort_tx();
+        // What the transaction's commands and scripts ran here counts now,
+        // not at this thread's next request (a CONFIG RESETSTAT between
+        // would not clear it).
+        self.shared.cmdstats.flush_script_calls();
+        self.shared.cmdstats.flush_latency();
         self.serve_waiters(now);
     }
 
@@ -1062,6 +1067,7 @@ impl ShardThread {
                     }
                 };
                 conn.fill(seq, 0, reply);
+                crate::io::finish_slow_timer(&self.shared, conn, seq, false);
                 self.touched.push(*id);
                 ended.push((*id, shards));
             } else if b.deadline.is_some_and(|d| d <= now) {
@@ -1072,6 +1078,7 @@ impl ShardThread {
                 b.ticket.note_answered_by_timeout();
                 if b.ticket.claim() {
                     conn.fill(seq, 0, b.timeout_reply.clone());
+                    crate::io::finish_slow_timer(&self.shared, conn, seq, false);
                     ended.push((*id, shards));
                 }
                 self.touched.push(*id);
