@@ -58,6 +58,11 @@ fn eval_replies_conversions_and_errors_match_redis() {
         EVAL "return redis.error_reply('x\0y')" 0
         EVAL "return redis.error_reply('- x')" 0
         EVAL "return redis.error_reply(5)" 0
+        EVAL "error({err=5})" 0
+        EVAL "error({err=2.5})" 0
+        EVAL "error(1e20)" 0
+        EVAL "error(0.1)" 0
+        EVAL "error(7)" 0
         EVAL "return {err='x\0y'}" 0
         EVAL "return {ok='a\0b'}" 0
         EVAL "return redis.status_reply('a\0b')" 0
@@ -258,6 +263,31 @@ fn eval_replies_conversions_and_errors_match_redis() {
             &["EVAL", "return redis.call('echo', 'a\r\nb')", "0"],
         ],
     );
+}
+
+/// Numbers a script passes to `redis.call` keep every digit, as Redis
+/// 7.2+ writes them (`double2ll`, else `fpconv_dtoa`): before, they went
+/// through Lua's `%.14g` (`3.1415926535898`). Redis 7.0 printed `%.17g`,
+/// so this is checked against the 8.x texts, not the installed server.
+#[test]
+fn redis_call_number_arguments_keep_their_digits() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    for (expr, want) in [
+        ("3.141592653589793", "3.141592653589793"),
+        ("1/3", "0.3333333333333333"),
+        ("2^63", "9223372036854776000"),
+        ("1e20", "1e+20"),
+        ("-0.5", "-0.5"),
+        ("100", "100"),
+        ("-0", "0"),
+        ("2^53", "9007199254740992"),
+    ] {
+        let script =
+            format!("redis.call('set', KEYS[1], {expr}); return redis.call('get', KEYS[1])");
+        let got = c.raw(&["EVAL", &script, "1", "num"]);
+        assert_eq!(got, format!("${}\r\n{want}", want.len()), "{expr}");
+    }
 }
 
 #[test]

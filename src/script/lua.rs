@@ -789,14 +789,18 @@ fn error_parts(info: &Value) -> (String, String, String) {
         );
     };
     let e: Value = t.raw_get("e").unwrap_or(Value::Nil);
+    // A number is a string here, as Lua's `lua_isstring` / `lua_tostring`
+    // take it (`error({err=5})` answers `-5 ...`).
     let msg = match &e {
         Value::Table(et) => match et.raw_get::<Value>("err") {
             Ok(Value::String(s)) => s.to_string_lossy(),
+            Ok(Value::Integer(n)) => n.to_string(),
+            Ok(Value::Number(n)) => lua_number_text(n),
             _ => "ERR unknown error".into(),
         },
         Value::String(s) => format!("ERR {}", s.to_string_lossy()),
         Value::Integer(n) => format!("ERR {n}"),
-        Value::Number(n) => format!("ERR {n}"),
+        Value::Number(n) => format!("ERR {}", lua_number_text(*n)),
         Value::Nil => "ERR nil".into(),
         other => format!("ERR {}", lua_message_of(other)),
     };
@@ -872,7 +876,8 @@ fn err_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
-/// The argv of a `redis.call`: strings as they are, numbers as Lua prints them.
+/// The argv of a `redis.call`: strings as they are, numbers as
+/// [`call_number_text`] writes them.
 ///
 /// # Errors
 /// Redis's texts for no argument and for a non-string, non-number argument.
@@ -885,12 +890,28 @@ fn call_argv(args: MultiValue) -> Result<Vec<Bytes>, &'static str> {
         let b = match v {
             Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
             Value::Integer(n) => Bytes::from(n.to_string()),
-            Value::Number(n) => Bytes::from(lua_number_text(n)),
+            Value::Number(n) => Bytes::from(call_number_text(n)),
             _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
         };
         argv.push(b);
     }
     Ok(argv)
+}
+
+/// A Lua number given to `redis.call` as an argument: an integral value
+/// within ±`i64::MAX / 2` as an integer (`-0` as `0`), anything else as the
+/// shortest text that reads back as the same double, laid out as Redis lays
+/// out doubles (`3.141592653589793`, `0.3333333333333333`, `1e+20`). Not
+/// Lua's own `%.14g`, which loses digits.
+///
+/// # Source
+/// `luaArgsToRedisArgv`, redis/src/script_lua.c (7.2+): `double2ll` then
+/// `ll2string`, else `fpconv_dtoa` (7.0 printed `%.17g`).
+fn call_number_text(n: f64) -> String {
+    if n == 0.0 {
+        return "0".into();
+    }
+    crate::zset::score::format_score(n)
 }
 
 /// How Lua 5.1 prints a number (`%.14g`).
@@ -1336,6 +1357,19 @@ mod tests {
         assert_eq!(lua_number_text(0.1), "0.1");
         assert_eq!(lua_number_text(-3.25), "-3.25");
         assert_eq!(lua_number_text(1.0 / 3.0), "0.33333333333333");
+        // redis.call arguments keep every digit (Redis 7.2+).
+        for (n, want) in [
+            (std::f64::consts::PI, "3.141592653589793"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (2f64.powi(63), "9223372036854776000"),
+            (1e20, "1e+20"),
+            (-0.0, "0"),
+            (42.0, "42"),
+            (-2.5, "-2.5"),
+            (0.1, "0.1"),
+        ] {
+            assert_eq!(call_number_text(n), want, "{n:e}");
+        }
     }
 
     #[test]
