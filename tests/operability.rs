@@ -1176,6 +1176,29 @@ fn held_shard_stats_do_not_outlive_resetstat() {
     );
 }
 
+/// `name` has `calls` calls and some time (`usec` > 0) in INFO
+/// commandstats, and a line in INFO latencystats.
+fn assert_timed(c: &mut common::RespClient, name: &str, calls: u64) {
+    let info = c.raw(&["INFO", "commandstats"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+        .unwrap_or_default()
+        .to_string();
+    let usec: u64 = line
+        .split(['=', ','])
+        .nth(3)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        line.contains(&format!("calls={calls},")) && usec > 0,
+        "{line}"
+    );
+    let lat = c.raw(&["INFO", "latencystats"]);
+    let want = format!("latency_percentiles_usec_{name}:p50=");
+    assert!(lat.contains(&want), "{lat}");
+}
+
 /// Conn-thread commands now count their time in INFO commandstats and
 /// latencystats, as every Redis command does (before: `usec=0`).
 #[test]
@@ -1185,43 +1208,14 @@ fn connection_commands_are_timed_in_commandstats() {
     for _ in 0..20 {
         c.raw(&["CONFIG", "GET", "*"]);
     }
-    let info = c.raw(&["INFO", "commandstats"]);
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("cmdstat_config|get:"))
-        .unwrap_or_default()
-        .to_string();
-    let usec: u64 = line
-        .split(['=', ','])
-        .nth(3)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    assert!(line.contains("calls=20,") && usec > 0, "{line}");
-    let lat = c.raw(&["INFO", "latencystats"]);
-    assert!(
-        lat.contains("latency_percentiles_usec_config|get:p50="),
-        "{lat}"
-    );
+    assert_timed(&mut c, "config|get", 20);
     // So do the commands EXEC runs (before: calls counted, usec=0).
     for i in 0..20 {
         c.raw(&["MULTI"]);
         c.raw(&["SET", &format!("k{i}"), "v"]);
         c.raw(&["EXEC"]);
     }
-    let info = c.raw(&["INFO", "commandstats"]);
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("cmdstat_set:"))
-        .unwrap_or_default()
-        .to_string();
-    let usec: u64 = line
-        .split(['=', ','])
-        .nth(3)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    assert!(line.contains("calls=20,") && usec > 0, "{line}");
-    let lat = c.raw(&["INFO", "latencystats"]);
-    assert!(lat.contains("latency_percentiles_usec_set:p50="), "{lat}");
+    assert_timed(&mut c, "set", 20);
 }
 
 #[test]
