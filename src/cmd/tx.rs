@@ -485,13 +485,16 @@ fn exec_queue(
                     Routed::Reply(r) | Routed::Close(r) | Routed::Wait(_, r) => {
                         // Answered here, now: timed and logged now, so
                         // before the keyed commands queued ahead of it.
-                        let ns = started.elapsed().as_nanos() as u64;
                         let row = shared.cmdstats.index_of(spec.name);
-                        let row = row.map_or(crate::shard::msg::NO_CMD, |i| i as u32);
-                        shared.cmdstats.count_exec(row, ns, None);
-                        if shared.slowlog.is_slow(ns) {
-                            shared.slowlog.push_for(argv, ns / 1000, &cx.conn.shared);
-                        }
+                        let client = &cx.conn.shared;
+                        crate::io::time_answered_here(
+                            shared,
+                            spec,
+                            row,
+                            Some(started),
+                            argv,
+                            client,
+                        );
                         outs.push(Out::Ready(r));
                         continue;
                     }

@@ -495,7 +495,8 @@ fn run_command(
 /// handler was called): its time in INFO commandstats and latencystats
 /// (its call and any error are counted by the caller), and SLOWLOG if it
 /// was slow. `None` for commands run elsewhere, which are timed there.
-fn time_answered_here(
+/// Also for the connection commands EXEC runs.
+pub fn time_answered_here(
     shared: &Shared,
     spec: &CommandSpec,
     stat: Option<usize>,
