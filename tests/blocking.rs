@@ -664,3 +664,61 @@ fn a_killed_blocked_client_takes_nothing_written_after_the_kill() {
         }
     }
 }
+
+/// Consumers blocked on streams of several shards are served in the order
+/// they blocked, one entry each, as Redis serves a key's blocked clients
+/// one by one: before, every waiter on the written key was woken to run
+/// its read again, and whichever rerun reached the key's shard first took
+/// the entry (a reader on that shard's own thread, most often).
+#[test]
+fn blocked_group_readers_over_two_shards_are_served_in_arrival_order() {
+    let srv = TestServer::start(SHARDS);
+    let (a, b) = keys_on_two_shards("fifo");
+    let mut writer = srv.client();
+    for k in [&a, &b] {
+        assert_eq!(
+            writer.raw(&["XGROUP", "CREATE", k, "g", "$", "MKSTREAM"]),
+            "+OK"
+        );
+    }
+    // Enough readers that they live on every shard thread.
+    const READERS: usize = 8;
+    let mut readers: Vec<RespClient> = (0..READERS).map(|_| srv.client()).collect();
+    for (i, r) in readers.iter_mut().enumerate() {
+        let name = format!("c{i}");
+        r.send(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            &name,
+            "COUNT",
+            "1",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            &a,
+            &b,
+            ">",
+            ">",
+        ]);
+        wait_blocked(&mut writer, i as u64 + 1);
+    }
+    for (i, r) in readers.iter_mut().enumerate() {
+        let id = format!("{}-1", i + 1);
+        assert_eq!(
+            writer.raw(&["XADD", &b, &id, "f", "v"]),
+            bulk(&id).trim_end()
+        );
+        assert_eq!(r.read_reply(), one_entry(&b, &id, "f", "v"), "reader c{i}");
+        // The readers after it are still blocked, and nobody else took it.
+        wait_blocked(&mut writer, (READERS - i - 1) as u64);
+        let pending = writer.raw(&["XPENDING", &b, "g", "-", "+", "10"]);
+        for j in 0..=i {
+            let (id, owner) = (format!("{}-1", j + 1), format!("c{j}"));
+            assert!(
+                pending.contains(&format!("{}{}", bulk(&id), bulk(&owner))),
+                "{id} should be pending for {owner}: {pending}"
+            );
+        }
+    }
+}

@@ -215,9 +215,19 @@ pub enum Attempt {
     NotReady,
     /// The ticket was claimed by this attempt; send this reply.
     Served(Reply),
+    /// The ticket of a read over several shards that consumes what it
+    /// reads (XREADGROUP `>`) was claimed by this attempt: its client runs
+    /// the read again over all its shards ([`Reply::Rerun`]), and the key's
+    /// later waiters wait for that run (see [`serve_ready`]).
+    RerunConsuming,
     /// Someone else claimed the ticket: drop the waiter.
     Lost,
 }
+
+/// How long a key's later waiters wait for the rerun of a woken read over
+/// several shards before they are served anyway (its client left before
+/// the rerun reached this shard), ms; checked on the periodic tick.
+const RERUN_HOLD_MS: u64 = 50;
 
 /// Re-runs a blocked read against the shard's data for the one key that
 /// became ready (third argument): like Redis 7.0's
@@ -269,6 +279,9 @@ pub struct Waiters {
     next_id: u64,
     /// Waiters came or went since [`take_changed`](Self::take_changed).
     changed: bool,
+    /// Keys whose waiters wait for a woken consuming read's rerun:
+    /// `(db, key)` → `(conn, until_ms)` (see [`serve_ready`]).
+    rerun_holds: HashMap<(usize, Bytes), (u64, u64)>,
 }
 
 impl Waiters {
@@ -490,6 +503,42 @@ impl Waiters {
         }
     }
 
+    /// Client `conn`'s read ran on this shard (or its rerun failed its
+    /// checks here): if it is the rerun of a read woken here, the keys held
+    /// for it (see [`serve_ready`]) are served again after it. Cheap when
+    /// nothing is held.
+    pub fn rerun_arrived(&mut self, conn: u64) {
+        if !self.rerun_holds.is_empty() {
+            self.end_rerun_holds(|c, _| c == conn);
+        }
+    }
+
+    /// Holds whose rerun did not come by `now_ms` end: the key's waiters
+    /// are served again.
+    pub fn end_stale_rerun_holds(&mut self, now_ms: u64) {
+        if !self.rerun_holds.is_empty() {
+            self.end_rerun_holds(|_, until| until <= now_ms);
+        }
+    }
+
+    /// End the rerun holds `(conn, until_ms)` that `ends` selects and mark
+    /// their keys ready.
+    fn end_rerun_holds(&mut self, ends: impl Fn(u64, u64) -> bool) {
+        let mut ended = Vec::new();
+        self.rerun_holds.retain(|k, &mut (conn, until)| {
+            let end = ends(conn, until);
+            if end {
+                ended.push(k.clone());
+            }
+            !end
+        });
+        for k in ended {
+            if self.by_key.contains_key(&k) && !self.ready.contains(&k) {
+                self.ready.push(k);
+            }
+        }
+    }
+
     /// The waiter ids on `key`, in arrival order.
     fn ids_on(&self, key: &(usize, Bytes)) -> Vec<u64> {
         self.by_key
@@ -521,6 +570,15 @@ pub fn serve_ready(
                 }
                 continue;
             }
+            // A woken consuming read over several shards runs again from its
+            // connection's thread: the key's later waiters wait for that run
+            // to reach this shard, so they are served in arrival order after
+            // it, as Redis serves a key's blocked clients one by one (else
+            // every later waiter would be woken too, and whichever rerun came
+            // first would take the entries).
+            if db.blocking.rerun_holds.contains_key(&key) {
+                continue;
+            }
             for id in db.blocking.ids_on(&key) {
                 let Some(mut w) = db.blocking.waiters.remove(&id) else {
                     continue;
@@ -544,8 +602,12 @@ pub fn serve_ready(
                 let reply_to = w.reply_to;
                 let row = w.ticket.row;
                 db.blocking.waiters.insert(id, w);
+                let (outcome, hold) = match outcome {
+                    Attempt::RerunConsuming => (Attempt::Served(Reply::Rerun), true),
+                    other => (other, false),
+                };
                 match outcome {
-                    Attempt::NotReady => {}
+                    Attempt::NotReady | Attempt::RerunConsuming => {}
                     Attempt::Served(reply) => {
                         let ns = started.map_or(0, |t| t.elapsed().as_nanos() as u64);
                         if let Some((argv, first_ns)) = db.blocking.slow.remove(&id) {
@@ -561,6 +623,13 @@ pub fn serve_ready(
                     Attempt::Lost => {
                         db.blocking.unregister(id);
                     }
+                }
+                if hold {
+                    let until = now_ms + RERUN_HOLD_MS;
+                    db.blocking
+                        .rerun_holds
+                        .insert(key.clone(), (reply_to.conn, until));
+                    break;
                 }
             }
         }

@@ -407,6 +407,7 @@ impl ShardThread {
                 self.db.active_expire(now, EXPIRE_BUDGET);
             }
             self.db.blocking.sweep();
+            self.db.blocking.end_stale_rerun_holds(now);
             // Expired streams and CLAIM readers waiting for entries to idle
             // are served on the timer too.
             self.db.blocking.mark_polling_ready();

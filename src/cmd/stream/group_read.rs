@@ -113,6 +113,9 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
 pub(super) fn parse_xreadgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     let req = parse_xreadgroup_req(argv)?;
     Ok(on_shard(move |db, cx| {
+        // Perhaps the rerun of a read woken here: the waiters held behind
+        // it are served after it (see `blocking::serve_ready`).
+        db.blocking.rerun_arrived(cx.reply_to.conn);
         apply_xreadgroup(db, cx, &req).into()
     }))
 }
@@ -139,7 +142,12 @@ pub(super) fn check_xreadgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     Ok(on_shard(move |db, cx| {
         match first_invalid_key(db, cx, &req) {
             None => Reply::Ok,
-            Some((n, e)) => Reply::Array(vec![Reply::Int(n as i64), Reply::Error(e)]),
+            Some((n, e)) => {
+                // A rerun that fails here reads nothing after: the waiters
+                // held behind it need not wait.
+                db.blocking.rerun_arrived(cx.reply_to.conn);
+                Reply::Array(vec![Reply::Int(n as i64), Reply::Error(e)])
+            }
         }
     }))
 }
@@ -504,6 +512,7 @@ pub(super) fn park_xreadgroup_apply(
     req: XreadgroupReq,
     ticket: Arc<Ticket>,
 ) -> Reply {
+    db.blocking.rerun_arrived(cx.reply_to.conn);
     if ticket.is_fired() {
         return Reply::NoReply;
     }
@@ -577,7 +586,7 @@ pub(super) fn attempt_xreadgroup(
                 return Attempt::Lost;
             }
             if ticket.reruns() {
-                return Attempt::Served(Reply::Rerun);
+                return Attempt::RerunConsuming;
             }
             return Attempt::Served(perform_xreadgroup(db, cx, req));
         }
