@@ -513,6 +513,17 @@ impl Waiters {
         }
     }
 
+    /// Whether one of `keys` of database `db` is held for a woken read's
+    /// rerun (see [`serve_ready`]): a blocking read arriving now waits in
+    /// line behind the key's waiters instead of taking what the woken
+    /// reader is about to read.
+    pub fn holds_any(&self, db: usize, keys: &[Bytes]) -> bool {
+        !self.rerun_holds.is_empty()
+            && keys
+                .iter()
+                .any(|k| self.rerun_holds.contains_key(&(db, k.clone())))
+    }
+
     /// Holds whose rerun did not come by `now_ms` end: the key's waiters
     /// are served again.
     pub fn end_stale_rerun_holds(&mut self, now_ms: u64) {

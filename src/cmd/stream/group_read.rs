@@ -228,11 +228,23 @@ pub(super) fn xreadgroup_has_data(db: &mut ShardDb, cx: &ExecCtx, req: &Xreadgro
 /// delivers new entries (PEL insert unless NOACK, last-delivered and
 /// entries-read advance) or replays the consumer's history.
 pub(super) fn perform_xreadgroup(db: &mut ShardDb, cx: &ExecCtx, req: &XreadgroupReq) -> Reply {
+    perform_xreadgroup_up_to(db, cx, req, usize::MAX)
+}
+
+/// [`perform_xreadgroup`] delivering at most `most` entries per stream
+/// (besides COUNT): 0 only creates the consumers, as a read that blocks does.
+fn perform_xreadgroup_up_to(
+    db: &mut ShardDb,
+    cx: &ExecCtx,
+    req: &XreadgroupReq,
+    most: usize,
+) -> Reply {
     let take = if req.count == 0 {
         usize::MAX
     } else {
         usize::try_from(req.count).unwrap_or(usize::MAX)
-    };
+    }
+    .min(most);
     let mut pairs = Vec::new();
     // MAXCOUNT / MAXSIZE: one budget over all streams, in key order.
     let mut budget = super::read::budget_from(req.budget.as_ref(), req.caps);
@@ -527,7 +539,13 @@ pub(super) fn park_xreadgroup_apply(
     if let Err(e) = validate_xreadgroup(db, cx, &req) {
         return answer(Reply::Error(e));
     }
-    if xreadgroup_has_data(db, cx, &req) {
+    // A key held for a woken consumer's rerun (see
+    // `blocking::serve_ready`): its new entries are that consumer's, and
+    // the waiters parked before this read come first (Redis served them
+    // before this command arrived), so this read waits in line. Not for
+    // CLAIM reads, which may take idle pending entries now.
+    let held = req.claim_min_idle_ms.is_none() && db.blocking.holds_any(cx.db, &req.keys);
+    if !held && xreadgroup_has_data(db, cx, &req) {
         if !ticket.claim() {
             return Reply::NoReply;
         }
@@ -536,9 +554,9 @@ pub(super) fn park_xreadgroup_apply(
         }
         return perform_xreadgroup(db, cx, &req);
     }
-    // Nothing yet: the consumer exists from now on (as Redis creates it
-    // before blocking), then wait.
-    let _ = perform_xreadgroup(db, cx, &req);
+    // Nothing yet (or in line): the consumer exists from now on (as Redis
+    // creates it before blocking), then wait.
+    let _ = perform_xreadgroup_up_to(db, cx, &req, if held { 0 } else { usize::MAX });
     let dbi = cx.db;
     let watched = req.keys.iter().map(|k| (dbi, k.clone())).collect();
     db.blocking.park(Waiter {

@@ -606,4 +606,79 @@ mod groups {
             }))
         );
     }
+    /// Consumers parked over several shards (rerun tickets) on one stream
+    /// are woken one at a time, in the order they parked: the key is held
+    /// until the woken consumer's read runs here, a write meanwhile wakes
+    /// nobody, and a read that blocks meanwhile waits in line.
+    #[test]
+    fn woken_rerun_holds_the_key_until_its_read_runs() {
+        use crate::shard::blocking::{no_redirect, serve_ready, BlockedWatch};
+        use crate::shard::msg::ReplyTo;
+        let (mut db, cx) = fresh();
+        run(&mut db, &cx, "XGROUP CREATE s g $ MKSTREAM").unwrap();
+        let at = |conn| ExecCtx {
+            reply_to: ReplyTo {
+                io: 0,
+                conn,
+                seq: 0,
+                part: 0,
+            },
+            ..cx
+        };
+        let line = |conn: u64, block: &str| {
+            argv(&format!(
+                "XREADGROUP GROUP g c{conn} COUNT 1 {block} STREAMS s >"
+            ))
+        };
+        let park = |db: &mut ShardDb, conn: u64| {
+            let watch = BlockedWatch {
+                flag: Default::default(),
+                count: Default::default(),
+            };
+            let t = Ticket::watched_rerun(watch);
+            let req = parse_xreadgroup_req(&line(conn, "BLOCK 0")).unwrap();
+            assert_eq!(
+                park_xreadgroup_apply(db, &at(conn), req, t.clone()),
+                Reply::NoReply
+            );
+            t
+        };
+        // The rerun itself: the read, as the connection's thread sends it.
+        let rerun = |db: &mut ShardDb, conn: u64| {
+            let req = super::super::group_read::parse_xreadgroup(&line(conn, "")).unwrap();
+            ids_of(&req.apply(db, &at(conn)))
+        };
+        let woken = |db: &mut ShardDb| {
+            let mut out = Vec::new();
+            serve_ready(db, 1000, &mut out, &no_redirect);
+            out.into_iter()
+                .map(|(to, r)| (to.conn, r))
+                .collect::<Vec<_>>()
+        };
+        let (t1, t2) = (park(&mut db, 1), park(&mut db, 2));
+        run(&mut db, &cx, "XADD s 1 f v").unwrap();
+        assert_eq!(woken(&mut db), vec![(1, Reply::Rerun)]);
+        assert!(t1.is_fired() && !t2.is_fired());
+        // Held for c1: a read that blocks now parks behind c2, and another
+        // write wakes nobody yet.
+        let t3 = park(&mut db, 3);
+        assert!(!t3.is_fired());
+        assert!(db.blocking.holds_any(0, &[Bytes::from_static(b"s")]));
+        run(&mut db, &cx, "XADD s 2 f v").unwrap();
+        assert_eq!(woken(&mut db), vec![]);
+        // c1's read takes its entry; then c2, and only c2, is woken.
+        assert_eq!(rerun(&mut db, 1), vec!["1-0"]);
+        assert_eq!(woken(&mut db), vec![(2, Reply::Rerun)]);
+        assert_eq!(rerun(&mut db, 2), vec!["2-0"]);
+        assert_eq!(woken(&mut db), vec![]);
+        assert!(!t3.is_fired());
+        // c3 is woken by the next entry; if its rerun never comes (its
+        // client left), the hold ends on the tick after 50 ms.
+        run(&mut db, &cx, "XADD s 3 f v").unwrap();
+        assert_eq!(woken(&mut db), vec![(3, Reply::Rerun)]);
+        db.blocking.end_stale_rerun_holds(1049);
+        assert!(db.blocking.holds_any(0, &[Bytes::from_static(b"s")]));
+        db.blocking.end_stale_rerun_holds(1050);
+        assert!(!db.blocking.holds_any(0, &[Bytes::from_static(b"s")]));
+    }
 }
