@@ -613,28 +613,25 @@ pub fn serve_ready(
                 let reply_to = w.reply_to;
                 let row = w.ticket.row;
                 db.blocking.waiters.insert(id, w);
-                let (outcome, hold) = match outcome {
-                    Attempt::RerunConsuming => (Attempt::Served(Reply::Rerun), true),
-                    other => (other, false),
-                };
-                match outcome {
-                    Attempt::NotReady | Attempt::RerunConsuming => {}
-                    Attempt::Served(reply) => {
-                        let ns = started.map_or(0, |t| t.elapsed().as_nanos() as u64);
-                        if let Some((argv, first_ns)) = db.blocking.slow.remove(&id) {
-                            let done = (reply_to.conn, argv, first_ns + ns);
-                            db.blocking.slow_done.push(done);
-                        }
-                        db.blocking.unregister(id);
-                        if let Some(row) = row {
-                            db.blocking.timings.push((row, ns));
-                        }
-                        out.push((reply_to, reply));
-                    }
+                let (reply, hold) = match outcome {
+                    Attempt::NotReady => continue,
                     Attempt::Lost => {
                         db.blocking.unregister(id);
+                        continue;
                     }
+                    Attempt::Served(reply) => (reply, false),
+                    Attempt::RerunConsuming => (Reply::Rerun, true),
+                };
+                let ns = started.map_or(0, |t| t.elapsed().as_nanos() as u64);
+                if let Some((argv, first_ns)) = db.blocking.slow.remove(&id) {
+                    let done = (reply_to.conn, argv, first_ns + ns);
+                    db.blocking.slow_done.push(done);
                 }
+                db.blocking.unregister(id);
+                if let Some(row) = row {
+                    db.blocking.timings.push((row, ns));
+                }
+                out.push((reply_to, reply));
                 if hold {
                     let until = now_ms + RERUN_HOLD_MS;
                     db.blocking
