@@ -1,7 +1,8 @@
 //! Streams: pure data. No threads, no IO, no clocks (time is a parameter).
 //!
-//! A [`Stream`] is a `BTreeMap<StreamId, Node>` keyed by each node's master
-//! (first-ever) ID; a node packs up to [`NodeLimits::max_entries`] entries into
+//! A [`Stream`] is an ordered map of nodes keyed by each node's master
+//! (first-ever) ID (`nodes.rs`: a `BTreeMap` plus the last node, where
+//! appends go, kept inline); a node packs up to [`NodeLimits::max_entries`] entries into
 //! one byte buffer (see `node.rs`). Metadata mirrors Redis's `stream` struct:
 //! `length`, `last_id`, `first_id`, `max_deleted_entry_id`, `entries_added`.
 //! Consumer groups live next to these (`groups`), in `group.rs`.
@@ -16,6 +17,7 @@ pub mod idmap;
 pub mod idmp;
 pub mod latency;
 mod node;
+mod nodes;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -25,6 +27,7 @@ use bytes::Bytes;
 use crate::error::CmdError;
 pub use id::{IdSpec, RangeEnd, RangeStart, StreamId};
 use node::{EntryRef, Node};
+use nodes::{NodeMap, NodeRange};
 
 /// Per-node caps, as `stream-node-max-entries` / `stream-node-max-bytes`.
 /// Passed to every call that may create nodes, since CONFIG SET can change
@@ -145,7 +148,7 @@ pub const ERR_XSETID_SMALLER_THAN_CURRENT_MAX_DELETED: &str =
 /// A Redis stream: entries ordered by ID plus the metadata Redis keeps.
 #[derive(Clone, Debug, Default)]
 pub struct Stream {
-    nodes: BTreeMap<StreamId, Node>,
+    nodes: NodeMap,
     /// Live entries.
     length: u64,
     /// Last ID ever generated (or set by XSETID); never goes down on append.
@@ -268,19 +271,18 @@ impl Stream {
             0 => NODE_MAX_BYTES_CAP,
             n => n.min(NODE_MAX_BYTES_CAP),
         };
-        let tail = self.nodes.last_entry();
-        let fits = tail.as_ref().is_some_and(|t| {
-            let n = t.get();
-            n.len_bytes() + data_bytes < max_bytes
-                && (limits.max_entries == 0 || n.total_entries() < limits.max_entries)
-        });
-        match tail {
-            Some(mut t) if fits => t.get_mut().push(id, fields),
+        match self.nodes.last_mut() {
+            Some(n)
+                if n.len_bytes() + data_bytes < max_bytes
+                    && (limits.max_entries == 0 || n.total_entries() < limits.max_entries) =>
+            {
+                n.push(id, fields)
+            }
             tail => {
-                if let Some(mut t) = tail {
-                    t.get_mut().shrink();
+                if let Some(n) = tail {
+                    n.shrink();
                 }
-                self.nodes.insert(id, Node::new(id, fields));
+                self.nodes.push_last(id, Node::new(id, fields));
             }
         }
         if self.length == 0 {
@@ -334,11 +336,7 @@ impl Stream {
             self.nodes.range(..=end)
         } else {
             // The node whose master is the greatest one <= start may hold start.
-            let from = self
-                .nodes
-                .range(..=start)
-                .next_back()
-                .map_or(start, |(k, _)| *k);
+            let from = self.nodes.containing(start).map_or(start, |(k, _)| *k);
             self.nodes
                 .range((Bound::Included(from), Bound::Included(end)))
         };
@@ -362,7 +360,7 @@ impl Stream {
 
     /// The live entry `id`, if present.
     pub fn get(&self, id: StreamId) -> Option<Entry> {
-        let (_, node) = self.nodes.range(..=id).next_back()?;
+        let (_, node) = self.nodes.containing(id)?;
         let e = node.find_live(id)?;
         Some(Entry {
             id,
@@ -374,8 +372,7 @@ impl Stream {
     /// whose entry is gone).
     pub fn contains(&self, id: StreamId) -> bool {
         self.nodes
-            .range(..=id)
-            .next_back()
+            .containing(id)
             .is_some_and(|(_, n)| n.find_live(id).is_some())
     }
 
@@ -398,7 +395,7 @@ impl Stream {
     /// # Source
     /// `xdelCommand`, `streamDeleteItem`, `streamIteratorRemoveEntry`.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        let Some((&key, node)) = self.nodes.range_mut(..=id).next_back() else {
+        let Some((key, node)) = self.nodes.containing_mut(id) else {
             return false;
         };
         let Some(e) = node.find_live(id) else {
@@ -406,7 +403,7 @@ impl Stream {
         };
         node.mark_deleted(&e);
         if node.live() == 0 {
-            self.nodes.remove(&key);
+            self.nodes.remove(key);
         }
         self.length -= 1;
         if id > self.max_deleted_entry_id {
@@ -571,7 +568,7 @@ impl Stream {
         };
         let mut removed = 0u64;
         let mut cursor = StreamId::MIN;
-        while let Some((&key, node)) = self.nodes.range_mut(cursor..).next() {
+        while let Some((key, node)) = self.nodes.first_from_mut(cursor) {
             if let TrimStrategy::MaxLen(max) = spec.strategy {
                 if self.length <= max {
                     break;
@@ -594,7 +591,7 @@ impl Stream {
                         ids.push(e.id);
                     }
                 }
-                self.nodes.remove(&key);
+                self.nodes.remove(key);
                 self.length -= live;
                 removed += live;
                 continue;
@@ -627,7 +624,7 @@ impl Stream {
                 removed += 1;
             }
             if node.live() == 0 {
-                self.nodes.remove(&key);
+                self.nodes.remove(key);
             }
             match key.next() {
                 Some(next) if !done => cursor = next,
@@ -649,13 +646,12 @@ impl Stream {
             None => None,
         };
         let mut removed = 0u64;
-        while let Some(mut first) = self.nodes.first_entry() {
+        while let Some((key, node)) = self.nodes.first_from_mut(StreamId::MIN) {
             if let TrimStrategy::MaxLen(max) = spec.strategy {
                 if self.length <= max {
                     break;
                 }
             }
-            let node = first.get_mut();
             let live = node.live() as u64;
             if limit.is_some_and(|l| removed + live > l) {
                 break;
@@ -665,7 +661,7 @@ impl Stream {
                 TrimStrategy::MinId(min) => node.last_id() < min,
             };
             if whole {
-                first.remove();
+                self.nodes.remove(key);
                 self.length -= live;
                 removed += live;
                 continue;
@@ -692,7 +688,7 @@ impl Stream {
                 removed += 1;
             }
             if node.live() == 0 {
-                first.remove();
+                self.nodes.remove(key);
             }
             break;
         }
@@ -749,11 +745,12 @@ impl Stream {
 
     /// Estimated heap + inline bytes held by this stream: the struct, every
     /// node buffer's capacity, the node structs and the B-tree's own nodes
-    /// (11-slot nodes assumed 2/3 full, plus per-node header and edges).
+    /// (11-slot nodes assumed 2/3 full, plus per-node header and edges) for
+    /// all nodes but the last, which the struct holds.
     pub fn memory_usage_bytes(&self) -> usize {
         const BTREE_CAPACITY: usize = 11;
         let kv = std::mem::size_of::<StreamId>() + std::mem::size_of::<Node>();
-        let n = self.nodes.len();
+        let n = self.nodes.len().saturating_sub(1);
         let btree_nodes = if n == 0 {
             0
         } else {
@@ -874,14 +871,14 @@ impl Stream {
     }
 
     fn last_live_id(&self) -> Option<StreamId> {
-        let (_, node) = self.nodes.last_key_value()?;
+        let (_, node) = self.nodes.last()?;
         node.last_live().map(|e| e.id)
     }
 
     fn recompute_first_id(&mut self) {
         self.first_id = self
             .nodes
-            .first_key_value()
+            .first()
             .and_then(|(_, n)| n.first_live())
             .map_or(StreamId::MIN, |e| e.id);
     }
@@ -919,7 +916,7 @@ impl<'a> EntryView<'a> {
 
 /// Iterator over live entries of an ID interval; see [`Stream::iter_views`].
 pub struct EntryViews<'a> {
-    nodes: std::collections::btree_map::Range<'a, StreamId, Node>,
+    nodes: NodeRange<'a>,
     /// Current node and cursor: forward, the next entry's start; reverse, its end.
     cur: Option<(&'a Node, usize)>,
     start: StreamId,
