@@ -214,46 +214,102 @@ fn scan_multibulk(
         }
     };
     for _ in st.args.len()..count {
-        // Stopped short of the frame's end: resume at this header next time.
-        st.count = count;
-        st.pos = pos;
-        if pos >= buf.len() {
-            return Ok(Scan::Need(pos + 1));
-        }
-        // As Redis: the header line must be buffered (up to its `\r` and
-        // one byte more) before its first byte is checked for `$`.
-        let cr = match header_end(buf, pos) {
-            Ok(cr) => cr,
-            Err(Some(need)) => return Ok(Scan::Need(need)),
-            Err(None) => {
-                if buf.len() - pos > INLINE_MAX_BYTES {
-                    return Err(ProtoError("too big bulk count string".into()));
-                }
-                return Ok(Scan::Need(buf.len() + 1));
+        let header = match bulk_header_fast(buf, pos) {
+            Some(h) => Ok(Ok(h)),
+            None => bulk_header(buf, pos),
+        };
+        let (len, start) = match header? {
+            Ok(h) => h,
+            Err(need) => {
+                // Stopped short of the frame's end: resume at this header
+                // next time.
+                st.count = count;
+                st.pos = pos;
+                return Ok(Scan::Need(need));
             }
         };
-        if buf[pos] != b'$' {
-            let got = buf[pos] as char;
-            return Err(ProtoError(format!("expected '$', got '{got}'").into()));
+        if i64::try_from(len).map_or(true, |n| n > limits.max_bulk_bytes) {
+            return Err(ProtoError("invalid bulk length".into()));
         }
-        let len = match header_int(&buf[pos + 1..cr]) {
-            Some(n) if (0..=limits.max_bulk_bytes).contains(&n) => n as usize,
-            _ => return Err(ProtoError("invalid bulk length".into())),
-        };
+        let len = len as usize;
         if limits.unauthenticated && len > UNAUTH_BULK_MAX_BYTES {
             return Err(ProtoError("unauthenticated bulk length".into()));
         }
-        let start = cr + 2;
         // Redis waits for len + 2 bytes, takes len and skips the next two
         // without looking at them.
         let end = start + len + 2;
         if end > buf.len() {
+            st.count = count;
+            st.pos = pos;
             return Ok(Scan::Need(end));
         }
         st.args.push((start, len));
         pos = end;
     }
     Ok(Scan::Complete { end: pos })
+}
+
+/// The bulk header at `pos` in the form clients send: `$`, a length of 1
+/// to 18 digits without a leading zero, `\r` and one more byte buffered.
+/// Anything else (an incomplete or odd header) is left to [`bulk_header`],
+/// which this agrees with wherever it answers.
+///
+/// # Reply
+/// `(length, start of the bulk's data)`.
+#[inline]
+fn bulk_header_fast(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
+    let line = buf.get(pos..)?;
+    if line.first() != Some(&b'$') {
+        return None;
+    }
+    let mut len = 0u64;
+    let mut i = 1;
+    // 19 digits at most are read: no overflow of u64.
+    while i < line.len() && i <= 19 && line[i].is_ascii_digit() {
+        len = len * 10 + u64::from(line[i] - b'0');
+        i += 1;
+    }
+    let digits = i - 1;
+    let canonical = (1..=18).contains(&digits) && (digits == 1 || line[1] != b'0');
+    // The `\r`, and the byte after it (taken for `\n` unread, as Redis does).
+    if !canonical || line[i..].first() != Some(&b'\r') || i + 2 > line.len() {
+        return None;
+    }
+    Some((len, pos + i + 2))
+}
+
+/// The bulk header at `pos`, parsed as Redis parses it.
+///
+/// # Reply
+/// `Ok(Ok((length, start of the bulk's data)))`; `Ok(Err(need))` when at
+/// least `need` bytes must be buffered first (the line, up to its `\r`
+/// and one byte more, must be before its first byte is checked for `$`).
+/// # Errors
+/// `too big bulk count string` (no `\r` within [`INLINE_MAX_BYTES`]),
+/// `expected '$', got 'x'`, `invalid bulk length` (not an integer, or
+/// negative).
+fn bulk_header(buf: &[u8], pos: usize) -> Result<Result<(u64, usize), usize>, ProtoError> {
+    if pos >= buf.len() {
+        return Ok(Err(pos + 1));
+    }
+    let cr = match header_end(buf, pos) {
+        Ok(cr) => cr,
+        Err(Some(need)) => return Ok(Err(need)),
+        Err(None) => {
+            if buf.len() - pos > INLINE_MAX_BYTES {
+                return Err(ProtoError("too big bulk count string".into()));
+            }
+            return Ok(Err(buf.len() + 1));
+        }
+    };
+    if buf[pos] != b'$' {
+        let got = buf[pos] as char;
+        return Err(ProtoError(format!("expected '$', got '{got}'").into()));
+    }
+    match header_int(&buf[pos + 1..cr]).and_then(|n| u64::try_from(n).ok()) {
+        Some(n) => Ok(Ok((n, cr + 2))),
+        None => Err(ProtoError("invalid bulk length".into())),
+    }
 }
 
 /// The multibulk count header `*<count>\r\n` at the start of `buf`.
@@ -655,6 +711,24 @@ mod tests {
             }
         }
         (commands, None)
+    }
+
+    proptest::proptest! {
+        /// Wherever the fast bulk-header path answers, Redis's parse
+        /// answers the same; and it answers for the headers clients send.
+        #[test]
+        fn the_fast_bulk_header_agrees_with_the_full_parse(
+            line in proptest::collection::vec(
+                proptest::sample::select(b"$-+0123456789\r\nx".to_vec()), 0..24),
+            n in 0u64..1_000_000_000_000,
+        ) {
+            if let Some(h) = bulk_header_fast(&line, 0) {
+                proptest::prop_assert_eq!(bulk_header(&line, 0).ok(), Some(Ok(h)));
+            }
+            let sent = format!("${n}\r\n");
+            let h = bulk_header_fast(sent.as_bytes(), 0);
+            proptest::prop_assert_eq!(h, Some((n, sent.len())));
+        }
     }
 
     /// A frame arriving over many reads resumes its scan where it stopped,
