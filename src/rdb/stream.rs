@@ -37,32 +37,22 @@ const FLAG_DELETED: i64 = 1;
 /// Entry flag: same field names as the node's master entry (values only).
 const FLAG_SAMEFIELDS: i64 = 2;
 
-/// Entries per written node (Redis's default `stream-node-max-entries`).
-const NODE_MAX_ENTRIES: usize = 100;
-/// Bytes per written node, roughly (Redis's default `stream-node-max-bytes`).
-const NODE_MAX_BYTES: usize = 4096;
-
 /// Write `s` in stream encoding `generation`.
 pub fn encode(w: &mut Writer, s: &Stream, generation: Generation) {
-    // Nodes: live entries, cut as Redis cuts them on append.
+    // Nodes: the stream's own, with their live entries, as Redis writes
+    // the listpacks it holds (a loader keeps them).
     let mut nodes: Vec<(StreamId, Vec<u8>)> = Vec::new();
     let mut chunk: Vec<Entry> = Vec::new();
-    let mut chunk_bytes = 0usize;
+    let mut next_keys = s.node_keys().skip(1).peekable();
     for e in s.iter_range(StreamId::MIN, StreamId::MAX, false) {
-        let bytes: usize = e
-            .fields
-            .iter()
-            .map(|(f, v)| f.len() + v.len() + 4)
-            .sum::<usize>()
-            + 8;
-        if !chunk.is_empty()
-            && (chunk.len() >= NODE_MAX_ENTRIES || chunk_bytes + bytes >= NODE_MAX_BYTES)
-        {
+        let mut boundary = false;
+        while next_keys.next_if(|k| e.id >= *k).is_some() {
+            boundary = true;
+        }
+        if boundary && !chunk.is_empty() {
             nodes.push(encode_node(&chunk));
             chunk.clear();
-            chunk_bytes = 0;
         }
-        chunk_bytes += bytes;
         chunk.push(e);
     }
     if !chunk.is_empty() {
@@ -153,7 +143,8 @@ fn encode_node(entries: &[Entry]) -> (StreamId, Vec<u8>) {
     (master.id, lp.finish())
 }
 
-/// Read a stream in encoding `generation`.
+/// Read a stream in encoding `generation`. Each of the payload's nodes
+/// becomes one node, without its deleted entries.
 ///
 /// # Errors
 /// [`RdbError::BadFormat`] for anything malformed or inconsistent: bad
@@ -162,7 +153,11 @@ fn encode_node(entries: &[Entry]) -> (StreamId, Vec<u8>) {
 /// its group's PEL.
 pub fn decode(r: &mut Reader<'_>, generation: Generation) -> Result<Stream, RdbError> {
     let bad = || RdbError::BadFormat;
-    let limits = NodeLimits::default();
+    // No caps inside one of the payload's nodes (Redis's hard cap aside).
+    let limits = NodeLimits {
+        max_entries: 0,
+        max_bytes: 0,
+    };
     let mut s = Stream::new();
     let nodes = r.count()?;
     for _ in 0..nodes {
@@ -277,6 +272,7 @@ fn decode_node(
         return Err(bad());
     }
     let mut any = false;
+    let mut first_live = true;
     loop {
         let flags = match it.next() {
             None => break,
@@ -308,8 +304,16 @@ fn decode_node(
             return Err(bad());
         }
         if flags & FLAG_DELETED == 0 {
-            s.append(IdSpec::Explicit(StreamId::new(ms, seq)), &fields, 0, limits)
-                .map_err(|_| bad())?;
+            let id = IdSpec::Explicit(StreamId::new(ms, seq));
+            // The node's first live entry opens a node of ours: the
+            // payload's nodes are kept as they are.
+            if first_live {
+                s.append_to_new_node(id, &fields, 0)
+            } else {
+                s.append(id, &fields, 0, limits)
+            }
+            .map_err(|_| bad())?;
+            first_live = false;
         }
     }
     if !any {

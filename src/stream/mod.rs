@@ -201,6 +201,12 @@ impl Stream {
         self.entries_added
     }
 
+    /// Each node's key (its master entry's ID, which may be deleted), in
+    /// order: node `i` holds the live entries from key `i` up to key `i + 1`.
+    pub fn node_keys(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.nodes.iter().map(|(k, _)| *k)
+    }
+
     /// `radix-tree-keys` of XINFO STREAM: number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes.len()
@@ -265,6 +271,32 @@ impl Stream {
         now_ms: u64,
         limits: NodeLimits,
     ) -> Result<StreamId, CmdError> {
+        self.append_at(spec, fields, now_ms, limits, false)
+    }
+
+    /// [`append`](Self::append) into a new node, whatever room the last
+    /// one has: loading an RDB payload (RESTORE, a load) keeps its nodes,
+    /// as Redis keeps the listpacks it loads (`rdbLoadObject`).
+    ///
+    /// # Errors
+    /// As [`Stream::next_id`]; on error nothing changes.
+    pub fn append_to_new_node(
+        &mut self,
+        spec: IdSpec,
+        fields: &[(Bytes, Bytes)],
+        now_ms: u64,
+    ) -> Result<StreamId, CmdError> {
+        self.append_at(spec, fields, now_ms, NodeLimits::default(), true)
+    }
+
+    fn append_at(
+        &mut self,
+        spec: IdSpec,
+        fields: &[(Bytes, Bytes)],
+        now_ms: u64,
+        limits: NodeLimits,
+        new_node: bool,
+    ) -> Result<StreamId, CmdError> {
         let id = self.next_id(spec, now_ms)?;
         let data_bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
         let max_bytes = match limits.max_bytes {
@@ -273,7 +305,8 @@ impl Stream {
         };
         match self.nodes.last_mut() {
             Some(n)
-                if n.len_bytes() + data_bytes < max_bytes
+                if !new_node
+                    && n.len_bytes() + data_bytes < max_bytes
                     && (limits.max_entries == 0 || n.total_entries() < limits.max_entries) =>
             {
                 n.push(id, fields)
