@@ -275,7 +275,7 @@ impl Stream {
     }
 
     /// [`append`](Self::append) into a new node, whatever room the last
-    /// one has: loading an RDB payload (RESTORE, a load) keeps its nodes,
+    /// one has: a DUMP payload (RESTORE, MIGRATE) keeps its nodes,
     /// as Redis keeps the listpacks it loads (`rdbLoadObject`).
     ///
     /// # Errors
