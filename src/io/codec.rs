@@ -213,38 +213,36 @@ fn scan_multibulk(
             Err(scan) => return Ok(scan),
         }
     };
-    for _ in st.args.len()..count {
+    while st.args.len() < count {
         let header = match bulk_header_fast(buf, pos) {
-            Some(h) => Ok(Ok(h)),
-            None => bulk_header(buf, pos),
+            Some(h) => Ok(h),
+            None => bulk_header(buf, pos)?,
         };
-        let (len, start) = match header? {
-            Ok(h) => h,
-            Err(need) => {
-                // Stopped short of the frame's end: resume at this header
-                // next time.
-                st.count = count;
-                st.pos = pos;
-                return Ok(Scan::Need(need));
+        let need = match header {
+            Ok((len, start)) => {
+                if i64::try_from(len).map_or(true, |n| n > limits.max_bulk_bytes) {
+                    return Err(ProtoError("invalid bulk length".into()));
+                }
+                let len = len as usize;
+                if limits.unauthenticated && len > UNAUTH_BULK_MAX_BYTES {
+                    return Err(ProtoError("unauthenticated bulk length".into()));
+                }
+                // Redis waits for len + 2 bytes, takes len and skips the
+                // next two without looking at them.
+                let end = start + len + 2;
+                if end <= buf.len() {
+                    st.args.push((start, len));
+                    pos = end;
+                    continue;
+                }
+                end
             }
+            Err(need) => need,
         };
-        if i64::try_from(len).map_or(true, |n| n > limits.max_bulk_bytes) {
-            return Err(ProtoError("invalid bulk length".into()));
-        }
-        let len = len as usize;
-        if limits.unauthenticated && len > UNAUTH_BULK_MAX_BYTES {
-            return Err(ProtoError("unauthenticated bulk length".into()));
-        }
-        // Redis waits for len + 2 bytes, takes len and skips the next two
-        // without looking at them.
-        let end = start + len + 2;
-        if end > buf.len() {
-            st.count = count;
-            st.pos = pos;
-            return Ok(Scan::Need(end));
-        }
-        st.args.push((start, len));
-        pos = end;
+        // Stopped short of the frame's end: resume at this header next time.
+        st.count = count;
+        st.pos = pos;
+        return Ok(Scan::Need(need));
     }
     Ok(Scan::Complete { end: pos })
 }

@@ -271,7 +271,7 @@ impl Stream {
         now_ms: u64,
         limits: NodeLimits,
     ) -> Result<StreamId, CmdError> {
-        self.append_at(spec, fields, now_ms, limits, false)
+        self.append_at(spec, fields, now_ms, Some(limits))
     }
 
     /// [`append`](Self::append) into a new node, whatever room the last
@@ -286,32 +286,31 @@ impl Stream {
         fields: &[(Bytes, Bytes)],
         now_ms: u64,
     ) -> Result<StreamId, CmdError> {
-        self.append_at(spec, fields, now_ms, NodeLimits::default(), true)
+        self.append_at(spec, fields, now_ms, None)
     }
 
+    /// Appends into the last node when `limits` leave it room for the
+    /// entry, else (and always with `None`) into a new node.
     fn append_at(
         &mut self,
         spec: IdSpec,
         fields: &[(Bytes, Bytes)],
         now_ms: u64,
-        limits: NodeLimits,
-        new_node: bool,
+        limits: Option<NodeLimits>,
     ) -> Result<StreamId, CmdError> {
         let id = self.next_id(spec, now_ms)?;
-        let data_bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
-        let max_bytes = match limits.max_bytes {
-            0 => NODE_MAX_BYTES_CAP,
-            n => n.min(NODE_MAX_BYTES_CAP),
+        let room = |n: &Node, l: NodeLimits| {
+            let data_bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
+            let max_bytes = match l.max_bytes {
+                0 => NODE_MAX_BYTES_CAP,
+                b => b.min(NODE_MAX_BYTES_CAP),
+            };
+            n.len_bytes() + data_bytes < max_bytes
+                && (l.max_entries == 0 || n.total_entries() < l.max_entries)
         };
-        match self.nodes.last_mut() {
-            Some(n)
-                if !new_node
-                    && n.len_bytes() + data_bytes < max_bytes
-                    && (limits.max_entries == 0 || n.total_entries() < limits.max_entries) =>
-            {
-                n.push(id, fields)
-            }
-            tail => {
+        match (self.nodes.last_mut(), limits) {
+            (Some(n), Some(l)) if room(n, l) => n.push(id, fields),
+            (tail, _) => {
                 if let Some(n) = tail {
                     n.shrink();
                 }
