@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use crate::reply::{for_each_entry, for_each_field, Tree};
 
 use crate::latency::{new_histogram, Plan};
+use crate::pack::{Acks, Packer};
 use crate::seen::Seen;
 use crate::target::{slot_of, Router};
 
@@ -59,7 +60,12 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
     // With one read set, the XACK of a batch goes out in one pipeline with
     // the next XREADGROUP (as a consumer that acks as it reads on does):
     // one round trip per batch instead of two.
-    let mut deferred_ack: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+    let mut deferred_ack = Acks::default();
+    // IDs of the current read; with several read sets, acknowledged at once.
+    let mut to_ack = Acks::default();
+    let mut pipe = Packer::default();
+    let group = plan.args.group.as_bytes();
+    let count = plan.args.count.max(1) as u64;
     // Entries of each producer in the last read (closed-loop accounting).
     let mut by_producer = vec![0u64; plan.args.producers.max(1)];
     while !shared.stop_consumers.load(Ordering::Relaxed) {
@@ -75,35 +81,40 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
                 None
             };
             let node = router.topo.node_of_slot(set.slot);
-            let mut cmd = redis::cmd("XREADGROUP");
-            cmd.arg("GROUP")
-                .arg(&plan.args.group)
-                .arg(&name)
-                .arg("COUNT")
-                .arg(plan.args.count.max(1));
-            if let Some(b) = block_ms {
-                cmd.arg("BLOCK").arg(b);
-            }
-            if plan.args.noack {
-                cmd.arg("NOACK");
-            }
-            cmd.arg("STREAMS").arg(&set.keys);
-            for _ in &set.keys {
-                cmd.arg(">");
-            }
             // The XACKs of the last batch, then the read; replies decoded in
             // place (see `crate::reply`).
-            let mut packed = Vec::new();
-            let acks = deferred_ack.len();
-            for (key, ids) in deferred_ack.drain(..) {
-                redis::cmd("XACK")
-                    .arg(key)
-                    .arg(&plan.args.group)
-                    .arg(ids)
-                    .write_packed_command(&mut packed);
+            pipe.clear();
+            let acks = deferred_ack.pack(&mut pipe, group, |_| true);
+            deferred_ack.clear();
+            // XREADGROUP GROUP g c COUNT n [BLOCK ms] [NOACK] STREAMS key... >...
+            let args = 7
+                + 2 * usize::from(block_ms.is_some())
+                + usize::from(plan.args.noack)
+                + 2 * set.keys.len();
+            pipe.command(args)
+                .arg(b"XREADGROUP")
+                .arg(b"GROUP")
+                .arg(group)
+                .arg(name.as_bytes())
+                .arg(b"COUNT")
+                .num(count);
+            if let Some(b) = block_ms {
+                pipe.arg(b"BLOCK").num(b);
             }
-            cmd.write_packed_command(&mut packed);
-            let replies = match router.raw(node).and_then(|c| c.query(&packed, acks + 1)) {
+            if plan.args.noack {
+                pipe.arg(b"NOACK");
+            }
+            pipe.arg(b"STREAMS");
+            for k in &set.keys {
+                pipe.arg(k.as_bytes());
+            }
+            for _ in &set.keys {
+                pipe.arg(b">");
+            }
+            let replies = match router
+                .raw(node)
+                .and_then(|c| c.query(pipe.bytes(), acks + 1))
+            {
                 Ok(r) => r,
                 Err(err) => {
                     if !router.handle_error(node, &err) {
@@ -131,7 +142,7 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
                 }
                 continue;
             }
-            let mut to_ack: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+            to_ack.clear();
             let mut n = 0u64;
             by_producer.iter_mut().for_each(|k| *k = 0);
             for_each_entry(reply, |key, id, fields| {
@@ -161,10 +172,7 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
                 }
                 n += 1;
                 if !plan.args.noack {
-                    match to_ack.iter_mut().find(|(k, _)| k.as_slice() == key) {
-                        Some((_, ids)) => ids.push(id.to_vec()),
-                        None => to_ack.push((key.to_vec(), vec![id.to_vec()])),
-                    }
+                    to_ack.add(key, id);
                 }
             });
             if n > 0 {
@@ -176,9 +184,9 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
             }
             if !to_ack.is_empty() {
                 if sets.len() == 1 {
-                    deferred_ack = to_ack;
+                    std::mem::swap(&mut deferred_ack, &mut to_ack);
                 } else {
-                    stats.acked += ack(plan, &mut router, &to_ack);
+                    stats.acked += ack(plan, &mut router, &to_ack, &mut pipe);
                 }
             }
         }
@@ -193,7 +201,7 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
         }
     }
     if !deferred_ack.is_empty() {
-        stats.acked += ack(plan, &mut router, &deferred_ack);
+        stats.acked += ack(plan, &mut router, &deferred_ack, &mut pipe);
     }
     if !second.is_empty() {
         shared.add_second(second_idx, &second);
@@ -202,31 +210,27 @@ pub fn run(plan: &Plan, id: usize, sets: Vec<ReadSet>, mut router: Router) -> Co
 }
 
 /// XACK the ids, one pipeline per node; returns how many the server acknowledged.
-fn ack(plan: &Plan, router: &mut Router, to_ack: &[(Vec<u8>, Vec<Vec<u8>>)]) -> u64 {
+fn ack(plan: &Plan, router: &mut Router, to_ack: &Acks, pipe: &mut Packer) -> u64 {
     let shared = &plan.shared;
     let mut acked = 0;
     // Partition first: a MOVED below replaces the topology mid-loop.
-    let mut by_node: Vec<(usize, redis::Pipeline)> = Vec::new();
-    for (key, ids) in to_ack {
-        let node = router.topo.node_of_slot(slot_of(key));
-        let idx = match by_node.iter().position(|(n, _)| *n == node) {
-            Some(i) => i,
-            None => {
-                let mut pipe = redis::pipe();
-                pipe.ignore_errors();
-                by_node.push((node, pipe));
-                by_node.len() - 1
-            }
-        };
-        if let Some((_, pipe)) = by_node.get_mut(idx) {
-            pipe.cmd("XACK").arg(key).arg(&plan.args.group).arg(ids);
+    let mut nodes: Vec<usize> = Vec::new();
+    let by_key: Vec<(&[u8], usize)> = to_ack
+        .keys()
+        .map(|key| (key, router.topo.node_of_slot(slot_of(key))))
+        .collect();
+    for &(_, node) in &by_key {
+        if !nodes.contains(&node) {
+            nodes.push(node);
         }
     }
-    for (node, pipe) in by_node {
-        let packed = pipe.get_packed_pipeline();
-        let n = pipe.cmd_iter().count();
+    for node in nodes {
+        pipe.clear();
+        let n = to_ack.pack(pipe, plan.args.group.as_bytes(), |key| {
+            by_key.iter().any(|&(k, at)| k == key && at == node)
+        });
         let res = router.raw(node).and_then(|c| {
-            c.query(&packed, n).map(|r| {
+            c.query(pipe.bytes(), n).map(|r| {
                 (0..r.len())
                     .filter_map(|i| r.get(i))
                     .map(|x| (x.int(), x.to_error()))

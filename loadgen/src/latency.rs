@@ -94,11 +94,15 @@ impl Shared {
             .saturating_sub(self.received.load(Ordering::Relaxed))
     }
 
-    /// Producer `p`'s XADD of one entry was accepted.
-    pub fn note_sent(&self, p: usize) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
+    /// Producer `p`'s XADDs of `n` entries were accepted: counted once per
+    /// round trip, as the counters are shared with the consumers' threads.
+    pub fn note_sent(&self, p: usize, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.sent.fetch_add(n, Ordering::Relaxed);
         if let Some((backlog, _)) = self.backlog_by.get(p) {
-            backlog.fetch_add(1, Ordering::SeqCst);
+            backlog.fetch_add(n as i64, Ordering::SeqCst);
         }
     }
 

@@ -6,6 +6,7 @@
 //! - [`latency`]: the run: setup, threads on one clock, drain, exactly-once check.
 //! - [`producer`]: paced XADD carrying the scheduled send time (no coordinated omission).
 //! - [`consumer`]: XREADGROUP BLOCK + XACK, latency into a per-thread histogram.
+//! - [`pack`]: pipelines packed into one reused buffer.
 //! - [`seen`]: per-producer bitmaps for lost/duplicate detection.
 //! - [`verdict`]: OK / SATURATED / FAILED from the counts (pure).
 //! - [`report`]: the docs' bucket table, percentiles, JSON, HdrHistogram log.
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod consumer;
 pub mod delayed;
 pub mod latency;
+pub mod pack;
 pub mod plot;
 pub mod producer;
 pub mod progress;

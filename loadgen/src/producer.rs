@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::latency::Plan;
+use crate::pack::Packer;
 use crate::target::{slot_of, Router};
 
 /// One entry waiting to be sent (or re-sent after MOVED).
@@ -43,6 +44,7 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
     let mut next_seq = 0u64;
     let mut retry: Vec<Pending> = Vec::new();
     let mut batch: Vec<Pending> = Vec::with_capacity(depth);
+    let mut pipe = Packer::default();
     // Closed loop: the backlog passed the limit and has not yet drained to
     // half of it.
     let mut paused = false;
@@ -107,7 +109,15 @@ pub fn run(plan: &Plan, id: usize, mut router: Router) -> ProducerStats {
                 }
             }
         }
-        send_batch(plan, id, &mut router, &batch, &mut retry, &mut stats);
+        send_batch(
+            plan,
+            id,
+            &mut router,
+            &batch,
+            &mut retry,
+            &mut stats,
+            &mut pipe,
+        );
     }
     // Anything still scheduled before the end was never sent.
     if plan.args.rate > 0 {
@@ -144,6 +154,7 @@ fn send_batch(
     batch: &[Pending],
     retry: &mut Vec<Pending>,
     stats: &mut ProducerStats,
+    pipe: &mut Packer,
 ) {
     let shared = &plan.shared;
     // Partition before sending anything: a MOVED below replaces the topology,
@@ -158,30 +169,33 @@ fn send_batch(
             None => by_node.push((node, vec![e])),
         }
     }
+    // XADD key [MAXLEN ~ n] * t <due> p <id> n <seq> <payload fields>.
+    let maxlen = if plan.args.maxlen.is_some() { 3 } else { 0 };
+    let args = 9 + maxlen + 2 * plan.payload.len();
     for (node, mine) in by_node {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
+        pipe.clear();
         for e in &mine {
-            let cmd = pipe.cmd("XADD").arg(plan.key_of(e.k));
+            pipe.command(args)
+                .arg(b"XADD")
+                .arg(plan.key_of(e.k).as_bytes());
             if let Some(m) = plan.args.maxlen {
-                cmd.arg("MAXLEN").arg("~").arg(m);
+                pipe.arg(b"MAXLEN").arg(b"~").num(m);
             }
-            cmd.arg("*")
-                .arg("t")
-                .arg(e.due_ns)
-                .arg("p")
-                .arg(id)
-                .arg("n")
-                .arg(e.seq);
+            pipe.arg(b"*")
+                .arg(b"t")
+                .num(e.due_ns)
+                .arg(b"p")
+                .num(id as u64)
+                .arg(b"n")
+                .num(e.seq);
             for (f, v) in &plan.payload {
-                cmd.arg(f.as_str()).arg(v.as_slice());
+                pipe.arg(f.as_bytes()).arg(v);
             }
         }
         // Replies are decoded in place, as consumers do (see `crate::reply`).
-        let packed = pipe.get_packed_pipeline();
         let res = router
             .raw(node)
-            .and_then(|c| c.query(&packed, mine.len()))
+            .and_then(|c| c.query(pipe.bytes(), mine.len()))
             .map(|replies| {
                 (0..mine.len())
                     .map(|i| replies.get(i).and_then(crate::reply::Node::to_error))
@@ -190,12 +204,12 @@ fn send_batch(
         match res {
             Ok(errors) => {
                 let now = shared.now_ns();
+                let mut sent = 0;
                 for (e, err) in mine.iter().zip(errors) {
                     match err {
                         None => {
-                            stats.sent += 1;
+                            sent += 1;
                             stats.last_send_ns = now;
-                            shared.note_sent(id);
                         }
                         Some(err) => {
                             if router.handle_error(node, &err) {
@@ -206,6 +220,8 @@ fn send_batch(
                         }
                     }
                 }
+                stats.sent += sent;
+                shared.note_sent(id, sent);
             }
             Err(err) => {
                 // The whole round trip failed: we cannot tell which entries
