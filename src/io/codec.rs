@@ -656,11 +656,28 @@ pub fn format_double(d: f64) -> String {
 }
 
 /// Write a RESP header line: `kind`, `n` in decimal, CRLF (`*3\r\n`).
+///
+/// Most headers count a handful of items or bytes: those below 100 are
+/// written as one small copy, without the general formatter (a stream
+/// entry in a reply takes about ten headers).
+#[inline]
 pub fn header(out: &mut BytesMut, kind: u8, n: i64) {
-    let mut buf = itoa::Buffer::new();
-    out.put_u8(kind);
-    out.put_slice(buf.format(n).as_bytes());
-    out.put_slice(b"\r\n");
+    match n {
+        0..=9 => out.put_slice(&[kind, b'0' + n as u8, b'\r', b'\n']),
+        10..=99 => out.put_slice(&[
+            kind,
+            b'0' + (n / 10) as u8,
+            b'0' + (n % 10) as u8,
+            b'\r',
+            b'\n',
+        ]),
+        _ => {
+            let mut buf = itoa::Buffer::new();
+            out.put_u8(kind);
+            out.put_slice(buf.format(n).as_bytes());
+            out.put_slice(b"\r\n");
+        }
+    }
 }
 
 /// Write `b` as a RESP bulk string.
@@ -726,6 +743,31 @@ mod tests {
             let sent = format!("${n}\r\n");
             let h = bulk_header_fast(sent.as_bytes(), 0);
             proptest::prop_assert_eq!(h, Some((n, sent.len())));
+        }
+    }
+
+    /// Headers are `kind`, the decimal number, CRLF, on both sides of the
+    /// small-number path.
+    #[test]
+    fn headers_write_the_number_in_decimal() {
+        for n in [
+            i64::MIN,
+            -100,
+            -1,
+            0,
+            1,
+            9,
+            10,
+            42,
+            99,
+            100,
+            101,
+            12345,
+            i64::MAX,
+        ] {
+            let mut out = BytesMut::new();
+            header(&mut out, b'*', n);
+            assert_eq!(&out[..], format!("*{n}\r\n").as_bytes(), "{n}");
         }
     }
 
