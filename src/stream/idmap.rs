@@ -97,6 +97,28 @@ impl<V: Copy> IdMap<V> {
 
     /// Inserts or replaces `id`; returns the previous value.
     pub fn insert(&mut self, id: StreamId, v: V) -> Option<V> {
+        // Past the last key (a delivery of new entries): one walk to the
+        // last chunk, no search inside it.
+        if let Some(mut last) = self.chunks.last_entry() {
+            let c = last.get_mut();
+            if c.keys.last().is_some_and(|&k| k < id) {
+                self.len += 1;
+                if c.keys.len() < CHUNK {
+                    c.keys.push(id);
+                    c.vals.push(v);
+                } else {
+                    // A full last chunk stays full; a new one opens.
+                    self.chunks.insert(
+                        id,
+                        Chunk {
+                            keys: vec![id],
+                            vals: vec![v],
+                        },
+                    );
+                }
+                return None;
+            }
+        }
         let Some(mut fence) = self.fence_for(id) else {
             self.chunks.insert(
                 id,
@@ -318,6 +340,43 @@ mod tests {
             }
             prev = c.keys.last().copied();
         }
+    }
+
+    /// A PEL's life: deliveries append past the last key, acks remove
+    /// from anywhere (mostly the oldest), a few claims land in the middle.
+    #[test]
+    fn matches_btreemap_when_appending_past_the_end() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut m = IdMap::new();
+        let mut model = BTreeMap::new();
+        let mut next = 0u64;
+        for step in 0..20_000u32 {
+            let r = rng(&mut seed);
+            match r % 10 {
+                0..=5 => {
+                    next += 1 + r % 3;
+                    assert_eq!(m.insert(id(next), step), model.insert(id(next), step));
+                }
+                6 | 7 => {
+                    let oldest = model.keys().next().copied();
+                    if let Some(k) = oldest {
+                        assert_eq!(m.remove(k), model.remove(&k));
+                    }
+                }
+                8 => {
+                    let k = id(r % (next + 1));
+                    assert_eq!(m.remove(k), model.remove(&k));
+                }
+                _ => {
+                    let k = id(r % (next + 1));
+                    assert_eq!(m.insert(k, step), model.insert(k, step));
+                }
+            }
+            if step % 500 == 0 {
+                check(&m, &model);
+            }
+        }
+        check(&m, &model);
     }
 
     #[test]
