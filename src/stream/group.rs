@@ -622,15 +622,17 @@ impl Stream {
     ) -> Option<Delivered> {
         let counters = self.counters();
         let last = self.group(group)?.last_id;
-        let ids: Vec<StreamId> = match last.next() {
-            Some(start) => self
-                .iter_views(start, StreamId::MAX, false)
-                .take(take)
-                .take_while(|e| admit(e))
-                .map(|e| e.id)
-                .collect(),
-            None => Vec::new(),
-        };
+        // Sized up front (a `take_while` tells `collect` nothing), within
+        // what the stream holds: COUNT may be huge.
+        let mut ids: Vec<StreamId> = Vec::with_capacity(take.min(self.length as usize).min(1024));
+        if let Some(start) = last.next() {
+            ids.extend(
+                self.iter_views(start, StreamId::MAX, false)
+                    .take(take)
+                    .take_while(|e| admit(e))
+                    .map(|e| e.id),
+            );
+        }
         let g = self.group_mut(group)?;
         let (cid, created) = g.get_or_create_consumer(consumer, now_ms);
         g.touch_seen(cid, now_ms);
