@@ -336,6 +336,18 @@ fn string2ll(s: &[u8]) -> Option<i64> {
         Some(b'1'..=b'9') => {}
         _ => return None,
     }
+    if digits.len() <= 18 {
+        // At most 18 digits fit in i64 whatever they are: no overflow checks.
+        let mut v: i64 = 0;
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + i64::from(d);
+        }
+        return Some(if neg { -v } else { v });
+    }
     let mut v: u64 = 0;
     for &b in digits {
         if !b.is_ascii_digit() {
@@ -469,6 +481,37 @@ mod tests {
         }
         let long128 = format!("{}3", "0".repeat(127));
         assert_eq!(parse_id(long128.as_bytes()), Err(CmdError::InvalidStreamId));
+    }
+
+    /// `string2ll` against its definition (`0`, or an optional `-` then
+    /// `[1-9][0-9]*` that fits in i64), on both sides of its 18-digit fast
+    /// path and at the i64 edges.
+    #[test]
+    fn string2ll_takes_canonical_i64_only() {
+        let reference = |s: &str| -> Option<i64> {
+            let digits = s.strip_prefix('-').unwrap_or(s);
+            let canonical = s == "0"
+                || (digits.starts_with(|c: char| ('1'..='9').contains(&c))
+                    && digits.bytes().all(|b| b.is_ascii_digit()));
+            canonical.then(|| s.parse().ok()).flatten()
+        };
+        let mut cases: Vec<String> = [
+            "0", "-0", "00", "01", "1", "-1", "9", "12a", "1-", "", "-", "+1", " 1",
+            "999999999999999999", "-999999999999999999", "1000000000000000000",
+            "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+            "-9223372036854775809", "18446744073709551615", "99999999999999999999",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for len in 1..=21 {
+            cases.push("7".repeat(len));
+            cases.push(format!("-{}", "3".repeat(len)));
+            cases.push(format!("{}x", "5".repeat(len)));
+        }
+        for c in &cases {
+            assert_eq!(string2ll(c.as_bytes()), reference(c), "{c:?}");
+        }
     }
 
     #[test]
