@@ -34,6 +34,16 @@ struct Chunk<V> {
     vals: Vec<V>,
 }
 
+impl<V> Chunk<V> {
+    /// A chunk of one entry.
+    fn single(id: StreamId, v: V) -> Self {
+        Chunk {
+            keys: vec![id],
+            vals: vec![v],
+        }
+    }
+}
+
 /// Ordered map `StreamId -> V` (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdMap<V> {
@@ -108,25 +118,13 @@ impl<V: Copy> IdMap<V> {
                     c.vals.push(v);
                 } else {
                     // A full last chunk stays full; a new one opens.
-                    self.chunks.insert(
-                        id,
-                        Chunk {
-                            keys: vec![id],
-                            vals: vec![v],
-                        },
-                    );
+                    self.chunks.insert(id, Chunk::single(id, v));
                 }
                 return None;
             }
         }
         let Some(mut fence) = self.fence_for(id) else {
-            self.chunks.insert(
-                id,
-                Chunk {
-                    keys: vec![id],
-                    vals: vec![v],
-                },
-            );
+            self.chunks.insert(id, Chunk::single(id, v));
             self.len = 1;
             return None;
         };
@@ -137,7 +135,6 @@ impl<V: Copy> IdMap<V> {
             }
             fence = id;
         }
-        let is_last = self.chunks.range(fence..).nth(1).is_none();
         let c = self.chunks.get_mut(&fence)?;
         let pos = match c.keys.binary_search(&id) {
             Ok(i) => {
@@ -152,17 +149,8 @@ impl<V: Copy> IdMap<V> {
             c.vals.insert(pos, v);
             return None;
         }
-        if pos == c.keys.len() && is_last {
-            // Appending past a full last chunk: open a new one, leave it full.
-            self.chunks.insert(
-                id,
-                Chunk {
-                    keys: vec![id],
-                    vals: vec![v],
-                },
-            );
-            return None;
-        }
+        // (Past the last key of a full last chunk was taken above: a new
+        // chunk opens and the full one stays full.)
         // Split the full chunk in halves, then insert into the right half.
         let half = CHUNK / 2;
         let mut right = Chunk {
