@@ -139,6 +139,11 @@ fn differential_xreadgroup_xack_xpending() {
         XINFO GROUPS s
         XPENDING s g
         XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615
+        XADD s 10-0 f v
+        XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615
+        XPENDING s g
+        XINFO GROUPS s
+        XREADGROUP GROUP g c STREAMS s 18446744073709551615
         "#,
     );
 }
@@ -737,6 +742,32 @@ fn park_group_reader(admin: &mut common::RespClient, r: &mut common::RespClient,
     while !admin.raw(&["CLIENT", "LIST"]).contains("cmd=xreadgroup") {
         thread::yield_now();
     }
+}
+
+/// The greatest ID written out is `>`, blocking included: Redis stands for
+/// `>` with that ID (`xreadCommand`), so the read parks and the next XADD
+/// serves it (checked against redis-server 7.0.15).
+#[test]
+fn greatest_id_blocks_like_new_entries_only() {
+    let srv = TestServer::start(SHARDS);
+    let (mut admin, mut r) = (srv.client(), srv.client());
+    assert_eq!(admin.raw(&args("XGROUP CREATE s g $ MKSTREAM")), "+OK");
+    r.send(&args(
+        "XREADGROUP GROUP g c BLOCK 0 STREAMS s 18446744073709551615-18446744073709551615",
+    ));
+    while !admin.raw(&["CLIENT", "LIST"]).contains("cmd=xreadgroup") {
+        thread::yield_now();
+    }
+    assert_eq!(admin.raw(&args("XADD s 5-0 f v")), "$3\r\n5-0");
+    assert_eq!(
+        r.read_reply(),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv"
+    );
+    assert_eq!(
+        admin.raw(&args("XPENDING s g - + 10")),
+        admin.raw(&args("XPENDING s g - + 10 c"))
+    );
+    assert!(admin.raw(&args("XPENDING s g")).starts_with("*4\r\n:1\r\n"));
 }
 
 #[test]

@@ -93,7 +93,13 @@ pub fn parse_xreadgroup_req(argv: &[Bytes]) -> Result<XreadgroupReq, CmdError> {
             b">" => GroupFrom::New,
             b"$" => GroupFrom::Invalid(CmdError::msg(ERR_DOLLAR_IN_XREADGROUP)),
             b"+" => GroupFrom::Invalid(CmdError::msg(ERR_PLUS_IN_XREADGROUP)),
-            _ => parse_id(a).map_or_else(GroupFrom::Invalid, GroupFrom::History),
+            // Redis stands for `>` with the greatest ID, so that ID written
+            // out reads new entries (and blocks) exactly as `>` does.
+            _ => match parse_id(a) {
+                Ok(StreamId::MAX) => GroupFrom::New,
+                Ok(id) => GroupFrom::History(id),
+                Err(e) => GroupFrom::Invalid(e),
+            },
         })
         .collect();
     Ok(XreadgroupReq {
@@ -308,7 +314,8 @@ fn perform_xreadgroup_up_to(
                 pairs.push((Reply::Bulk(key.clone()), out.finish()));
             }
             GroupFrom::History(after) => {
-                // Nothing can follow MAX-MAX: Redis leaves the stream out.
+                // MAX-MAX was taken for `>` when parsed: every other ID has
+                // a next one.
                 let Some(start) = after.next() else {
                     continue;
                 };
