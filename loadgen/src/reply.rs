@@ -4,8 +4,9 @@
 //! The redis crate parses every reply into a tree of owned values with a
 //! parser-combinator decoder. In the closed loop (`--rate 0`) that was about
 //! a quarter of loadgen's CPU, taken from the same cores as the server it
-//! measures. So consumers keep their read path on a [`RawConn`]: the redis
-//! crate still encodes the commands, the socket is a plain one, and the
+//! measures. So consumers keep their read path on a [`RawConn`]: commands
+//! go out packed by [`crate::pack`] (setup commands by the redis crate),
+//! the socket is a plain one, and the
 //! replies are decoded by redis-protocol's range decoder: frames are offsets
 //! into one read buffer, nothing is copied. Both servers under comparison get
 //! the same client.
@@ -226,8 +227,9 @@ pub fn for_each_field<'a, T: Tree<'a>>(fields: T, mut f: impl FnMut(&'a [u8], &'
     });
 }
 
-/// A consumer's connection to one node: commands go out packed by the redis
-/// crate, replies are decoded in place (see the module documentation).
+/// A client's connection to one node: commands go out already packed (see
+/// [`crate::pack`]), replies are decoded in place (see the module
+/// documentation).
 pub struct RawConn {
     sock: Sock,
     /// Read buffer; `buf[..end]` holds the bytes of the current replies.
