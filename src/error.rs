@@ -130,7 +130,9 @@ impl fmt::Display for CmdError {
                 Ok(())
             }
             Self::UnknownSubcommand { cmd, sub } => {
-                // Redis prints at most 128 bytes of it (`%.128s`).
+                // Redis prints it as a C string, at most 128 bytes of it
+                // (`%.128s`): up to its first NUL.
+                let sub = sub.split('\0').next().unwrap_or_default();
                 let mut cut = sub.len().min(128);
                 while !sub.is_char_boundary(cut) {
                     cut -= 1;

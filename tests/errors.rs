@@ -169,7 +169,9 @@ fn no_cross_slot_error_when_standalone() {
 }
 
 /// Redis cuts the unknown-command argument list at 128 bytes, quotes and
-/// spaces included, and SELECT reads a 32-bit int first.
+/// spaces included, prints the name and arguments as C strings (up to a
+/// NUL byte, the name cut to 128 bytes), and SELECT reads a 32-bit int
+/// first.
 #[test]
 fn unknown_command_arguments_and_select_range_as_redis_server() {
     let Some(redis) = RedisServer::start() else {
@@ -183,6 +185,13 @@ fn unknown_command_arguments_and_select_range_as_redis_server() {
         vec!["FOO".into(), long.clone(), long.clone(), long.clone(), long],
         std::iter::once("FOO".to_string()).chain(many).collect(),
         vec!["FOO".into(), "y".repeat(200)],
+        vec!["fo\0oo".into(), "a".into()],
+        vec!["FOO".into(), "a\0b".into(), "\0".into(), "c\nd".into()],
+        vec!["\0".into()],
+        // 200 bytes of two-byte characters: cut at 128 bytes, not characters.
+        vec!["é".repeat(100), "x".into()],
+        vec!["CLIENT".into(), "no\0pe".into()],
+        vec!["OBJECT".into(), "\0x".into()],
     ];
     for arg in ["99999999999", "-99999999999", "2147483648", "-1", "16"] {
         cases.push(vec!["SELECT".into(), arg.into()]);

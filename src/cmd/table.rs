@@ -431,26 +431,37 @@ pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec
     })
 }
 
-/// The `ERR unknown command` error Redis gives, with up to the first args quoted
-/// (Redis shows each arg truncated to 128 bytes, and stops after ~128 chars total).
+/// The `ERR unknown command` error Redis gives, with up to the first args quoted.
+///
+/// Redis formats the name and each argument as C strings (`%.128s`,
+/// `'%.*s' `): each stops at its first NUL byte, the name is cut to 128
+/// bytes, and arguments are appended while the list is under 128 bytes,
+/// each cut to what is left of the 128 (quotes and spaces count). Bytes
+/// that are not UTF-8 are shown as U+FFFD.
+/// # Source
+/// `processCommand`, redis/src/server.c (7.x/8.x).
 pub fn unknown_command(argv: &[Bytes]) -> CmdError {
-    let name = String::from_utf8_lossy(&argv[0]);
+    let name = c_string(&argv[0]);
     let mut args = Vec::new();
     let mut total = 0;
-    // Redis appends `'<arg>' ` while the list is under 128 bytes, each arg
-    // cut to what is left of the 128 (quotes and spaces count).
     for a in &argv[1..] {
         if total >= 128 {
             break;
         }
+        let a = c_string(a);
         let cut = &a[..a.len().min(128 - total)];
         total += cut.len() + 3;
         args.push(String::from_utf8_lossy(cut).into_owned());
     }
     CmdError::UnknownCommand {
-        name: name.chars().take(128).collect(),
+        name: String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned(),
         args,
     }
+}
+
+/// `bytes` up to its first NUL: what C's `%s` prints of an argument.
+fn c_string(bytes: &[u8]) -> &[u8] {
+    bytes.split(|&b| b == 0).next().unwrap_or_default()
 }
 
 /// Reply for `COMMAND INFO` of one row (Redis 7 shape: name, arity, flags,
