@@ -254,11 +254,11 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 /// # Reply
 /// Bulk string: `stream` for streams; `listpack` / `quicklist` for lists
 /// and `intset` / `listpack` / `hashtable` for sets (see [`crate::list`],
-/// [`crate::set`]); for strings `int` (a canonical 64-bit
-/// Bulk string: `stream` for streams; `listpack` or `skiplist` for sorted
-/// sets ([`zset_encoding`]); for strings `int` (a canonical 64-bit
-/// integer), `embstr` (up to 44 bytes) or `raw`, as Redis encodes a value
-/// written by SET. Null bulk for a missing key.
+/// [`crate::set`]); `listpack` or `skiplist` for sorted sets
+/// ([`zset_encoding`]); for strings `int` (a canonical 64-bit integer),
+/// `embstr` (up to 44 bytes) or `raw`, as Redis encodes a value written by
+/// SET (Redis also says `raw` for a short string after APPEND, SETRANGE or
+/// a bit write; this does not). Null bulk for a missing key.
 /// # Source
 /// `objectCommand`, `tryObjectEncoding` (`OBJ_ENCODING_EMBSTR_SIZE_LIMIT` 44).
 pub fn apply_object_encoding(
