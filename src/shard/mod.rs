@@ -303,6 +303,27 @@ struct ShardThread {
 /// (redis/src/networking.c).
 const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 
+/// Order the connections touched in one loop iteration for writing: each
+/// once, the one touched first last. Redis queues a client for writing
+/// when it gets its first reply of the iteration, at the head of the list
+/// it then writes from, so a reader served by this iteration's XADD is
+/// written before the producer whose XADD served it.
+/// # Source
+/// `putClientInPendingWriteQueue` (head insertion) and
+/// `handleClientsWithPendingWrites`, redis/src/networking.c (7.x/8.x).
+fn newest_first(ids: &mut Vec<u64>) {
+    if ids.len() < 2 {
+        return;
+    }
+    let mut first: Vec<(u64, usize)> = ids.iter().enumerate().map(|(at, &id)| (id, at)).collect();
+    // By id, then position: the dedup keeps each id's first touch.
+    first.sort_unstable();
+    first.dedup_by_key(|&mut (id, _)| id);
+    first.sort_unstable_by_key(|&(_, at)| std::cmp::Reverse(at));
+    ids.clear();
+    ids.extend(first.iter().map(|&(id, _)| id));
+}
+
 impl ShardThread {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
@@ -1095,8 +1116,7 @@ impl ShardThread {
 
     fn flush_touched(&mut self) {
         let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
+        newest_first(&mut touched);
         let limits = self.limits;
         let now_ms = self.shared.uptime_ms();
         for id in touched.drain(..) {
@@ -1523,5 +1543,52 @@ fn log_slow(shared: &Shared, argv: &[bytes::Bytes], duration_us: u64, conn: u64)
 fn commit_round(db: &mut ShardDb, aof: &mut crate::aof::writer::ShardAof) {
     if let Err(e) = aof.commit(&mut db.aof) {
         e.act();
+    }
+}
+
+#[cfg(test)]
+mod write_order_tests {
+    use super::newest_first;
+
+    #[test]
+    fn each_connection_once_newest_first_touch_first() {
+        // Producer 7 sends XADD (touched), reader 3 is served (touched), 7
+        // is touched again by its next reply, 5 becomes writable.
+        let mut ids = vec![7, 3, 7, 5];
+        newest_first(&mut ids);
+        assert_eq!(ids, vec![5, 3, 7]);
+        let mut one = vec![4, 4, 4];
+        newest_first(&mut one);
+        assert_eq!(one, vec![4]);
+        let mut none: Vec<u64> = Vec::new();
+        newest_first(&mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn matches_a_model_on_many_sequences() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..200 {
+            let ids: Vec<u64> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed % 40
+                })
+                .collect();
+            // Model: walk the list, note each id where it first appears,
+            // and write the noted ids in reverse.
+            let mut model: Vec<u64> = Vec::new();
+            for &id in &ids {
+                if !model.contains(&id) {
+                    model.push(id);
+                }
+            }
+            model.reverse();
+            let mut got = ids.clone();
+            newest_first(&mut got);
+            assert_eq!(got, model, "{ids:?}");
+        }
     }
 }
