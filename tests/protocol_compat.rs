@@ -87,6 +87,21 @@ fn cases() -> Vec<(Vec<u8>, Vec<u8>)> {
             b"-ERR Protocol error: invalid bulk length\r\n<EOF>".to_vec(),
         ),
         (b"*1\r".to_vec(), b"".to_vec()),
+        // Redis finds a header's end with strchr: a NUL before the CR hides
+        // it, so the frame waits for more (up to the inline size limit).
+        (b"*1\r\n$\x00\r\nPING\r\n".to_vec(), b"".to_vec()),
+        (b"*1\r\n$4\x00\r\nPING\r\n".to_vec(), b"".to_vec()),
+        (b"*\x001\r\n$4\r\nPING\r\n".to_vec(), b"".to_vec()),
+        (b"*1\x00\r\n$4\r\nPING\r\n".to_vec(), b"".to_vec()),
+        (b"*1\r\n\x00$4\r\nPING\r\n".to_vec(), b"".to_vec()),
+        (
+            [b"*1\x00\r\n".as_slice(), &[b'a'; 70_000]].concat(),
+            b"-ERR Protocol error: too big mbulk count string\r\n<EOF>".to_vec(),
+        ),
+        (
+            [b"*1\r\n$4\x00".as_slice(), &[b'a'; 70_000]].concat(),
+            b"-ERR Protocol error: too big bulk count string\r\n<EOF>".to_vec(),
+        ),
         // Cross-protocol guard: POST or Host: as a command closes the
         // connection with no reply, not even to commands before it.
         (b"POST / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), b"<EOF>".to_vec()),

@@ -160,9 +160,18 @@ enum Scan {
 /// no `\r` is buffered at all; the caller applies its size limit).
 /// # Source
 /// `processMultibulkBuffer`, redis/src/networking.c (7.x/8.x): `strchr(..., '\r')`,
-/// then "buffer should also contain \n", then `qb_pos = newline + 2`.
+/// then "buffer should also contain \n", then `qb_pos = newline + 2`. As
+/// `strchr` stops at a NUL byte, a NUL before the `\r` means no `\r` is
+/// found: the frame waits for more input, up to the size limit.
 fn header_end(buf: &[u8], from: usize) -> Result<usize, Option<usize>> {
-    let cr = buf[from..].iter().position(|&b| b == b'\r').ok_or(None)? + from;
+    let cr = buf[from..]
+        .iter()
+        .position(|&b| b == b'\r' || b == 0)
+        .ok_or(None)?
+        + from;
+    if buf[cr] == 0 {
+        return Err(None);
+    }
     if cr + 2 > buf.len() {
         return Err(Some(cr + 2));
     }
