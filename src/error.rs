@@ -130,9 +130,8 @@ impl fmt::Display for CmdError {
                 Ok(())
             }
             Self::UnknownSubcommand { cmd, sub } => {
-                // Redis prints it as a C string, at most 128 bytes of it
-                // (`%.128s`): up to its first NUL.
-                let sub = sub.split('\0').next().unwrap_or_default();
+                // Redis prints at most 128 bytes of it (`%.128s`); callers
+                // build it with `args::quoted`, cut at a NUL as `%s` is.
                 let mut cut = sub.len().min(128);
                 while !sub.is_char_boundary(cut) {
                     cut -= 1;

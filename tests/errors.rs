@@ -192,6 +192,27 @@ fn unknown_command_arguments_and_select_range_as_redis_server() {
         vec!["é".repeat(100), "x".into()],
         vec!["CLIENT".into(), "no\0pe".into()],
         vec!["OBJECT".into(), "\0x".into()],
+        vec!["XGROUP".into(), "n\0pe".into(), "s".into()],
+        // Arguments quoted in stream errors are cut at a NUL too.
+        "XGROUP CREATE s g $ MKSTREAM"
+            .split(' ')
+            .map(String::from)
+            .collect(),
+        ["XCLAIM", "s", "g", "c", "0", "1-1", "a\0b"]
+            .map(String::from)
+            .to_vec(),
+        ["XREADGROUP", "GROUP", "a\0b", "c", "STREAMS", "s", ">"]
+            .map(String::from)
+            .to_vec(),
+        ["XINFO", "CONSUMERS", "s", "n\0x"]
+            .map(String::from)
+            .to_vec(),
+        ["XGROUP", "SETID", "s", "n\0x", "$"]
+            .map(String::from)
+            .to_vec(),
+        ["XGROUP", "CREATECONSUMER", "s", "n\0x", "c"]
+            .map(String::from)
+            .to_vec(),
     ];
     for arg in ["99999999999", "-99999999999", "2147483648", "-1", "16"] {
         cases.push(vec!["SELECT".into(), arg.into()]);

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 use crate::cluster::{Changed, Cluster, ClusterState};
-use crate::cmd::args::{int_arg, text};
+use crate::cmd::args::{int_arg, quoted, text};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys, Merge};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -347,7 +347,7 @@ fn cluster(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     }) else {
         return Err(CmdError::UnknownSubcommand {
             cmd: "CLUSTER".into(),
-            sub: text(sub_name),
+            sub: quoted(sub_name),
         });
     };
     if !sub.arity_ok(argv.len()) {

@@ -251,7 +251,7 @@ pub fn resolve_subcommand(
     let sub = argv.get(1).ok_or_else(|| CmdError::arity(container.name))?;
     let spec = lookup_sub(container, sub).ok_or_else(|| CmdError::UnknownSubcommand {
         cmd: container.name.to_string(),
-        sub: args::text(sub),
+        sub: args::quoted(sub),
     })?;
     if !spec.arity_ok(argv.len()) {
         return Err(CmdError::arity(spec.name));

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::args::{is, text};
+use crate::cmd::args::{is, quoted};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -66,8 +66,8 @@ pub fn apply_xgrouplatency(
         .get_stream_mut(cx.db, key, cx.now_ms)?
         .ok_or(CmdError::NoSuchKey)?;
     let g = s.group_mut(group).ok_or_else(|| CmdError::NoGroupForKey {
-        key: text(key),
-        group: text(group),
+        key: quoted(key),
+        group: quoted(group),
     })?;
     if reset {
         g.latency.reset();

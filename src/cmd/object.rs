@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::args::{int_arg, is, parse_i64, text};
+use crate::cmd::args::{int_arg, is, parse_i64, quoted};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -192,7 +192,7 @@ fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     }
     Err(CmdError::UnknownSubcommand {
         cmd: "OBJECT".into(),
-        sub: text(sub),
+        sub: quoted(sub),
     })
 }
 
@@ -245,7 +245,7 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
     }
     Err(CmdError::UnknownSubcommand {
         cmd: "MEMORY".into(),
-        sub: text(sub),
+        sub: quoted(sub),
     })
 }
 

@@ -441,14 +441,14 @@ pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec
 /// # Source
 /// `processCommand`, redis/src/server.c (7.x/8.x).
 pub fn unknown_command(argv: &[Bytes]) -> CmdError {
-    let name = c_string(&argv[0]);
+    let name = crate::cmd::args::c_str(&argv[0]);
     let mut args = Vec::new();
     let mut total = 0;
     for a in &argv[1..] {
         if total >= 128 {
             break;
         }
-        let a = c_string(a);
+        let a = crate::cmd::args::c_str(a);
         let cut = &a[..a.len().min(128 - total)];
         total += cut.len() + 3;
         args.push(String::from_utf8_lossy(cut).into_owned());
@@ -457,11 +457,6 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
         name: String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned(),
         args,
     }
-}
-
-/// `bytes` up to its first NUL: what C's `%s` prints of an argument.
-fn c_string(bytes: &[u8]) -> &[u8] {
-    bytes.split(|&b| b == 0).next().unwrap_or_default()
 }
 
 /// Reply for `COMMAND INFO` of one row (Redis 7 shape: name, arity, flags,

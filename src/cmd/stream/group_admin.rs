@@ -5,7 +5,7 @@
 //! `xinfoReplyWithStreamInfo`, `streamReplyWithCGLag`.
 
 use crate::aof::effects::{log_group_change, GroupChange};
-use crate::cmd::args::{int_arg, is, text};
+use crate::cmd::args::{int_arg, is, quoted};
 use crate::cmd::connection::help_reply;
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
@@ -169,7 +169,7 @@ pub fn parse_xgroup_req(argv: &[Bytes]) -> Result<XgroupReq, CmdError> {
     }
     Err(CmdError::UnknownSubcommand {
         cmd: "XGROUP".into(),
-        sub: text(sub),
+        sub: quoted(sub),
     })
 }
 
@@ -238,7 +238,7 @@ pub fn parse_xinfo_req(argv: &[Bytes]) -> Result<XinfoReq, CmdError> {
     }
     Err(CmdError::UnknownSubcommand {
         cmd: "XINFO".into(),
-        sub: text(sub),
+        sub: quoted(sub),
     })
 }
 

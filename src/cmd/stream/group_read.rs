@@ -11,7 +11,7 @@
 //! `handleClientsBlockedOnKey` (7.2+).
 
 use crate::aof::effects::{log_group_change, GroupChange};
-use crate::cmd::args::text;
+use crate::cmd::args::quoted;
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -190,8 +190,8 @@ pub(super) fn first_invalid_key(
             return Some((
                 n,
                 CmdError::NoGroupInXreadgroup {
-                    key: text(key),
-                    group: text(&req.group),
+                    key: quoted(key),
+                    group: quoted(&req.group),
                 },
             ));
         }

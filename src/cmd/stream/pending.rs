@@ -6,7 +6,7 @@
 //! `xautoclaimCommand`; redis.io XACKDEL (8.2), XNACK (8.8).
 
 use crate::aof::effects::{log_group_change, GroupChange};
-use crate::cmd::args::{int_arg, is, parse_i64, text};
+use crate::cmd::args::{int_arg, is, parse_i64, quoted};
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -281,7 +281,7 @@ pub fn parse_xclaim_opts(argv: &[Bytes]) -> Result<XclaimOpts, CmdError> {
         } else {
             return Err(CmdError::msg(format!(
                 "ERR Unrecognized XCLAIM option '{}'",
-                text(opt)
+                quoted(opt)
             )));
         }
         j += 1;
