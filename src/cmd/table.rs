@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
+use crate::cmd::args::{c_str, text};
 use crate::cmd::{Action, ConnCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -441,20 +442,20 @@ pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec
 /// # Source
 /// `processCommand`, redis/src/server.c (7.x/8.x).
 pub fn unknown_command(argv: &[Bytes]) -> CmdError {
-    let name = crate::cmd::args::c_str(&argv[0]);
+    let name = c_str(&argv[0]);
     let mut args = Vec::new();
     let mut total = 0;
     for a in &argv[1..] {
         if total >= 128 {
             break;
         }
-        let a = crate::cmd::args::c_str(a);
+        let a = c_str(a);
         let cut = &a[..a.len().min(128 - total)];
         total += cut.len() + 3;
-        args.push(String::from_utf8_lossy(cut).into_owned());
+        args.push(text(cut));
     }
     CmdError::UnknownCommand {
-        name: String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned(),
+        name: text(&name[..name.len().min(128)]),
         args,
     }
 }
