@@ -9,17 +9,24 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use bytes::Bytes;
+
 /// A command-level failure. Shard code and parsers return these; the codec
-/// writes `-<Display>\r\n`.
+/// writes `-<text>\r\n` with [`text`](Self::text).
+///
+/// The variants that quote the request (a command or subcommand name, a key,
+/// a group) keep its bytes as sent: Redis echoes them with `%s`, so a name
+/// that is not UTF-8 comes back byte for byte. `Display` shows those bytes
+/// lossily (for logs); only [`text`](Self::text) is exact.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmdError {
     /// `ERR wrong number of arguments for '<cmd>' command` (command name lowercased,
     /// `container|sub` for subcommands, as Redis 7 prints it).
     WrongArity { cmd: String },
     /// `ERR unknown command '<name>', with args beginning with: '<a>' '<b>' `
-    UnknownCommand { name: String, args: Vec<String> },
+    UnknownCommand { name: Bytes, args: Vec<Bytes> },
     /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
-    UnknownSubcommand { cmd: String, sub: String },
+    UnknownSubcommand { cmd: String, sub: Bytes },
     /// `ERR syntax error`
     Syntax,
     /// `WRONGTYPE Operation against a key holding the wrong kind of value`
@@ -59,14 +66,14 @@ pub enum CmdError {
     NoSuchKey,
     /// `NOGROUP No such key '<key>' or consumer group '<group>'` (XPENDING,
     /// XCLAIM, XAUTOCLAIM, XACKDEL, XNACK)
-    NoGroup { key: String, group: String },
+    NoGroup { key: Bytes, group: Bytes },
     /// `NOGROUP No such consumer group '<group>' for key name '<key>'`
     /// (XGROUP SETID / CREATECONSUMER / DELCONSUMER, XINFO CONSUMERS)
-    NoGroupForKey { key: String, group: String },
+    NoGroupForKey { key: Bytes, group: Bytes },
     /// `NOGROUP No such key '<key>' or consumer group '<group>' in XREADGROUP
     /// with GROUP option` (also what a blocked XREADGROUP gets when its key or
     /// group goes away, Redis 7.2+)
-    NoGroupInXreadgroup { key: String, group: String },
+    NoGroupInXreadgroup { key: Bytes, group: Bytes },
     /// `BUSYGROUP Consumer Group name already exists`
     BusyGroup,
     /// `ERR The XGROUP subcommand requires the key to exist. Note that for
@@ -75,13 +82,17 @@ pub enum CmdError {
     XgroupNoKey,
     /// Any other error: the full text, prefix included (e.g. `ERR ...`, `NOGROUP ...`).
     Msg(Cow<'static, str>),
+    /// Any other error whose text quotes bytes of the request as sent (not
+    /// necessarily UTF-8): the full text, prefix included. Build it with
+    /// [`quoting`](Self::quoting).
+    Quoting(Bytes),
     /// A script's error reply that passes on the error a command it called
     /// answered (raised by `redis.call`, or a `redis.pcall` error table
     /// returned): the text as for [`Msg`](Self::Msg). The command's error
     /// was counted in errorstats when it answered, so the script's reply
     /// counts only as the script command's failed call (Redis's
     /// `ERR_REPLY_FLAG_NO_STATS_UPDATE`).
-    FromScriptCall(Cow<'static, str>),
+    FromScriptCall(Bytes),
 }
 
 impl CmdError {
@@ -95,14 +106,101 @@ impl CmdError {
     /// subcommand given more arguments than it takes (`sub` as the client
     /// sent it, `cmd` the container: CLIENT, CLUSTER, ...).
     pub fn subcommand_syntax(cmd: &str, sub: &[u8]) -> Self {
-        CmdError::Msg(
-            format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-                String::from_utf8_lossy(sub),
-                cmd.to_ascii_uppercase()
-            )
-            .into(),
-        )
+        let sub = c_str(sub);
+        Self::quoting(&[
+            b"ERR unknown subcommand or wrong number of arguments for '",
+            // `%.128s`
+            &sub[..sub.len().min(128)],
+            b"'. Try ",
+            cmd.to_ascii_uppercase().as_bytes(),
+            b" HELP.",
+        ])
+    }
+
+    /// [`UnknownSubcommand`](Self::UnknownSubcommand) for `sub` (as sent)
+    /// of container `cmd` (CLIENT, XGROUP, ...).
+    pub fn unknown_subcommand(cmd: &str, sub: &[u8]) -> Self {
+        CmdError::UnknownSubcommand {
+            cmd: cmd.to_string(),
+            sub: Bytes::copy_from_slice(c_str(sub)),
+        }
+    }
+
+    /// [`NoGroup`](Self::NoGroup) for `group` of `key` (as sent).
+    pub fn no_group(key: &[u8], group: &[u8]) -> Self {
+        let (key, group) = quoted_pair(key, group);
+        CmdError::NoGroup { key, group }
+    }
+
+    /// [`NoGroupForKey`](Self::NoGroupForKey) for `group` of `key` (as sent).
+    pub fn no_group_for_key(key: &[u8], group: &[u8]) -> Self {
+        let (key, group) = quoted_pair(key, group);
+        CmdError::NoGroupForKey { key, group }
+    }
+
+    /// [`NoGroupInXreadgroup`](Self::NoGroupInXreadgroup) for `group` of
+    /// `key` (as sent).
+    pub fn no_group_in_xreadgroup(key: &[u8], group: &[u8]) -> Self {
+        let (key, group) = quoted_pair(key, group);
+        CmdError::NoGroupInXreadgroup { key, group }
+    }
+
+    /// A [`Quoting`](Self::Quoting) error: the concatenation of `parts`,
+    /// the first carrying the prefix (`ERR ...`).
+    pub fn quoting(parts: &[&[u8]]) -> Self {
+        CmdError::Quoting(Bytes::from(parts.concat()))
+    }
+
+    /// The error's text as the client gets it (prefix included, no CRLF),
+    /// with the bytes of the request it quotes exactly as they were sent.
+    pub fn text(&self) -> Cow<'_, [u8]> {
+        let quoted = |parts: &[&[u8]]| Cow::Owned(parts.concat());
+        match self {
+            Self::UnknownCommand { name, args } => {
+                let mut t = [
+                    b"ERR unknown command '",
+                    &name[..],
+                    b"', with args beginning with: ",
+                ]
+                .concat();
+                for a in args {
+                    t.extend_from_slice(&[b"'", &a[..], b"' "].concat());
+                }
+                Cow::Owned(t)
+            }
+            Self::UnknownSubcommand { cmd, sub } => quoted(&[
+                b"ERR unknown subcommand '",
+                // Redis prints at most 128 bytes of it (`%.128s`); callers
+                // pass it cut at a NUL as `%s` is (`args::c_str`).
+                &sub[..sub.len().min(128)],
+                b"'. Try ",
+                cmd.to_ascii_uppercase().as_bytes(),
+                b" HELP.",
+            ]),
+            Self::NoGroup { key, group } => quoted(&[
+                b"NOGROUP No such key '",
+                key,
+                b"' or consumer group '",
+                group,
+                b"'",
+            ]),
+            Self::NoGroupForKey { key, group } => quoted(&[
+                b"NOGROUP No such consumer group '",
+                group,
+                b"' for key name '",
+                key,
+                b"'",
+            ]),
+            Self::NoGroupInXreadgroup { key, group } => quoted(&[
+                b"NOGROUP No such key '",
+                key,
+                b"' or consumer group '",
+                group,
+                b"' in XREADGROUP with GROUP option",
+            ]),
+            Self::Quoting(text) | Self::FromScriptCall(text) => Cow::Borrowed(text),
+            other => Cow::Owned(other.to_string().into_bytes()),
+        }
     }
 
     /// `WrongArity` for `cmd` (any case; printed lowercased).
@@ -113,36 +211,33 @@ impl CmdError {
     }
 }
 
+/// `arg` up to its first NUL byte: what C's `%s` prints of it. Redis
+/// formats the arguments it quotes in error messages that way.
+pub fn c_str(arg: &[u8]) -> &[u8] {
+    arg.split(|&b| b == 0).next().unwrap_or_default()
+}
+
+/// `key` and `group` as an error quotes them (`'%s'`).
+fn quoted_pair(key: &[u8], group: &[u8]) -> (Bytes, Bytes) {
+    (
+        Bytes::copy_from_slice(c_str(key)),
+        Bytes::copy_from_slice(c_str(group)),
+    )
+}
+
 impl fmt::Display for CmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::WrongArity { cmd } => {
                 write!(f, "ERR wrong number of arguments for '{cmd}' command")
             }
-            Self::UnknownCommand { name, args } => {
-                write!(
-                    f,
-                    "ERR unknown command '{name}', with args beginning with: "
-                )?;
-                for a in args {
-                    write!(f, "'{a}' ")?;
-                }
-                Ok(())
-            }
-            Self::UnknownSubcommand { cmd, sub } => {
-                // Redis prints at most 128 bytes of it (`%.128s`); callers
-                // build it with `args::quoted`, cut at a NUL as `%s` is.
-                let mut cut = sub.len().min(128);
-                while !sub.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                write!(
-                    f,
-                    "ERR unknown subcommand '{}'. Try {} HELP.",
-                    &sub[..cut],
-                    cmd.to_ascii_uppercase()
-                )
-            }
+            Self::UnknownCommand { .. }
+            | Self::UnknownSubcommand { .. }
+            | Self::NoGroup { .. }
+            | Self::NoGroupForKey { .. }
+            | Self::NoGroupInXreadgroup { .. }
+            | Self::Quoting(_)
+            | Self::FromScriptCall(_) => f.write_str(&String::from_utf8_lossy(&self.text())),
             Self::Syntax => f.write_str("ERR syntax error"),
             Self::WrongType => {
                 f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -173,23 +268,11 @@ impl fmt::Display for CmdError {
                 "ERR The stream has exhausted the last possible ID, unable to add more items",
             ),
             Self::NoSuchKey => f.write_str("ERR no such key"),
-            Self::NoGroup { key, group } => write!(
-                f,
-                "NOGROUP No such key '{key}' or consumer group '{group}'"
-            ),
-            Self::NoGroupForKey { key, group } => write!(
-                f,
-                "NOGROUP No such consumer group '{group}' for key name '{key}'"
-            ),
-            Self::NoGroupInXreadgroup { key, group } => write!(
-                f,
-                "NOGROUP No such key '{key}' or consumer group '{group}' in XREADGROUP with GROUP option"
-            ),
             Self::BusyGroup => f.write_str("BUSYGROUP Consumer Group name already exists"),
             Self::XgroupNoKey => f.write_str(
                 "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
             ),
-            Self::Msg(text) | Self::FromScriptCall(text) => f.write_str(text),
+            Self::Msg(text) => f.write_str(text),
         }
     }
 }
@@ -197,13 +280,31 @@ impl fmt::Display for CmdError {
 impl std::error::Error for CmdError {}
 
 /// A fatal protocol error: one `-ERR Protocol error: <detail>` reply, then the
-/// connection is closed (Redis: `setProtocolError`).
+/// connection is closed (Redis: `setProtocolError`). The detail is bytes:
+/// `expected '$', got '<byte>'` quotes the byte the client sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProtoError(pub Cow<'static, str>);
+pub struct ProtoError(pub Cow<'static, [u8]>);
+
+impl ProtoError {
+    /// A protocol error with a fixed `detail`.
+    pub const fn new(detail: &'static str) -> Self {
+        ProtoError(Cow::Borrowed(detail.as_bytes()))
+    }
+
+    /// The detail, lossily as text (for logs and tests).
+    pub fn detail(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
+
+    /// The error reply the client gets: `ERR Protocol error: <detail>`.
+    pub fn reply(&self) -> CmdError {
+        CmdError::quoting(&[b"ERR Protocol error: ", &self.0])
+    }
+}
 
 impl fmt::Display for ProtoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ERR Protocol error: {}", self.0)
+        write!(f, "ERR Protocol error: {}", self.detail())
     }
 }
 
@@ -214,25 +315,45 @@ mod tests {
     use super::CmdError;
 
     /// Redis cuts the subcommand it echoes to 128 bytes (`%.128s`,
-    /// redis-server 7.0: `CLIENT <300 z>` echoes 128 of them).
+    /// redis-server 7.0: `CLIENT <300 z>` echoes 128 of them), also inside
+    /// a multi-byte character, and stops at a NUL (`%s`).
     #[test]
     fn unknown_subcommand_echoes_at_most_128_bytes() {
-        let e = CmdError::UnknownSubcommand {
-            cmd: "client".into(),
-            sub: "z".repeat(300),
-        };
+        let e = CmdError::unknown_subcommand("client", "z".repeat(300).as_bytes());
         let want = format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             "z".repeat(128)
         );
         assert_eq!(e.to_string(), want);
-        let short = CmdError::UnknownSubcommand {
-            cmd: "xgroup".into(),
-            sub: "nosub".into(),
-        };
+        let short = CmdError::unknown_subcommand("xgroup", b"nosub\0tail");
         assert_eq!(
             short.to_string(),
             "ERR unknown subcommand 'nosub'. Try XGROUP HELP."
+        );
+        let wide = CmdError::unknown_subcommand("client", "é".repeat(100).as_bytes());
+        let text = wide.text();
+        let quoted =
+            &text[b"ERR unknown subcommand '".len()..text.len() - b"'. Try CLIENT HELP.".len()];
+        assert_eq!(quoted, &"é".repeat(64).as_bytes()[..128]);
+    }
+
+    /// Names that are not UTF-8 go back byte for byte in [`CmdError::text`];
+    /// `Display` shows them lossily.
+    #[test]
+    fn quoted_bytes_are_exact() {
+        let e = CmdError::no_group(b"k\xff", b"g\xfe\0rest");
+        assert_eq!(
+            &e.text()[..],
+            b"NOGROUP No such key 'k\xff' or consumer group 'g\xfe'"
+        );
+        assert_eq!(
+            e.to_string(),
+            "NOGROUP No such key 'k\u{fffd}' or consumer group 'g\u{fffd}'"
+        );
+        let e = CmdError::subcommand_syntax("client", b"\xc3(");
+        assert_eq!(
+            &e.text()[..],
+            b"ERR unknown subcommand or wrong number of arguments for '\xc3('. Try CLIENT HELP."
         );
     }
 }

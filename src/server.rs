@@ -432,13 +432,14 @@ impl CmdStats {
         if matches!(err, crate::error::CmdError::FromScriptCall(_)) {
             return;
         }
-        let text = err.to_string();
+        let text = err.text();
         // The code is the first word when a space comes within Redis's 32
         // characters of `-CODE`, otherwise `ERR` (`afterErrorReply`).
-        let name = match text.bytes().take(31).position(|b| b == b' ') {
-            Some(end) => &text[..end],
-            None => "ERR",
+        let name = match text.iter().take(31).position(|&b| b == b' ') {
+            Some(end) => String::from_utf8_lossy(&text[..end]),
+            None => "ERR".into(),
         };
+        let name = &*name;
         if let Ok(mut m) = self.block().errors.lock() {
             if let Some(n) = m.get_mut(name) {
                 *n += 1;

@@ -221,3 +221,60 @@ fn unknown_command_arguments_and_select_range_as_redis_server() {
         assert_eq!(ours.raw(&case), theirs.raw(&case), "{case:?}");
     }
 }
+
+/// Bytes that are not UTF-8 in the names and arguments an error quotes go
+/// back as they were sent (Redis formats them with `%s`), cut at a NUL and
+/// at 128 bytes where Redis cuts.
+#[test]
+fn quoted_bytes_that_are_not_utf8_as_redis_server() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (mut ours, mut theirs) = (srv.client(), redis.client());
+    let bad: &[u8] = b"\xff\xfe\xc3(";
+    let mut long = b"z".repeat(127);
+    long.extend_from_slice("é".as_bytes());
+    let cases: Vec<Vec<&[u8]>> = vec![
+        vec![b"XADD", b"s", b"1-1", b"f", b"v"],
+        vec![b"XGROUP", b"CREATE", b"s", b"g", b"$"],
+        vec![bad, bad, b"x"],
+        vec![b"FOO", bad, b"a\xff\0b"],
+        vec![b"CLIENT", bad],
+        // The 128-byte cut falls inside the two-byte character.
+        vec![b"CLIENT", &long],
+        vec![b"OBJECT", bad, b"k"],
+        vec![b"XGROUP", bad, b"s"],
+        vec![b"XINFO", bad, b"s", b"x", b"y"],
+        vec![b"CLIENT", b"SETNAME", bad, b"extra"],
+        vec![b"XCLAIM", b"s", b"g", b"c", b"0", b"1-1", bad],
+        vec![b"XREADGROUP", b"GROUP", bad, b"c", b"STREAMS", b"s", b">"],
+        vec![b"XREADGROUP", b"GROUP", b"g", b"c", b"STREAMS", bad, b">"],
+        vec![b"XPENDING", bad, b"g"],
+        vec![b"XINFO", b"CONSUMERS", b"s", bad],
+        vec![b"XGROUP", b"SETID", b"s", bad, b"$"],
+        vec![b"XGROUP", b"CREATECONSUMER", b"s", bad, b"c"],
+        vec![b"XAUTOCLAIM", b"s", bad, b"c", b"0", b"0"],
+        // A script passing on a command's error, and its own error text.
+        vec![
+            b"EVAL",
+            b"return redis.call('xpending', 's', ARGV[1])",
+            b"0",
+            bad,
+        ],
+        vec![b"EVAL", b"return redis.error_reply(ARGV[1])", b"0", bad],
+        vec![b"EVAL", b"return {err = ARGV[1]}", b"0", bad],
+    ];
+    for case in cases {
+        let (a, b) = (ours.raw_bytes(&case), theirs.raw_bytes(&case));
+        assert!(
+            a == b,
+            "{:?}: ours {}, redis-server {}",
+            case.iter()
+                .map(|a| a.escape_ascii().to_string())
+                .collect::<Vec<_>>(),
+            a.escape_ascii(),
+            b.escape_ascii()
+        );
+    }
+}

@@ -78,6 +78,11 @@ fn cases() -> Vec<(Vec<u8>, Vec<u8>)> {
             b"*1\r$4\r\nPING\r\n".to_vec(),
             b"-ERR Protocol error: expected '$', got '4'\r\n<EOF>".to_vec(),
         ),
+        // The byte is quoted as it came, UTF-8 or not.
+        (
+            b"*1\r\n\xae4\r\nPING\r\n".to_vec(),
+            b"-ERR Protocol error: expected '$', got '\xae'\r\n<EOF>".to_vec(),
+        ),
         (
             b"*1\n$4\r\nPING\r\n".to_vec(),
             b"-ERR Protocol error: invalid multibulk length\r\n<EOF>".to_vec(),
@@ -139,20 +144,21 @@ fn framing_and_settings_answer_like_redis() {
     let srv = TestServer::start(2);
     let redis = RedisServer::start();
     for (input, want) in cases() {
-        let shown = String::from_utf8_lossy(&input[..input.len().min(60)]).into_owned();
+        let shown = input[..input.len().min(60)].escape_ascii().to_string();
         if let Some(r) = &redis {
             let theirs = exchange(r.addr, &input);
-            assert_eq!(
-                String::from_utf8_lossy(&theirs),
-                String::from_utf8_lossy(&want),
-                "redis-server's answer to {shown:?} (update the expectation)"
+            assert!(
+                theirs == want,
+                "redis-server's answer to {shown:?} (update the expectation): {}",
+                theirs.escape_ascii()
             );
         }
         let ours = exchange(srv.addr, &input);
-        assert_eq!(
-            String::from_utf8_lossy(&ours),
-            String::from_utf8_lossy(&want),
-            "answer to {shown:?}"
+        assert!(
+            ours == want,
+            "answer to {shown:?}: {}, want {}",
+            ours.escape_ascii(),
+            want.escape_ascii()
         );
     }
 }

@@ -118,17 +118,7 @@ pub fn text(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).into_owned()
 }
 
-/// `arg` up to its first NUL byte: what C's `%s` prints of it. Redis
-/// formats the arguments it quotes in error messages that way.
-pub fn c_str(arg: &[u8]) -> &[u8] {
-    arg.split(|&b| b == 0).next().unwrap_or_default()
-}
-
-/// Lossy text of an argument as Redis quotes it in an error message
-/// (`'%s'`): up to its first NUL byte.
-pub fn quoted(arg: &[u8]) -> String {
-    text(c_str(arg))
-}
+pub use crate::error::c_str;
 
 /// A cursor over `argv[1..]` for option parsing.
 pub struct Args<'a> {

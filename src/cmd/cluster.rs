@@ -34,7 +34,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 use crate::cluster::{Changed, Cluster, ClusterState};
-use crate::cmd::args::{int_arg, quoted, text};
+use crate::cmd::args::{int_arg, text};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys, Merge};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -345,10 +345,7 @@ fn cluster(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
             .split_once('|')
             .is_some_and(|(_, n)| n.as_bytes().eq_ignore_ascii_case(sub_name))
     }) else {
-        return Err(CmdError::UnknownSubcommand {
-            cmd: "CLUSTER".into(),
-            sub: quoted(sub_name),
-        });
+        return Err(CmdError::unknown_subcommand("CLUSTER", sub_name));
     };
     if !sub.arity_ok(argv.len()) {
         return Err(CmdError::arity(sub.name));

@@ -249,10 +249,8 @@ pub fn resolve_subcommand(
     argv: &[Bytes],
 ) -> Result<&'static CommandSpec, CmdError> {
     let sub = argv.get(1).ok_or_else(|| CmdError::arity(container.name))?;
-    let spec = lookup_sub(container, sub).ok_or_else(|| CmdError::UnknownSubcommand {
-        cmd: container.name.to_string(),
-        sub: args::quoted(sub),
-    })?;
+    let spec = lookup_sub(container, sub)
+        .ok_or_else(|| CmdError::unknown_subcommand(container.name, sub))?;
     if !spec.arity_ok(argv.len()) {
         return Err(CmdError::arity(spec.name));
     }

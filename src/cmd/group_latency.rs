@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::args::{is, quoted};
+use crate::cmd::args::is;
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -65,10 +65,9 @@ pub fn apply_xgrouplatency(
     let s = db
         .get_stream_mut(cx.db, key, cx.now_ms)?
         .ok_or(CmdError::NoSuchKey)?;
-    let g = s.group_mut(group).ok_or_else(|| CmdError::NoGroupForKey {
-        key: quoted(key),
-        group: quoted(group),
-    })?;
+    let g = s
+        .group_mut(group)
+        .ok_or_else(|| CmdError::no_group_for_key(key, group))?;
     if reset {
         g.latency.reset();
         return Ok(Reply::Ok);

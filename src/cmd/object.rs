@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::args::{int_arg, is, parse_i64, quoted};
+use crate::cmd::args::{int_arg, is, parse_i64};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -190,10 +190,7 @@ fn parse_object(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
             ])
         }));
     }
-    Err(CmdError::UnknownSubcommand {
-        cmd: "OBJECT".into(),
-        sub: quoted(sub),
-    })
+    Err(CmdError::unknown_subcommand("OBJECT", sub))
 }
 
 /// `MEMORY USAGE key [SAMPLES count]` | `MEMORY HELP`.
@@ -243,10 +240,7 @@ fn parse_memory(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
             ])
         }));
     }
-    Err(CmdError::UnknownSubcommand {
-        cmd: "MEMORY".into(),
-        sub: quoted(sub),
-    })
+    Err(CmdError::unknown_subcommand("MEMORY", sub))
 }
 
 /// `OBJECT ENCODING key`.

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use crate::cmd::args::{c_str, text};
+use crate::cmd::args::c_str;
 use crate::cmd::{Action, ConnCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -438,7 +438,7 @@ pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec
 /// `'%.*s' `): each stops at its first NUL byte, the name is cut to 128
 /// bytes, and arguments are appended while the list is under 128 bytes,
 /// each cut to what is left of the 128 (quotes and spaces count). Bytes
-/// that are not UTF-8 are shown as U+FFFD.
+/// that are not UTF-8 go back as they came.
 /// # Source
 /// `processCommand`, redis/src/server.c (7.x/8.x).
 pub fn unknown_command(argv: &[Bytes]) -> CmdError {
@@ -452,10 +452,10 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
         let a = c_str(a);
         let cut = &a[..a.len().min(128 - total)];
         total += cut.len() + 3;
-        args.push(text(cut));
+        args.push(Bytes::copy_from_slice(cut));
     }
     CmdError::UnknownCommand {
-        name: text(&name[..name.len().min(128)]),
+        name: Bytes::copy_from_slice(&name[..name.len().min(128)]),
         args,
     }
 }

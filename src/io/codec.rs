@@ -230,11 +230,11 @@ fn scan_multibulk(
         let need = match header {
             Ok((len, start)) => {
                 if i64::try_from(len).map_or(true, |n| n > limits.max_bulk_bytes) {
-                    return Err(ProtoError("invalid bulk length".into()));
+                    return Err(ProtoError::new("invalid bulk length"));
                 }
                 let len = len as usize;
                 if limits.unauthenticated && len > UNAUTH_BULK_MAX_BYTES {
-                    return Err(ProtoError("unauthenticated bulk length".into()));
+                    return Err(ProtoError::new("unauthenticated bulk length"));
                 }
                 // Redis waits for len + 2 bytes, takes len and skips the
                 // next two without looking at them.
@@ -304,18 +304,22 @@ fn bulk_header(buf: &[u8], pos: usize) -> Result<Result<(u64, usize), usize>, Pr
         Err(Some(need)) => return Ok(Err(need)),
         Err(None) => {
             if buf.len() - pos > INLINE_MAX_BYTES {
-                return Err(ProtoError("too big bulk count string".into()));
+                return Err(ProtoError::new("too big bulk count string"));
             }
             return Ok(Err(buf.len() + 1));
         }
     };
     if buf[pos] != b'$' {
-        let got = buf[pos] as char;
-        return Err(ProtoError(format!("expected '$', got '{got}'").into()));
+        // The byte as it came (`%c`), UTF-8 or not.
+        return Err(ProtoError(
+            [&b"expected '$', got '"[..], &buf[pos..=pos], b"'"]
+                .concat()
+                .into(),
+        ));
     }
     match header_int(&buf[pos + 1..cr]).and_then(|n| u64::try_from(n).ok()) {
         Some(n) => Ok(Ok((n, cr + 2))),
-        None => Err(ProtoError("invalid bulk length".into())),
+        None => Err(ProtoError::new("invalid bulk length")),
     }
 }
 
@@ -333,17 +337,17 @@ fn scan_count(
         Err(Some(need)) => return Ok(Err(Scan::Need(need))),
         Err(None) => {
             if buf.len() > INLINE_MAX_BYTES {
-                return Err(ProtoError("too big mbulk count string".into()));
+                return Err(ProtoError::new("too big mbulk count string"));
             }
             return Ok(Err(Scan::Need(buf.len() + 1)));
         }
     };
     let count = match header_int(&buf[1..cr]) {
         Some(n) if n <= limits.max_multibulk => n,
-        _ => return Err(ProtoError("invalid multibulk length".into())),
+        _ => return Err(ProtoError::new("invalid multibulk length")),
     };
     if limits.unauthenticated && count > MULTIBULK_MAX_UNAUTH {
-        return Err(ProtoError("unauthenticated multibulk length".into()));
+        return Err(ProtoError::new("unauthenticated multibulk length"));
     }
     match usize::try_from(count) {
         Ok(n) if n > 0 => Ok(Ok((n, cr + 2))),
@@ -372,7 +376,7 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
         .filter(|&i| buf.get(i) == Some(&b'\n'));
     let Some(nl) = nl else {
         if buf.len() > INLINE_MAX_BYTES {
-            return Err(ProtoError("too big inline request".into()));
+            return Err(ProtoError::new("too big inline request"));
         }
         return Ok(Decoded::Incomplete {
             min_total: buf.len() + 1,
@@ -380,7 +384,7 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
     };
     if nl >= INLINE_MAX_BYTES + REDIS_READ_BYTES {
         // Redis would have read past 64 KiB without seeing this newline.
-        return Err(ProtoError("too big inline request".into()));
+        return Err(ProtoError::new("too big inline request"));
     }
     let line = buf.split_to(nl + 1);
     let mut text = &line[..nl];
@@ -389,7 +393,7 @@ fn decode_inline(buf: &mut BytesMut) -> Result<Decoded, ProtoError> {
     }
     match split_args(text) {
         Some(args) => Ok(Decoded::Command(args)),
-        None => Err(ProtoError("unbalanced quotes in request".into())),
+        None => Err(ProtoError::new("unbalanced quotes in request")),
     }
 }
 
@@ -649,8 +653,7 @@ fn encode_at(reply: &Reply, resp3: bool, out: &mut BytesMut, depth: usize) {
         Reply::Error(e) => {
             out.put_u8(b'-');
             // Error text must stay on one line.
-            let text = e.to_string();
-            for b in text.bytes() {
+            for &b in e.text().iter() {
                 out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
             }
             out.put_slice(b"\r\n");
@@ -730,7 +733,7 @@ mod tests {
                         assert!(min_total > buf.len(), "asks for bytes it has");
                         break;
                     }
-                    Err(e) => return (commands, Some(e.0.to_string())),
+                    Err(e) => return (commands, Some(e.detail())),
                 }
             }
         }
@@ -815,7 +818,7 @@ mod tests {
         partial.extend_from_slice(b"\r\n");
         let err = decode_resuming(&mut partial, limits(), &mut scan).err();
         assert_eq!(
-            err.map(|e| e.0.to_string()).as_deref(),
+            err.map(|e| e.detail()).as_deref(),
             Some("expected '$', got ':'")
         );
         let mut bad = wire[..31].to_vec(); // the SET
@@ -876,7 +879,7 @@ mod tests {
         let mut big = BytesMut::from(&b"PING \0"[..]);
         big.extend_from_slice(&vec![b'a'; INLINE_MAX_BYTES]);
         big.extend_from_slice(b"\r\n");
-        let err = decode(&mut big, limits()).err().map(|e| e.0.to_string());
+        let err = decode(&mut big, limits()).err().map(|e| e.detail());
         assert_eq!(err.as_deref(), Some("too big inline request"));
         let mut ok = BytesMut::from(&b"PING x\r\n"[..]);
         assert_eq!(
@@ -975,12 +978,12 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[1].len(), 70_000);
         let mut b = BytesMut::from(&line[..line.len() - 2]);
-        let err = decode(&mut b, limits()).err().map(|e| e.0.to_string());
+        let err = decode(&mut b, limits()).err().map(|e| e.detail());
         assert_eq!(err.as_deref(), Some("too big inline request"));
         let mut huge = vec![b'a'; 1 << 20];
         huge.extend_from_slice(b"\r\n");
         let mut b = BytesMut::from(&huge[..]);
-        let err = decode(&mut b, limits()).err().map(|e| e.0.to_string());
+        let err = decode(&mut b, limits()).err().map(|e| e.detail());
         assert_eq!(err.as_deref(), Some("too big inline request"));
     }
 

@@ -463,8 +463,7 @@ pub fn process_input(
                 return;
             }
             Err(e) => {
-                let seq =
-                    conn.push_slot(Pending::Ready(Reply::Error(CmdError::msg(e.to_string()))));
+                let seq = conn.push_slot(Pending::Ready(Reply::Error(e.reply())));
                 conn.close_after = Some(seq);
                 conn.rbuf.clear();
                 return;

@@ -23,7 +23,7 @@ use mlua::{
     ffi, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState,
 };
 
-use crate::error::CmdError;
+use crate::error::{c_str, CmdError};
 use crate::reply::Reply;
 use crate::script::{FunctionMeta, Library, Registry, ScriptFlags};
 
@@ -483,7 +483,10 @@ impl Engine {
             Ok((true, _)) => {}
             Ok((false, info)) => {
                 let (msg, _, _) = error_parts(&info);
-                return Err(format!("ERR Error registering functions: {msg}"));
+                return Err(format!(
+                    "ERR Error registering functions: {}",
+                    String::from_utf8_lossy(&msg)
+                ));
             }
             Err(e) => return Err(format!("ERR Error registering functions: {e}")),
         }
@@ -568,13 +571,13 @@ impl Engine {
                 let call = scope.create_function(|lua, args: MultiValue| {
                     let argv = match call_argv(args) {
                         Ok(argv) => argv,
-                        Err(msg) => return Ok((err_table(lua, msg)?, true)),
+                        Err(msg) => return Ok((err_table(lua, msg.as_bytes())?, true)),
                     };
                     let reply = (exec.borrow_mut())(argv);
                     let failed = reply.is_error();
                     let resp3 = holder.raw_get::<i64>("resp").unwrap_or(2) == 3;
                     let value = match reply {
-                        Reply::Error(e) => call_err_table(lua, &e.to_string())?,
+                        Reply::Error(e) => call_err_table(lua, &e.text())?,
                         reply => reply_to_lua(lua, reply, resp3)?,
                     };
                     Ok((value, failed))
@@ -613,11 +616,12 @@ impl Engine {
             Ok((false, info, _)) => {
                 let (msg, src, line) = error_parts(&info);
                 let msg = if killed {
-                    format!("ERR Script killed by user with {kind} KILL...")
+                    format!("ERR Script killed by user with {kind} KILL...").into_bytes()
                 } else {
                     msg
                 };
-                let text = format!("{msg} script: {}, on {src}:{line}.", inv.name);
+                let at = format!(" script: {}, on {src}:{line}.", inv.name);
+                let text = [msg, at.into_bytes()].concat();
                 Reply::Error(script_error(text, !killed && raised_counted(&info)))
             }
             Err(e) => Reply::Error(CmdError::msg(format!(
@@ -779,11 +783,12 @@ fn raised_counted(info: &Value) -> bool {
 }
 
 /// `(message, source, line)` of a handler's error record: an error table's
-/// `err` field as is, any other error value as `ERR <text>`.
-fn error_parts(info: &Value) -> (String, String, String) {
+/// `err` field as is (its bytes, up to a NUL, CR and LF as spaces), any
+/// other error value as `ERR <text>`.
+fn error_parts(info: &Value) -> (Vec<u8>, String, String) {
     let Value::Table(t) = info else {
         return (
-            "ERR unknown error".into(),
+            b"ERR unknown error".to_vec(),
             "@user_script".into(),
             "?".into(),
         );
@@ -791,18 +796,18 @@ fn error_parts(info: &Value) -> (String, String, String) {
     let e: Value = t.raw_get("e").unwrap_or(Value::Nil);
     // A number is a string here, as Lua's `lua_isstring` / `lua_tostring`
     // take it (`error({err=5})` answers `-5 ...`).
-    let msg = match &e {
+    let msg: Vec<u8> = match &e {
         Value::Table(et) => match et.raw_get::<Value>("err") {
-            Ok(Value::String(s)) => s.to_string_lossy(),
-            Ok(Value::Integer(n)) => n.to_string(),
-            Ok(Value::Number(n)) => lua_number_text(n),
-            _ => "ERR unknown error".into(),
+            Ok(Value::String(s)) => s.as_bytes().to_vec(),
+            Ok(Value::Integer(n)) => n.to_string().into_bytes(),
+            Ok(Value::Number(n)) => lua_number_text(n).into_bytes(),
+            _ => b"ERR unknown error".to_vec(),
         },
-        Value::String(s) => format!("ERR {}", s.to_string_lossy()),
-        Value::Integer(n) => format!("ERR {n}"),
-        Value::Number(n) => format!("ERR {}", lua_number_text(*n)),
-        Value::Nil => "ERR nil".into(),
-        other => format!("ERR {}", lua_message_of(other)),
+        Value::String(s) => [&b"ERR "[..], &s.as_bytes()].concat(),
+        Value::Integer(n) => format!("ERR {n}").into_bytes(),
+        Value::Number(n) => format!("ERR {}", lua_number_text(*n)).into_bytes(),
+        Value::Nil => b"ERR nil".to_vec(),
+        other => format!("ERR {}", lua_message_of(other)).into_bytes(),
     };
     let src: String = t
         .raw_get::<Option<String>>("src")
@@ -814,7 +819,7 @@ fn error_parts(info: &Value) -> (String, String, String) {
         .ok()
         .flatten()
         .map_or_else(|| "?".to_string(), |l| l.to_string());
-    (c_string(&msg).replace(['\r', '\n'], " "), src, line)
+    (one_line(c_str(&msg)), src, line)
 }
 
 fn lua_message_of(v: &Value) -> String {
@@ -847,7 +852,7 @@ const COUNTED_FIELD: &str = "ignore_error_stats_update";
 
 /// The error table of a failed `redis.call` / `redis.pcall`, marked as
 /// counted ([`COUNTED_FIELD`]).
-fn call_err_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
+fn call_err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
     let t = err_table(lua, msg)?;
     if let Value::Table(t) = &t {
         t.raw_set(COUNTED_FIELD, true)?;
@@ -862,17 +867,19 @@ fn is_counted(t: &Table) -> bool {
 
 /// The error reply with `text`: [`CmdError::FromScriptCall`] when INFO
 /// counted it already.
-fn script_error(text: String, counted: bool) -> CmdError {
+fn script_error(text: impl Into<Bytes>, counted: bool) -> CmdError {
     if counted {
         CmdError::FromScriptCall(text.into())
     } else {
-        CmdError::msg(text)
+        CmdError::Quoting(text.into())
     }
 }
 
-fn err_table(lua: &Lua, msg: &str) -> mlua::Result<Value> {
+/// `{err = msg}`: `msg` is the error's text as a client would get it
+/// (bytes of the request it quotes included as sent).
+fn err_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Value> {
     let t = lua.create_table()?;
-    t.raw_set("err", msg)?;
+    t.raw_set("err", lua.create_string(msg)?)?;
     Ok(Value::Table(t))
 }
 
@@ -1041,7 +1048,7 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
             single("big_number", Value::String(lua.create_string(&b[..])?))?
         }
         Reply::BigNumber(b) => Value::String(lua.create_string(&b[..])?),
-        Reply::Error(e) => err_table(lua, &e.to_string())?,
+        Reply::Error(e) => err_table(lua, &e.text())?,
         raw @ Reply::Raw(_) => reply_to_lua(lua, raw.expanded(), resp3)?,
         // Only a script's own reply is pre-encoded, and scripts cannot call
         // EVAL or FCALL (`noscript`): no command answers one to a script.
@@ -1217,10 +1224,23 @@ fn lua_number_to_long_long(n: f64) -> i64 {
     }
 }
 
-/// `s` up to its first NUL byte: what Redis reads of a Lua string it takes
-/// as a C string (error and status texts).
-fn c_string(s: &str) -> &str {
-    s.split('\0').next().unwrap_or_default()
+/// `text` with CR and LF as spaces, as Redis sends an error or status
+/// text a script gives it (`addReplyErrorFormatEx`, `addReplyStatusLength`
+/// callers): one line.
+fn one_line(text: &[u8]) -> Vec<u8> {
+    text.iter()
+        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+        .collect()
+}
+
+/// [`one_line`] of an `err` field: CR and LF at its end are dropped
+/// first (`addReplyErrorFormatEx` trims them).
+fn error_line(text: &[u8]) -> Vec<u8> {
+    let end = text
+        .iter()
+        .rposition(|&b| b != b'\r' && b != b'\n')
+        .map_or(0, |i| i + 1);
+    one_line(&text[..end])
 }
 
 impl ReplyConv {
@@ -1240,9 +1260,7 @@ impl ReplyConv {
         if unsafe { push_field(state, c"err") } == ffi::LUA_TSTRING {
             // Redis formats it as a C string, trims CR/LF off the end and turns
             // the others into spaces (`addReplyErrorFormatEx`).
-            let text = c_string(&String::from_utf8_lossy(unsafe { top_bytes(state) }))
-                .trim_end_matches(['\r', '\n'])
-                .replace(['\r', '\n'], " ");
+            let text = error_line(c_str(unsafe { top_bytes(state) }));
             unsafe { ffi::lua_pop(state, 1) };
             let counted = unsafe {
                 let is_bool = push_field(state, c"ignore_error_stats_update") == ffi::LUA_TBOOLEAN;
@@ -1254,10 +1272,9 @@ impl ReplyConv {
         }
         unsafe { ffi::lua_pop(state, 1) };
         if unsafe { push_field(state, c"ok") } == ffi::LUA_TSTRING {
-            let text = c_string(&String::from_utf8_lossy(unsafe { top_bytes(state) }))
-                .replace(['\r', '\n'], " ");
+            let text = one_line(c_str(unsafe { top_bytes(state) }));
             unsafe { ffi::lua_pop(state, 1) };
-            return Reply::Simple(text.into());
+            return Reply::Simple(String::from_utf8_lossy(&text).into_owned().into());
         }
         unsafe { ffi::lua_pop(state, 1) };
         if unsafe { push_field(state, c"double") } == ffi::LUA_TNUMBER {
@@ -1541,11 +1558,12 @@ mod tests {
             &mut exec,
         );
         t.join().unwrap();
+        let Reply::Error(e) = reply else {
+            panic!("not an error: {reply:?}");
+        };
         assert_eq!(
-            reply,
-            Reply::Error(CmdError::msg(
-                "ERR Script killed by user with SCRIPT KILL... script: sha, on @user_script:1."
-            ))
+            e.to_string(),
+            "ERR Script killed by user with SCRIPT KILL... script: sha, on @user_script:1."
         );
         assert!(!registry.any_busy());
     }

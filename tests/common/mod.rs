@@ -151,6 +151,15 @@ impl RespClient {
         self.read_reply()
     }
 
+    /// Send a command and return its reply's exact bytes (final CRLF
+    /// included): for replies that need not be UTF-8.
+    pub fn raw_bytes<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+        self.send(args);
+        let mut out = Vec::new();
+        self.read_into(&mut out);
+        out
+    }
+
     /// Read one reply (any RESP2/RESP3 type) as wire text without the final CRLF.
     pub fn read_reply(&mut self) -> String {
         let mut out = Vec::new();

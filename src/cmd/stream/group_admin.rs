@@ -5,7 +5,7 @@
 //! `xinfoReplyWithStreamInfo`, `streamReplyWithCGLag`.
 
 use crate::aof::effects::{log_group_change, GroupChange};
-use crate::cmd::args::{int_arg, is, quoted};
+use crate::cmd::args::{int_arg, is};
 use crate::cmd::connection::help_reply;
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
@@ -78,7 +78,7 @@ pub enum XgroupReq {
 pub fn parse_xgroup_req(argv: &[Bytes]) -> Result<XgroupReq, CmdError> {
     let sub = &argv[1];
     let argc = argv.len();
-    let syntax = || subcommand_syntax("XGROUP", sub);
+    let syntax = || CmdError::subcommand_syntax("XGROUP", sub);
     let mut mkstream = false;
     let mut entries_read: Option<u64> = None;
     let create = is(sub, "CREATE");
@@ -167,10 +167,7 @@ pub fn parse_xgroup_req(argv: &[Bytes]) -> Result<XgroupReq, CmdError> {
     {
         return Err(syntax());
     }
-    Err(CmdError::UnknownSubcommand {
-        cmd: "XGROUP".into(),
-        sub: quoted(sub),
-    })
+    Err(CmdError::unknown_subcommand("XGROUP", sub))
 }
 
 pub(super) fn parse_xgroup(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
@@ -220,12 +217,12 @@ pub fn parse_xinfo_req(argv: &[Bytes]) -> Result<XinfoReq, CmdError> {
         let mut full = None;
         if argc > 3 {
             if !is(&argv[3], "FULL") || (argc != 4 && argc != 6) {
-                return Err(subcommand_syntax("XINFO", sub));
+                return Err(CmdError::subcommand_syntax("XINFO", sub));
             }
             let mut count = 10u64;
             if argc == 6 {
                 if !is(&argv[4], "COUNT") {
-                    return Err(subcommand_syntax("XINFO", sub));
+                    return Err(CmdError::subcommand_syntax("XINFO", sub));
                 }
                 count = clamp_u64(int_arg(&argv[5])?);
             }
@@ -236,10 +233,7 @@ pub fn parse_xinfo_req(argv: &[Bytes]) -> Result<XinfoReq, CmdError> {
             full,
         });
     }
-    Err(CmdError::UnknownSubcommand {
-        cmd: "XINFO".into(),
-        sub: quoted(sub),
-    })
+    Err(CmdError::unknown_subcommand("XINFO", sub))
 }
 
 /// XINFO on the owning shard. Bad `XINFO STREAM` options are answered
@@ -302,7 +296,7 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
         XgroupReq::SetId { .. } | XgroupReq::CreateConsumer { .. } | XgroupReq::DelConsumer { .. }
     );
     if needs_group && !has_group {
-        return Err(nogroup_for_key(&group, &key));
+        return Err(CmdError::no_group_for_key(&key, &group));
     }
     match req {
         XgroupReq::Create {
@@ -424,7 +418,9 @@ pub fn apply_xinfo(db: &mut ShardDb, cx: &ExecCtx, req: &XinfoReq) -> Result<Rep
                 .collect(),
         )),
         XinfoReq::Consumers { group, .. } => {
-            let g = s.group(group).ok_or_else(|| nogroup_for_key(group, key))?;
+            let g = s
+                .group(group)
+                .ok_or_else(|| CmdError::no_group_for_key(key, group))?;
             Ok(Reply::Array(
                 g.consumers()
                     .map(|c| {

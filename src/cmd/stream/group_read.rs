@@ -11,7 +11,6 @@
 //! `handleClientsBlockedOnKey` (7.2+).
 
 use crate::aof::effects::{log_group_change, GroupChange};
-use crate::cmd::args::quoted;
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -187,13 +186,7 @@ pub(super) fn first_invalid_key(
             Err(e) => return Some((n, e)),
         };
         if s.and_then(|s| s.group(&req.group)).is_none() {
-            return Some((
-                n,
-                CmdError::NoGroupInXreadgroup {
-                    key: quoted(key),
-                    group: quoted(&req.group),
-                },
-            ));
+            return Some((n, CmdError::no_group_in_xreadgroup(key, &req.group)));
         }
         if let GroupFrom::Invalid(e) = from {
             return Some((n, e.clone()));

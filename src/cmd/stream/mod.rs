@@ -20,7 +20,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::args::{parse_i64, quoted};
+use crate::cmd::args::parse_i64;
 use crate::cmd::{CommandSpec, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 
@@ -304,29 +304,6 @@ pub const GROUP_SPECS: &[CommandSpec] = &[
         },
     },
 ];
-
-/// [`CmdError::NoGroupForKey`] for `group` of `key`.
-fn nogroup_for_key(group: &[u8], key: &[u8]) -> CmdError {
-    CmdError::NoGroupForKey {
-        key: quoted(key),
-        group: quoted(group),
-    }
-}
-
-/// [`CmdError::NoGroup`] for `group` of `key`.
-fn nogroup_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
-    CmdError::NoGroup {
-        key: quoted(key),
-        group: quoted(group),
-    }
-}
-
-fn subcommand_syntax(cmd: &str, sub: &[u8]) -> CmdError {
-    CmdError::msg(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
-        quoted(sub)
-    ))
-}
 
 fn int_arg_msg(b: &[u8], msg: &'static str) -> Result<i64, CmdError> {
     parse_i64(b).ok_or(CmdError::msg(msg))

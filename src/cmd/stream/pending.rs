@@ -6,7 +6,7 @@
 //! `xautoclaimCommand`; redis.io XACKDEL (8.2), XNACK (8.8).
 
 use crate::aof::effects::{log_group_change, GroupChange};
-use crate::cmd::args::{int_arg, is, parse_i64, quoted};
+use crate::cmd::args::{c_str, int_arg, is, parse_i64};
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -279,10 +279,11 @@ pub fn parse_xclaim_opts(argv: &[Bytes]) -> Result<XclaimOpts, CmdError> {
             j += 1;
             o.last_id = Some(parse_id(&argv[j])?);
         } else {
-            return Err(CmdError::msg(format!(
-                "ERR Unrecognized XCLAIM option '{}'",
-                quoted(opt)
-            )));
+            return Err(CmdError::quoting(&[
+                b"ERR Unrecognized XCLAIM option '",
+                c_str(opt),
+                b"'",
+            ]));
         }
         j += 1;
     }
@@ -426,7 +427,7 @@ pub fn apply_xackdel(
         return Ok(Reply::Array(ids.iter().map(|_| Reply::Int(-1)).collect()));
     };
     if s.group(group).is_none() {
-        return Err(nogroup_key_or_group(key, group));
+        return Err(CmdError::no_group(key, group));
     }
     let mut codes = Vec::with_capacity(ids.len());
     for id in ids {
@@ -474,14 +475,14 @@ pub fn apply_xnack(
     let s = db
         .get_stream_mut(cx.db, key, cx.now_ms)?
         .filter(|s| s.group(group).is_some())
-        .ok_or_else(|| nogroup_key_or_group(key, group))?;
+        .ok_or_else(|| CmdError::no_group(key, group))?;
     let exists: Vec<bool> = if req.force {
         req.ids.iter().map(|id| s.contains(*id)).collect()
     } else {
         vec![false; req.ids.len()]
     };
     let Some(g) = s.group_mut(group) else {
-        return Err(nogroup_key_or_group(key, group));
+        return Err(CmdError::no_group(key, group));
     };
     const LLONG_MAX: u64 = i64::MAX as u64;
     let mut released = Vec::new();
@@ -535,7 +536,7 @@ pub fn apply_xpending(
     let g = db
         .get_stream(cx.db, key, cx.now_ms)?
         .and_then(|s| s.group(group))
-        .ok_or_else(|| nogroup_key_or_group(key, group))?;
+        .ok_or_else(|| CmdError::no_group(key, group))?;
     let pel = g.pel();
     let Some(r) = range else {
         let (Some((first, _)), Some((last, _))) = (pel.first_key_value(), pel.last_key_value())
@@ -623,7 +624,7 @@ pub fn apply_xclaim(
     let s = db
         .get_stream_mut(cx.db, key, cx.now_ms)?
         .filter(|s| s.group(group).is_some())
-        .ok_or_else(|| nogroup_key_or_group(key, group))?;
+        .ok_or_else(|| CmdError::no_group(key, group))?;
     let o = opts?;
     let now = cx.now_ms;
     let now_i = i64::try_from(now).unwrap_or(i64::MAX);
@@ -644,7 +645,7 @@ pub fn apply_xclaim(
     // Which IDs exist in the stream, looked up before borrowing the group.
     let exists: Vec<bool> = o.ids.iter().map(|id| s.contains(*id)).collect();
     let Some(g) = s.group_mut(group) else {
-        return Err(nogroup_key_or_group(key, group));
+        return Err(CmdError::no_group(key, group));
     };
     let mut meta = false;
     if let Some(last) = o.last_id {
@@ -736,7 +737,7 @@ pub fn apply_xautoclaim(
     let s = db
         .get_stream_mut(cx.db, &req.key, cx.now_ms)?
         .filter(|s| s.group(&req.group).is_some())
-        .ok_or_else(|| nogroup_key_or_group(&req.key, &req.group))?;
+        .ok_or_else(|| CmdError::no_group(&req.key, &req.group))?;
     let now = cx.now_ms;
     let mut attempts = req.count.saturating_mul(10);
     let mut count = req.count;

@@ -549,7 +549,7 @@ mod groups {
         );
         assert_eq!(
             run(&mut db, &later, "XCLAIM s nog b 1 1"),
-            Err(nogroup_key_or_group(b"s", b"nog"))
+            Err(CmdError::no_group(b"s", b"nog"))
         );
         assert_eq!(
             run(&mut db, &later, "XCLAIM s g b x 1"),
