@@ -1,8 +1,9 @@
 # Sourced by the peer-suite runners (tests/tcl/run-stream-suites.sh,
-# tests/py/run-redis-py-streams.sh): `start_shardstream SHARDS [ARG ...]`
-# builds the release binary unless SHARDSTREAM_BIN names one, starts it on
-# a free loopback port with a fresh data directory and no AOF, waits until
-# it answers PING, and stops it (and removes the directory) on exit. Sets
+# tests/py/run-redis-py-streams.sh, tests/node/run-node-redis-streams.sh):
+# `start_shardstream SHARDS [ARG ...]` builds the release binary unless
+# SHARDSTREAM_BIN names one, starts it on a free loopback port with a fresh
+# data directory and no AOF, waits until it answers PING, and stops it (and
+# removes the directory) on exit. Sets
 # `port` and `work` (the data directory; the log is `$work/shardstream.log`).
 start_shardstream() {
   local shards=$1
