@@ -164,14 +164,16 @@ impl CmdError {
                 ]
                 .concat();
                 for a in args {
-                    t.extend_from_slice(&[b"'", &a[..], b"' "].concat());
+                    t.push(b'\'');
+                    t.extend_from_slice(a);
+                    t.extend_from_slice(b"' ");
                 }
                 Cow::Owned(t)
             }
             Self::UnknownSubcommand { cmd, sub } => quoted(&[
                 b"ERR unknown subcommand '",
-                // Redis prints at most 128 bytes of it (`%.128s`); callers
-                // pass it cut at a NUL as `%s` is (`args::c_str`).
+                // Redis prints at most 128 bytes of it (`%.128s`);
+                // `unknown_subcommand` cut it at a NUL, as `%s` stops.
                 &sub[..sub.len().min(128)],
                 b"'. Try ",
                 cmd.to_ascii_uppercase().as_bytes(),
