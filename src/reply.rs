@@ -15,8 +15,9 @@ use crate::error::CmdError;
 pub enum Reply {
     /// `+OK`
     Ok,
-    /// `+<text>` (simple string).
-    Simple(Cow<'static, str>),
+    /// `+<text>` (simple string): bytes, as a script's `{ok = ...}` may
+    /// carry any (CR and LF already replaced).
+    Simple(Cow<'static, [u8]>),
     /// `:<n>`
     Int(i64),
     /// `$<len>\r\n<bytes>`
@@ -107,7 +108,7 @@ impl Reply {
 
     /// A simple string reply from a static text.
     pub fn simple(s: &'static str) -> Reply {
-        Reply::Simple(Cow::Borrowed(s))
+        Reply::Simple(Cow::Borrowed(s.as_bytes()))
     }
 
     /// Whether this reply is an error.

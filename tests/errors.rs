@@ -224,7 +224,8 @@ fn unknown_command_arguments_and_select_range_as_redis_server() {
 
 /// Bytes that are not UTF-8 in the names and arguments an error quotes go
 /// back as they were sent (Redis formats them with `%s`), cut at a NUL and
-/// at 128 bytes where Redis cuts.
+/// at 128 bytes where Redis cuts; so do those of a script's error and
+/// status replies.
 #[test]
 fn quoted_bytes_that_are_not_utf8_as_redis_server() {
     let Some(redis) = RedisServer::start() else {
@@ -264,6 +265,9 @@ fn quoted_bytes_that_are_not_utf8_as_redis_server() {
         ],
         vec![b"EVAL", b"return redis.error_reply(ARGV[1])", b"0", bad],
         vec![b"EVAL", b"return {err = ARGV[1]}", b"0", bad],
+        // A script's status reply carries any bytes too.
+        vec![b"EVAL", b"return {ok = ARGV[1]}", b"0", bad],
+        vec![b"EVAL", b"return redis.status_reply(ARGV[1])", b"0", bad],
     ];
     for case in cases {
         let (a, b) = (ours.raw_bytes(&case), theirs.raw_bytes(&case));

@@ -1138,7 +1138,7 @@ fn bumpepoch(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> 
         ((bumped, epoch), changed)
     });
     let word = if bumped { "BUMPED" } else { "STILL" };
-    Ok(Reply::Simple(format!("{word} {epoch}").into()).into())
+    Ok(Reply::Simple(format!("{word} {epoch}").into_bytes().into()).into())
 }
 
 /// `CLUSTER SETSLOT slot IMPORTING node-id | MIGRATING node-id | NODE

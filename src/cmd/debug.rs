@@ -226,6 +226,7 @@ pub fn apply_debug_object(db: &mut ShardDb, cx: &ExecCtx, key: &[u8]) -> Reply {
             "Value at:{addr:#x} refcount:1 encoding:{encoding} serializedlength:{len} \
              lru:{lru} lru_seconds_idle:{idle_s}"
         )
+        .into_bytes()
         .into(),
     )
 }

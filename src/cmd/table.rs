@@ -481,7 +481,7 @@ pub fn reply_command_info(spec: &CommandSpec) -> Reply {
         Reply::Set(
             spec.acl
                 .iter()
-                .map(|c| Reply::Simple(format!("@{c}").into()))
+                .map(|c| Reply::Simple(format!("@{c}").into_bytes().into()))
                 .collect(),
         ),
         Reply::Set(Vec::new()),

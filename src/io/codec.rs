@@ -550,7 +550,7 @@ fn encode_at(reply: &Reply, resp3: bool, out: &mut BytesMut, depth: usize) {
         Reply::Ok => out.put_slice(b"+OK\r\n"),
         Reply::Simple(s) => {
             out.put_u8(b'+');
-            out.put_slice(s.as_bytes());
+            out.put_slice(s);
             out.put_slice(b"\r\n");
         }
         Reply::Int(n) => header(out, b':', *n),

@@ -1274,7 +1274,7 @@ impl ReplyConv {
         if unsafe { push_field(state, c"ok") } == ffi::LUA_TSTRING {
             let text = one_line(c_str(unsafe { top_bytes(state) }));
             unsafe { ffi::lua_pop(state, 1) };
-            return Reply::Simple(String::from_utf8_lossy(&text).into_owned().into());
+            return Reply::Simple(text.into());
         }
         unsafe { ffi::lua_pop(state, 1) };
         if unsafe { push_field(state, c"double") } == ffi::LUA_TNUMBER {

@@ -195,7 +195,7 @@ fn encoding_follows_thresholds() {
     assert_eq!(exec(&mut d, "OBJECT ENCODING z"), bulk("skiplist"));
     exec(&mut d, &format!("ZADD long 1 {}", "x".repeat(65)));
     assert_eq!(exec(&mut d, "OBJECT ENCODING long"), bulk("skiplist"));
-    assert_eq!(exec(&mut d, "TYPE z"), Reply::Simple("zset".into()));
+    assert_eq!(exec(&mut d, "TYPE z"), Reply::simple("zset"));
 }
 
 #[test]
