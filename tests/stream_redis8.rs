@@ -112,11 +112,15 @@ fn xdelex_policies() {
     let mut c = srv.client();
     setup(&mut c, "s", 5, &["g"]);
     run(&mut c, "XREADGROUP GROUP g c COUNT 2 STREAMS s >");
-    // 1-1 pending, 3-1 never delivered, 9-9 absent.
+    // 1-1 pending, 3-1 never delivered, 9-9 absent but past the group's
+    // last-delivered ID: ACKED asks whether a group needs the ID before it
+    // looks for the entry (Redis 8.2 `xdelexCommand`), so all three are 2.
     assert_eq!(
         run(&mut c, "XDELEX s ACKED IDS 3 1-1 3-1 9-9"),
-        ints(&[2, 2, -1])
+        ints(&[2, 2, 2])
     );
+    // An absent ID no group needs: -1.
+    assert_eq!(run(&mut c, "XDELEX s ACKED IDS 1 0-9"), ints(&[-1]));
     assert_eq!(run(&mut c, "XLEN s"), ":5");
     assert_eq!(run(&mut c, "XACK s g 1-1"), ":1");
     assert_eq!(run(&mut c, "XDELEX s ACKED IDS 1 1-1"), ints(&[1]));
@@ -185,6 +189,45 @@ fn xackdel_policies() {
     );
     assert_eq!(run(&mut c, "XPENDING s g1"), EMPTY_PEL);
     assert_eq!(run(&mut c, "XLEN s"), ":1");
+}
+
+/// XACKDEL answers from the acknowledgement: an ID the group has not got
+/// pending is `-1` and left alone, even when it is in the stream; one it
+/// had pending is acknowledged (`1`), also when its entry is already gone
+/// (DELREF then drops the other groups' references too). XDELEX ACKED keeps
+/// an ID that a group still has pending even when its entry is gone. These
+/// are the replies Redis 8.8 gives redis-rs's stream tests.
+#[test]
+fn xackdel_answers_from_the_pel() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 2, &["g1", "g2"]);
+    // Neither group has read 1-1: -1, nothing deleted.
+    assert_eq!(run(&mut c, "XACKDEL s g1 ACKED IDS 1 1-1"), ints(&[-1]));
+    assert_eq!(run(&mut c, "XACKDEL s g1 DELREF IDS 1 1-1"), ints(&[-1]));
+    assert_eq!(run(&mut c, "XLEN s"), ":2");
+    run(&mut c, "XREADGROUP GROUP g1 a COUNT 1 STREAMS s >");
+    run(&mut c, "XREADGROUP GROUP g2 b COUNT 1 STREAMS s >");
+    // g1 acknowledges and deletes 1-1; g2 keeps its reference (KEEPREF).
+    assert_eq!(run(&mut c, "XACKDEL s g1 KEEPREF IDS 1 1-1"), ints(&[1]));
+    assert_eq!(run(&mut c, "XLEN s"), ":1");
+    assert_eq!(
+        run(&mut c, "XPENDING s g2"),
+        summary(1, "1-1", "1-1", "b", 1)
+    );
+    // XDELEX ACKED: g2 still has 1-1 pending, so 2 though the entry is gone.
+    assert_eq!(run(&mut c, "XDELEX s ACKED IDS 1 1-1"), ints(&[2]));
+    // g2 acknowledges the dangling 1-1 with DELREF: 1.
+    assert_eq!(run(&mut c, "XACKDEL s g2 DELREF IDS 1 1-1"), ints(&[1]));
+    assert_eq!(run(&mut c, "XPENDING s g2"), EMPTY_PEL);
+    assert_eq!(run(&mut c, "XACKDEL s g2 DELREF IDS 1 1-1"), ints(&[-1]));
+    assert_eq!(run(&mut c, "XDELEX s ACKED IDS 1 1-1"), ints(&[-1]));
+    // A KEEPREF acknowledgement of a dangling reference: 1 by the same rule
+    // (the clients' tests pin only the DELREF case).
+    run(&mut c, "XREADGROUP GROUP g1 a COUNT 1 STREAMS s >");
+    assert_eq!(run(&mut c, "XDEL s 2-1"), ":1");
+    assert_eq!(run(&mut c, "XACKDEL s g1 IDS 1 2-1"), ints(&[1]));
+    assert_eq!(run(&mut c, "XPENDING s g1"), EMPTY_PEL);
 }
 
 #[test]

@@ -542,39 +542,32 @@ impl Stream {
         any
     }
 
-    /// Deletes entry `id` under a reference policy (XDELEX / XACKDEL).
+    /// Deletes entry `id` under a reference policy (XDELEX; XACKDEL after
+    /// its acknowledgement).
+    ///
+    /// ACKED asks [`is_referenced`](Self::is_referenced) first, whether or
+    /// not the entry exists: an ID some group still needs is kept (`2`)
+    /// even when it is not in the stream. DELREF drops every group's
+    /// reference, also for an ID no longer in the stream.
     ///
     /// # Reply
-    /// `-1`: no such entry (DELREF still drops dangling references); `1`:
-    /// deleted; `2`: kept because a group still needs it (ACKED).
+    /// `-1`: no such entry; `1`: deleted; `2`: kept because a group still
+    /// needs it (ACKED).
+    /// # Source
+    /// `xdelexCommand`, redis/src/t_stream.c (8.2): the ACKED check comes
+    /// before the deletion, which alone tells a missing ID.
     pub fn delete_with_refs(&mut self, id: StreamId, refs: RefPolicy) -> i64 {
         match refs {
-            RefPolicy::KeepRef => {
-                if self.delete(id) {
-                    1
-                } else {
-                    -1
-                }
-            }
+            RefPolicy::Acked if self.is_referenced(id) => return 2,
             RefPolicy::DelRef => {
                 self.drop_refs(id);
-                if self.delete(id) {
-                    1
-                } else {
-                    -1
-                }
             }
-            RefPolicy::Acked => {
-                if !self.contains(id) {
-                    -1
-                } else if self.is_referenced(id) {
-                    2
-                } else if self.delete(id) {
-                    1
-                } else {
-                    -1
-                }
-            }
+            _ => {}
+        }
+        if self.delete(id) {
+            1
+        } else {
+            -1
         }
     }
 

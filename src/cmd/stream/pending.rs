@@ -403,18 +403,24 @@ pub fn apply_xack(
 }
 
 /// `XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]`
-/// (Redis 8.2): XACK in `group`, then delete each entry from the stream
-/// under the reference policy.
+/// (Redis 8.2): per ID, XACK in `group`; an ID that was pending there is
+/// then deleted from the stream under the reference policy (ACKED keeps it
+/// while another group still needs it; DELREF also drops every other
+/// group's reference, whether or not the entry is still in the stream).
+/// An ID not pending in `group` is left alone.
 ///
 /// # Reply
-/// Array of one integer per ID, in order: `-1` no such entry in the stream
-/// (every ID when the key is missing), `1` acknowledged and deleted, `2`
-/// acknowledged but kept because another group still needs it (`ACKED`).
+/// Array of one integer per ID, in order: `-1` not pending in the group
+/// (every ID when the key is missing), `1` acknowledged (and deleted, if
+/// it was still in the stream), `2` acknowledged but kept because another
+/// group still needs it (`ACKED`).
 /// # Errors
 /// `WrongType`; `NOGROUP No such key '<k>' or consumer group '<g>'` when the
 /// group does not exist (nothing is changed).
 /// # Source
-/// redis.io XACKDEL (8.2).
+/// redis.io XACKDEL (8.2), and the replies Redis 8.8 gives to the stream
+/// tests of redis-rs, node-redis and redis-py (an entry not yet read by the
+/// group: `-1`; one pending but already deleted, acked with DELREF: `1`).
 pub fn apply_xackdel(
     db: &mut ShardDb,
     cx: &ExecCtx,
@@ -430,19 +436,28 @@ pub fn apply_xackdel(
         return Err(CmdError::no_group(key, group));
     }
     let mut codes = Vec::with_capacity(ids.len());
-    for id in ids {
-        if let Some(g) = s.group_mut(group) {
-            g.ack_recording(*id, cx.now_ms);
+    // The acknowledged IDs and what their deletion answered, for the AOF.
+    let (mut acked, mut deletions) = (Vec::new(), Vec::new());
+    for &id in ids {
+        let pending = s
+            .group_mut(group)
+            .is_some_and(|g| g.ack_recording(id, cx.now_ms));
+        if !pending {
+            codes.push(-1);
+            continue;
         }
-        codes.push(s.delete_with_refs(*id, refs));
+        let deleted = s.delete_with_refs(id, refs);
+        acked.push(id);
+        deletions.push(deleted);
+        codes.push(if deleted == 2 { 2 } else { 1 });
     }
-    if db.aof.is_enabled() {
+    if db.aof.is_enabled() && !acked.is_empty() {
         let change = GroupChange {
-            acked: ids.to_vec(),
+            acked: acked.clone(),
             ..Default::default()
         };
         log_group_change(db, cx, key, group, &change);
-        crate::cmd::stream::log_delete_with_refs(db, cx, key, refs, ids, &codes);
+        crate::cmd::stream::log_delete_with_refs(db, cx, key, refs, &acked, &deletions);
     }
     Ok(Reply::Array(codes.into_iter().map(Reply::Int).collect()))
 }
