@@ -1050,6 +1050,69 @@ fn xnack_unowned_entries_survive_restart_and_rewrite() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The IDs of a stream reply's entries, in order (lines shaped `<ms>-<seq>`).
+fn entry_ids(reply: &str) -> Vec<String> {
+    reply
+        .split("\r\n")
+        .filter(|l| {
+            l.split_once('-').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// XREADGROUP CLAIM serves XNACKed entries in release order (Redis 8.8's
+/// NACK zone): a rewritten AOF must keep that order, not the ID order.
+#[test]
+fn xnack_release_order_survives_a_rewrite() {
+    let dir = scratch_dir("xnack-order");
+    let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        for i in 1..=4 {
+            c.raw(&["XADD", "no", &format!("{i}-1"), "f", "v"]);
+        }
+        c.raw(&["XGROUP", "CREATE", "no", "g", "0"]);
+        c.raw(&["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "no", ">"]);
+        for id in ["3-1", "1-1", "4-1"] {
+            assert_eq!(c.raw(&["XNACK", "no", "g", "FAIL", "IDS", "1", id]), ":1");
+        }
+    }
+    {
+        let srv = TestServer::with_config(cfg.clone());
+        let mut c = srv.client();
+        assert_eq!(
+            c.raw(&["BGREWRITEAOF"]),
+            "+Background append only file rewriting started"
+        );
+        wait_rewrite_done(&mut c);
+    }
+    let srv = TestServer::with_config(cfg);
+    let mut c = srv.client();
+    let args = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c2",
+        "COUNT",
+        "3",
+        "CLAIM",
+        "3600000",
+        "STREAMS",
+        "no",
+        ">",
+    ];
+    let read = c.raw(&args);
+    assert_eq!(entry_ids(&read), ["3-1", "1-1", "4-1"], "{read}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn idmp_state_and_xcfgset_survive_restart_and_rewrite() {
     let dir = scratch_dir("idmp");

@@ -470,6 +470,52 @@ fn xnack_argument_errors() {
     assert_eq!(run(&mut c, "XNACK s g FAIL IDS 1 1-1"), ":0");
 }
 
+/// The IDs of a stream reply's entries, in order (lines shaped `<ms>-<seq>`).
+fn entry_ids(reply: &str) -> Vec<&str> {
+    reply
+        .split("\r\n")
+        .filter(|l| {
+            l.split_once('-').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+        })
+        .collect()
+}
+
+/// XREADGROUP CLAIM serves released entries first, in the order they were
+/// released (an entry released again moves to the end), then the idle
+/// owned ones, then new entries: the order Redis 8.8 gives redis-rs's
+/// XNACK tests ("NACK FIFO", "three-tier delivery order").
+#[test]
+fn xnack_release_order_is_the_claim_order() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    setup(&mut c, "s", 6, &["g"]);
+    run(&mut c, "XREADGROUP GROUP g c1 COUNT 5 STREAMS s >");
+    for id in ["3-1", "1-1", "4-1"] {
+        assert_eq!(run(&mut c, &format!("XNACK s g FAIL IDS 1 {id}")), ":1");
+    }
+    // Released again: 3-1 goes to the end.
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 2 3-1 2-1"), ":2");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let read = run(&mut c, "XREADGROUP GROUP g c2 COUNT 10 CLAIM 2 STREAMS s >");
+    assert_eq!(
+        entry_ids(&read),
+        ["1-1", "4-1", "3-1", "2-1", "5-1", "6-1"],
+        "{read}"
+    );
+    // Claimed entries left the release order: nothing is released now.
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 1 5-1"), ":1");
+    let read = run(
+        &mut c,
+        "XREADGROUP GROUP g c3 COUNT 1 CLAIM 3600000 STREAMS s >",
+    );
+    assert_eq!(entry_ids(&read), ["5-1"], "{read}");
+}
+
 #[test]
 fn xnack_modes_and_how_other_commands_see_released_entries() {
     let srv = TestServer::start(SHARDS);
@@ -525,7 +571,15 @@ fn xnack_modes_and_how_other_commands_see_released_entries() {
         run(&mut c, "XAUTOCLAIM s g c3 3600000 2-1 COUNT 1 JUSTID"),
         "*3\r\n$3\r\n3-1\r\n*1\r\n$3\r\n2-1\r\n*0"
     );
-    // XREADGROUP CLAIM serves released entries first, idle -1, their count.
+    // XREADGROUP CLAIM serves released entries first, idle -1, their count:
+    // 4-1 before 3-1, released again (RETRYCOUNT) after it.
+    assert_eq!(
+        run(
+            &mut c,
+            "XREADGROUP GROUP g c4 COUNT 1 CLAIM 3600000 STREAMS s >"
+        ),
+        "*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n4-1\r\n*2\r\n$1\r\nf\r\n$2\r\nv4\r\n:-1\r\n:9223372036854775807"
+    );
     assert_eq!(
         run(
             &mut c,

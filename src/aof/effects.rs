@@ -262,7 +262,15 @@ pub fn rewrite_groups(s: &crate::stream::Stream, key: &[u8]) -> Vec<Vec<Bytes>> 
     let mut out = Vec::new();
     for (name, g) in s.groups() {
         let names: Vec<Bytes> = g.consumers().map(|c| c.name.clone()).collect();
-        let pel: Vec<StreamId> = g.pel().keys().copied().collect();
+        // Owned entries by ID, then the released ones in release order (a
+        // replay releases them in that order, which XREADGROUP CLAIM keeps).
+        let pel: Vec<StreamId> = g
+            .pel()
+            .iter()
+            .filter(|(_, p)| !p.is_nacked())
+            .map(|(id, _)| *id)
+            .chain(g.nacked_in_order())
+            .collect();
         out.extend(group_records(
             g,
             key,

@@ -15,7 +15,9 @@
 //!
 //! An entry released with XNACK (Redis 8.8) has no owner
 //! ([`PendingEntry::owner`] is `None`) and delivery time 0: it is in no
-//! consumer's set.
+//! consumer's set. The group also keeps the order in which its entries were
+//! released (the "NACK zone" at the head of Redis's time-ordered PEL), which
+//! XREADGROUP CLAIM serves first, oldest release first.
 //!
 //! Lag and `entries_read` follow Redis 8.x's rules, computed from a
 //! [`StreamCounters`] snapshot of the stream's metadata.
@@ -107,6 +109,12 @@ pub struct ConsumerGroup {
     slab: Vec<Option<Consumer>>,
     free: Vec<ConsumerId>,
     by_name: BTreeMap<Bytes, ConsumerId>,
+    /// The released (XNACKed) entries in release order: sequence number →
+    /// ID, and each one's number. Exactly the PEL entries with no owner.
+    nack_order: BTreeMap<u64, StreamId>,
+    nack_seq: BTreeMap<StreamId, u64>,
+    /// The next release's sequence number.
+    next_nack: u64,
     /// Delivery and ack latency histograms (statistics, see [`super::latency`]).
     pub latency: super::latency::GroupLatency,
 }
@@ -118,6 +126,25 @@ impl ConsumerGroup {
             last_id,
             entries_read,
             ..Default::default()
+        }
+    }
+
+    /// The released (XNACKed) pending entries, oldest release first: the
+    /// order XREADGROUP CLAIM redelivers them in.
+    ///
+    /// # Source
+    /// redis.io XNACK "Behavior" and "Notes" (8.8: the NACK zone at the
+    /// head of the PEL); released entries come back first-released first,
+    /// as Redis 8.8 answers redis-rs's XNACK ordering tests.
+    pub fn nacked_in_order(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.nack_order.values().copied()
+    }
+
+    /// Forgets `id`'s place in the release order (it is no longer an
+    /// unowned pending entry, or is being released again).
+    fn unlist_nack(&mut self, id: StreamId) {
+        if let Some(seq) = self.nack_seq.remove(&id) {
+            self.nack_order.remove(&seq);
         }
     }
 
@@ -247,6 +274,9 @@ impl ConsumerGroup {
             if let Some(c) = self.consumer_mut(old.consumer) {
                 c.pel.remove(id);
             }
+            if old.is_nacked() {
+                self.unlist_nack(id);
+            }
         }
         if let Some(c) = self.consumer_mut(consumer) {
             c.pel.insert(id, ());
@@ -273,6 +303,9 @@ impl ConsumerGroup {
         if let Some(c) = self.consumer_mut(p.consumer) {
             c.pel.remove(id);
         }
+        if p.is_nacked() {
+            self.unlist_nack(id);
+        }
         true
     }
 
@@ -284,6 +317,9 @@ impl ConsumerGroup {
         };
         if let Some(c) = self.consumer_mut(p.consumer) {
             c.pel.remove(id);
+        }
+        if p.is_nacked() {
+            self.unlist_nack(id);
         }
         true
     }
@@ -311,6 +347,9 @@ impl ConsumerGroup {
                 if let Some(c) = self.consumer_mut(old.consumer) {
                     c.pel.remove(id);
                 }
+                if old.is_nacked() {
+                    self.unlist_nack(id);
+                }
             }
         }
         if let Some(c) = self.consumer_mut(consumer) {
@@ -321,11 +360,14 @@ impl ConsumerGroup {
     /// `XNACK` (Redis 8.8): releases the pending entry `id` back to the
     /// group: no owner (it leaves its consumer's set), delivery time 0 (so
     /// it is claimable at once), delivery count set by `count` from the
-    /// current one. With `force`, an entry that is not pending is created
-    /// unowned with `count(0)`. Returns whether the entry was released.
+    /// current one, and the last place in the release order (an entry
+    /// released again moves there). With `force`, an entry that is not
+    /// pending is created unowned with `count(0)`. Returns whether the
+    /// entry was released.
     ///
     /// # Source
-    /// redis.io XNACK "Behavior" (8.8).
+    /// redis.io XNACK "Behavior" (8.8: the entry is repositioned in the
+    /// NACK zone).
     pub fn nack(&mut self, id: StreamId, force: bool, count: impl FnOnce(u64) -> u64) -> bool {
         let (old_owner, old_count) = match self.pel.get(id) {
             Some(p) => (p.owner(), p.delivery_count),
@@ -343,6 +385,11 @@ impl ConsumerGroup {
                 consumer: NO_CONSUMER,
             },
         );
+        self.unlist_nack(id);
+        let seq = self.next_nack;
+        self.next_nack += 1;
+        self.nack_order.insert(seq, id);
+        self.nack_seq.insert(id, seq);
         true
     }
 
@@ -432,7 +479,8 @@ impl ConsumerGroup {
     /// every owned PEL entry names a live consumer whose own PEL holds that
     /// ID, unowned (XNACK-released) entries are in no consumer's PEL; the
     /// consumer PELs are disjoint and, with the unowned entries, equal the
-    /// group PEL (they partition it); the name index and the slab agree (same
+    /// group PEL (they partition it); the release order lists exactly the
+    /// unowned entries, once each; the name index and the slab agree (same
     /// names, no free slot in use).
     ///
     /// # Errors
@@ -484,6 +532,22 @@ impl ConsumerGroup {
                 self.pel.len()
             ));
         }
+        if self.nack_order.len() != unowned || self.nack_seq.len() != unowned {
+            return Err(format!(
+                "{unowned} unowned entries, release order lists {} ({} numbered)",
+                self.nack_order.len(),
+                self.nack_seq.len()
+            ));
+        }
+        for (seq, id) in &self.nack_order {
+            if self.nack_seq.get(id) != Some(seq)
+                || !self.pel.get(*id).is_some_and(|p| p.is_nacked())
+            {
+                return Err(format!(
+                    "release order entry {seq} ({id}) is not an unowned entry"
+                ));
+            }
+        }
         if self.by_name.len() != self.slab.iter().flatten().count() {
             return Err("name index and consumer slab differ in size".into());
         }
@@ -501,9 +565,12 @@ impl ConsumerGroup {
             .consumers()
             .map(|c| c.pel.heap_bytes() + 2 * c.name.len() + 96)
             .sum();
+        // Two B-tree entries per released entry (ID and number each way).
+        let released = self.nack_order.len() * 2 * (16 + 8 + 16);
         std::mem::size_of::<Self>()
             + self.pel.heap_bytes()
             + sets
+            + released
             + self.latency.memory_usage_bytes()
     }
 }

@@ -364,7 +364,8 @@ fn perform_xreadgroup_up_to(
 }
 
 /// A `>` read with `CLAIM min-idle-time` on one stream (Redis 8.4): first
-/// the group's pending entries idle at least min-idle-time, longest idle
+/// the entries XNACK released (Redis 8.8), in release order, then the
+/// group's pending entries idle at least min-idle-time, longest idle
 /// first (ties by ID), claimed for the consumer (delivery time now, count +1,
 /// kept pending even with NOACK); then new entries, as a plain `>` read, with
 /// what is left of the `take` budget (COUNT per stream, shared by both kinds).
@@ -415,14 +416,20 @@ pub(super) fn read_claiming_into(
     let now = cx.now_ms;
     let counters = s.counters();
     let g = s.group(&req.group)?;
-    let mut idle: Vec<(u64, StreamId, u64, bool)> = g
+    // Released (XNACKed) entries first, oldest release first; then the
+    // owned ones idle long enough, longest idle first (ties by ID).
+    let mut owned: Vec<(u64, StreamId, u64, bool)> = g
         .pel()
         .iter()
-        .filter(|(_, p)| p.idle_ms(now) >= min)
-        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count, p.is_nacked()))
+        .filter(|(_, p)| !p.is_nacked() && p.idle_ms(now) >= min)
+        .map(|(id, p)| (p.delivery_time_ms, *id, p.delivery_count, false))
         .collect();
-    // XNACKed entries (delivery time 0) come first.
-    idle.sort_unstable_by_key(|(t, id, _, _)| (*t, *id));
+    owned.sort_unstable_by_key(|(t, id, _, _)| (*t, *id));
+    let idle: Vec<(u64, StreamId, u64, bool)> = g
+        .nacked_in_order()
+        .filter_map(|id| g.pending(id).map(|p| (0, id, p.delivery_count, true)))
+        .chain(owned)
+        .collect();
     let last = g.last_id;
     let mut out = Vec::new();
     let mut claimed = Vec::new();
