@@ -400,6 +400,46 @@ fn blocked_claim_reader_wakes_when_an_entry_gets_idle() {
     );
 }
 
+/// XNACK makes entries claimable at once, so it serves a reader blocked in
+/// XREADGROUP CLAIM right away, as XADD serves a blocked `>` reader: with
+/// `hz 1` the timer that re-checks CLAIM readers runs once a second, and
+/// the reader is answered well before that.
+#[test]
+fn xnack_serves_a_blocked_claim_reader_at_once() {
+    let srv = TestServer::start(SHARDS);
+    let mut c = srv.client();
+    let mut reader = srv.client();
+    assert_eq!(run(&mut c, "CONFIG SET hz 1"), "+OK");
+    // The tick already scheduled comes within 100 ms; the next is 1 s later.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    setup(&mut c, "s", 1, &["g"]);
+    run(&mut c, "XREADGROUP GROUP g c1 STREAMS s >");
+    reader.send(
+        &"XREADGROUP GROUP g c2 BLOCK 0 CLAIM 3600000 STREAMS s >"
+            .split(' ')
+            .collect::<Vec<_>>(),
+    );
+    // Parked: the reader shows as blocked.
+    let t0 = std::time::Instant::now();
+    while !run(&mut c, "INFO clients").contains("blocked_clients:1") {
+        assert!(t0.elapsed().as_secs() < 10, "the reader never blocked");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let sent = std::time::Instant::now();
+    assert_eq!(run(&mut c, "XNACK s g FAIL IDS 1 1-1"), ":1");
+    let r = reader.read_reply();
+    let waited = sent.elapsed();
+    assert!(
+        r.starts_with("*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n1-1\r\n"),
+        "{r}"
+    );
+    assert!(r.ends_with("\r\n:-1\r\n:1"), "{r}");
+    assert!(
+        waited < std::time::Duration::from_millis(200),
+        "served after {waited:?}: by the 1 s timer, not by XNACK"
+    );
+}
+
 /// One XPENDING extended row.
 fn pending_row(id: &str, consumer: &str, idle: i64, count: i64) -> String {
     format!(

@@ -523,6 +523,11 @@ pub fn apply_xnack(
         }
     }
     let n = released.len();
+    if n > 0 {
+        // Released entries are claimable at once: a reader blocked in
+        // XREADGROUP CLAIM is served now, not on the next timer tick.
+        db.blocking.mark_ready(cx.db, key);
+    }
     let change = GroupChange {
         pel: released,
         ..Default::default()
