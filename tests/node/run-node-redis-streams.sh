@@ -42,10 +42,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 shards=${SHARDS:-2}
 # shellcheck source=../peer-server.sh
 source "$here/../peer-server.sh"
-# The script changes directory before starting the server.
-if [[ -n "${SHARDSTREAM_BIN:-}" ]]; then
-  SHARDSTREAM_BIN=$(realpath "$SHARDSTREAM_BIN")
-fi
+# An absolute path: the script changes directory before starting the server.
+shardstream_bin
 
 cd "$NODE_REDIS_SRC"
 if [[ ! -x node_modules/.bin/mocha ]]; then
@@ -58,7 +56,7 @@ if [[ ! -f packages/test-utils/dist/lib/index.js || ! -f packages/bloom/dist/lib
 fi
 
 start_shardstream "$shards"
-bin=${SHARDSTREAM_BIN:-$here/../../target/release/shardstream}
+bin=$SHARDSTREAM_BIN
 version=$(redis-cli -p "$port" info server | tr -d '\r' | sed -n 's/^redis_version://p')
 
 # Two cluster nodes, each with its own port, bus port and directory under $work

@@ -27,11 +27,12 @@
 # RESP3 (PROTOCOL=RESP3), and a Unix socket over RESP2
 # (REDISRS_SERVER_TYPE=unix). Not the TLS pass (tcp+tls): shardstream has no
 # TLS. Builds with redis-rs's Cargo.lock and default features (`streams`
-# among them) into CARGO_TARGET_DIR (default: target/ inside REDIS_RS_SRC), at
-# most 2 jobs (CARGO_BUILD_JOBS), the first time about three minutes; the tests
-# run 2 at a time (TEST_THREADS), each with its own server. Builds the
-# release binary unless SHARDSTREAM_BIN names one. Exits non-zero if any test
-# fails.
+# among them) into REDIS_RS_TARGET_DIR (default: target/ inside
+# REDIS_RS_SRC), at most 2 jobs (CARGO_BUILD_JOBS), the first time about
+# three minutes; the tests run 2 at a time (TEST_THREADS), each with its own
+# server. Builds shardstream's release binary (in its own target directory,
+# CARGO_TARGET_DIR honoured) unless SHARDSTREAM_BIN names one. Exits non-zero
+# if any test fails.
 #
 # Expected today (redis-rs of August 2026, its tests for Redis 8.8): all 51
 # pass in each pass, with one shard or two.
@@ -40,12 +41,10 @@ set -euo pipefail
 : "${REDIS_RS_SRC:?set REDIS_RS_SRC to a redis-rs source tree (redis/tests/test_streams.rs)}"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 shards=${SHARDS:-2}
-bin=${SHARDSTREAM_BIN:-}
-if [[ -z "$bin" ]]; then
-  (cd "$here" && cargo build --release --bin shardstream)
-  bin=$here/target/release/shardstream
-fi
-bin=$(realpath "$bin")
+# shellcheck source=../peer-server.sh
+source "$here/tests/peer-server.sh"
+shardstream_bin
+bin=$SHARDSTREAM_BIN
 REDIS_RS_SRC=$(realpath "$REDIS_RS_SRC")
 
 wrap=$(mktemp -d)
@@ -66,7 +65,7 @@ EOF
 chmod +x "$wrap/redis-server"
 
 cd "$REDIS_RS_SRC"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REDIS_RS_SRC/target}
+export CARGO_TARGET_DIR=${REDIS_RS_TARGET_DIR:-$REDIS_RS_SRC/target}
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 cargo=(cargo test --locked -p redis --test test_streams)
 echo "== build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
