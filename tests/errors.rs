@@ -265,6 +265,15 @@ fn quoted_bytes_that_are_not_utf8_as_redis_server() {
         ],
         vec![b"EVAL", b"return redis.error_reply(ARGV[1])", b"0", bad],
         vec![b"EVAL", b"return {err = ARGV[1]}", b"0", bad],
+        // Options quoted with %s elsewhere (a NUL ends them).
+        vec![b"CONFIG", b"SET", bad, b"1"],
+        vec![b"CONFIG", b"SET", b"ab\0cd", b"1"],
+        vec![b"EXPIRE", b"s", b"10", bad],
+        vec![b"HELLO", b"2", bad],
+        vec![b"CLIENT", b"LIST", b"TYPE", bad],
+        vec![b"CLIENT", b"KILL", b"USER", bad],
+        vec![b"FUNCTION", b"LIST", bad],
+        vec![b"FUNCTION", b"LOAD", bad, b"x"],
         // A script's status reply carries any bytes too.
         vec![b"EVAL", b"return {ok = ARGV[1]}", b"0", bad],
         vec![b"EVAL", b"return redis.status_reply(ARGV[1])", b"0", bad],

@@ -336,10 +336,11 @@ pub fn hello(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
             name = Some(&argv[i + 1]);
             i += 2;
         } else {
-            return Err(CmdError::msg(format!(
-                "ERR Syntax error in HELLO option '{}'",
-                args::text(opt)
-            )));
+            return Err(CmdError::quoting(&[
+                b"ERR Syntax error in HELLO option '",
+                args::c_str(opt),
+                b"'",
+            ]));
         }
     }
     if let Some((user, pass)) = creds {
@@ -516,10 +517,11 @@ fn client_type_matches_normal(t: &[u8]) -> Result<bool, CmdError> {
     {
         Ok(false)
     } else {
-        Err(CmdError::msg(format!(
-            "ERR Unknown client type '{}'",
-            args::text(t)
-        )))
+        Err(CmdError::quoting(&[
+            b"ERR Unknown client type '",
+            args::c_str(t),
+            b"'",
+        ]))
     }
 }
 
@@ -756,10 +758,11 @@ fn client_kill(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError>
             f.laddr = Some(args::text(val));
         } else if is(opt, "USER") {
             if val.as_ref() != b"default" {
-                return Err(CmdError::msg(format!(
-                    "ERR No such user '{}'",
-                    args::text(val)
-                )));
+                return Err(CmdError::quoting(&[
+                    b"ERR No such user '",
+                    args::c_str(val),
+                    b"'",
+                ]));
             }
         } else if is(opt, "SKIPME") {
             if is(val, "yes") {

@@ -185,10 +185,10 @@ pub fn parse_expire_generic(
         } else if args::is(opt, "LT") {
             flags.lt = true;
         } else {
-            return Err(CmdError::msg(format!(
-                "ERR Unsupported option {}",
-                args::text(opt)
-            )));
+            return Err(CmdError::quoting(&[
+                b"ERR Unsupported option ",
+                args::c_str(opt),
+            ]));
         }
     }
     if flags.nx && (flags.xx || flags.gt || flags.lt) {

@@ -252,10 +252,10 @@ fn list(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
                     .ok_or_else(|| CmdError::msg("ERR library name argument was not given"))?,
             );
         } else {
-            return Err(CmdError::msg(format!(
-                "ERR Unknown argument {}",
-                args::text(a)
-            )));
+            return Err(CmdError::quoting(&[
+                b"ERR Unknown argument ",
+                args::c_str(a),
+            ]));
         }
         i += 1;
     }
@@ -401,10 +401,10 @@ fn load(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
     let mut replace = false;
     for a in &argv[2..argv.len() - 1] {
         if !is(a, "REPLACE") {
-            return Err(CmdError::msg(format!(
-                "ERR Unknown option given: {}",
-                args::text(a)
-            )));
+            return Err(CmdError::quoting(&[
+                b"ERR Unknown option given: ",
+                args::c_str(a),
+            ]));
         }
         replace = true;
     }

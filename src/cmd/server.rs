@@ -455,10 +455,11 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     for pair in pairs.chunks_exact(2) {
         let name = args::text(&pair[0]).to_ascii_lowercase();
         if !config_names().any(|n| n == name) {
-            return Err(CmdError::msg(format!(
-                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-                args::text(&pair[0])
-            )));
+            return Err(CmdError::quoting(&[
+                b"ERR Unknown option or number of arguments for CONFIG SET - '",
+                args::c_str(&pair[0]),
+                b"'",
+            ]));
         }
         if IMMUTABLE.contains(&name.as_str()) && name != "port" {
             return Err(failed(&name, "can't set immutable config"));
