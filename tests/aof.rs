@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{test_config, RespClient, TestServer};
+use common::{entry_ids, test_config, RespClient, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
 
@@ -1048,22 +1048,6 @@ fn xnack_unowned_entries_survive_restart_and_rewrite() {
     assert!(!after_base[4].contains("$0\r\n\r\n"), "{}", after_base[4]);
     assert_eq!(after_base[3], "*0");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The IDs of a stream reply's entries, in order (lines shaped `<ms>-<seq>`).
-fn entry_ids(reply: &str) -> Vec<String> {
-    reply
-        .split("\r\n")
-        .filter(|l| {
-            l.split_once('-').is_some_and(|(a, b)| {
-                !a.is_empty()
-                    && !b.is_empty()
-                    && a.bytes().all(|c| c.is_ascii_digit())
-                    && b.bytes().all(|c| c.is_ascii_digit())
-            })
-        })
-        .map(String::from)
-        .collect()
 }
 
 /// XREADGROUP CLAIM serves XNACKed entries in release order (Redis 8.8's

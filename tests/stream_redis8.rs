@@ -4,7 +4,7 @@
 //! XACKDEL (8.2), XREADGROUP CLAIM (8.4), XNACK (8.8).
 mod common;
 
-use common::{RespClient, TestServer};
+use common::{entry_ids, RespClient, TestServer};
 
 const SHARDS: u16 = 4;
 
@@ -508,21 +508,6 @@ fn xnack_argument_errors() {
     }
     // Not pending: ignored, not counted.
     assert_eq!(run(&mut c, "XNACK s g FAIL IDS 1 1-1"), ":0");
-}
-
-/// The IDs of a stream reply's entries, in order (lines shaped `<ms>-<seq>`).
-fn entry_ids(reply: &str) -> Vec<&str> {
-    reply
-        .split("\r\n")
-        .filter(|l| {
-            l.split_once('-').is_some_and(|(a, b)| {
-                !a.is_empty()
-                    && !b.is_empty()
-                    && a.bytes().all(|c| c.is_ascii_digit())
-                    && b.bytes().all(|c| c.is_ascii_digit())
-            })
-        })
-        .collect()
 }
 
 /// XREADGROUP CLAIM serves released entries first, in the order they were

@@ -518,3 +518,18 @@ pub fn keys_on_two_shards(prefix: &str, shards: u16) -> (String, String) {
         .expect("some key on another shard");
     (first, other)
 }
+
+/// The IDs of a stream reply's entries, in order (lines shaped `<ms>-<seq>`).
+pub fn entry_ids(reply: &str) -> Vec<&str> {
+    reply
+        .split("\r\n")
+        .filter(|l| {
+            l.split_once('-').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+        })
+        .collect()
+}
