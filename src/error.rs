@@ -25,7 +25,8 @@ pub enum CmdError {
     WrongArity { cmd: String },
     /// `ERR unknown command '<name>', with args beginning with: '<a>' '<b>' `
     UnknownCommand { name: Bytes, args: Vec<Bytes> },
-    /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
+    /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.` (`sub` as printed: cut by
+    /// [`c_str_128`], see [`unknown_subcommand`](Self::unknown_subcommand))
     UnknownSubcommand { cmd: String, sub: Bytes },
     /// `ERR syntax error`
     Syntax,
@@ -106,11 +107,9 @@ impl CmdError {
     /// subcommand given more arguments than it takes (`sub` as the client
     /// sent it, `cmd` the container: CLIENT, CLUSTER, ...).
     pub fn subcommand_syntax(cmd: &str, sub: &[u8]) -> Self {
-        let sub = c_str(sub);
         Self::quoting(&[
             b"ERR unknown subcommand or wrong number of arguments for '",
-            // `%.128s`
-            &sub[..sub.len().min(128)],
+            c_str_128(sub),
             b"'. Try ",
             cmd.to_ascii_uppercase().as_bytes(),
             b" HELP.",
@@ -122,7 +121,7 @@ impl CmdError {
     pub fn unknown_subcommand(cmd: &str, sub: &[u8]) -> Self {
         CmdError::UnknownSubcommand {
             cmd: cmd.to_string(),
-            sub: Bytes::copy_from_slice(c_str(sub)),
+            sub: Bytes::copy_from_slice(c_str_128(sub)),
         }
     }
 
@@ -172,9 +171,8 @@ impl CmdError {
             }
             Self::UnknownSubcommand { cmd, sub } => quoted(&[
                 b"ERR unknown subcommand '",
-                // Redis prints at most 128 bytes of it (`%.128s`);
-                // `unknown_subcommand` cut it at a NUL, as `%s` stops.
-                &sub[..sub.len().min(128)],
+                // Cut by `unknown_subcommand` (`%.128s`).
+                sub,
                 b"'. Try ",
                 cmd.to_ascii_uppercase().as_bytes(),
                 b" HELP.",
@@ -217,6 +215,14 @@ impl CmdError {
 /// formats the arguments it quotes in error messages that way.
 pub fn c_str(arg: &[u8]) -> &[u8] {
     arg.split(|&b| b == 0).next().unwrap_or_default()
+}
+
+/// What C's `%.128s` prints of `arg`: up to its first NUL byte, at most 128
+/// bytes (even inside a multi-byte character). Redis quotes command and
+/// subcommand names that way.
+pub fn c_str_128(arg: &[u8]) -> &[u8] {
+    let s = c_str(arg);
+    &s[..s.len().min(128)]
 }
 
 /// `key` and `group` as an error quotes them (`'%s'`).

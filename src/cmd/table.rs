@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use crate::cmd::args::c_str;
 use crate::cmd::{Action, ConnCtx, ShardReq};
+use crate::error::c_str_128;
 use crate::error::CmdError;
 use crate::reply::Reply;
 
@@ -442,7 +443,6 @@ pub fn lookup_sub(spec: &CommandSpec, sub: &[u8]) -> Option<&'static CommandSpec
 /// # Source
 /// `processCommand`, redis/src/server.c (7.x/8.x).
 pub fn unknown_command(argv: &[Bytes]) -> CmdError {
-    let name = c_str(&argv[0]);
     let mut args = Vec::new();
     let mut total = 0;
     for a in &argv[1..] {
@@ -455,7 +455,7 @@ pub fn unknown_command(argv: &[Bytes]) -> CmdError {
         args.push(Bytes::copy_from_slice(cut));
     }
     CmdError::UnknownCommand {
-        name: Bytes::copy_from_slice(&name[..name.len().min(128)]),
+        name: Bytes::copy_from_slice(c_str_128(&argv[0])),
         args,
     }
 }
