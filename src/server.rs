@@ -634,6 +634,11 @@ pub struct ThreadStats {
     /// Of those, keys with a client that a deletion unblocks (XREADGROUP;
     /// INFO clients `total_blocking_keys_on_nokey`).
     pub blocking_keys_nokey: AtomicU64,
+    /// Spins after a send to another shard thread (`shard-spin-us`) that
+    /// work ended before the deadline (INFO shardstream `spin_hits`).
+    pub spin_hits: AtomicU64,
+    /// Spins that ran out, so the thread slept (INFO shardstream `spin_misses`).
+    pub spin_misses: AtomicU64,
 }
 
 impl ThreadStats {

@@ -386,3 +386,55 @@ fn read_over_two_shards_keeps_the_key_order_with_repeated_keys() {
         }
     }
 }
+
+/// `shard-spin-us`: after sending to another shard thread, a thread polls
+/// for the answer that long before it sleeps; INFO counts how its spins
+/// ended. 0 turns it off (no spin is counted); CONFIG SET checks the range.
+#[test]
+fn threads_spin_for_answers_from_other_shards_as_configured() {
+    let (_srv, mut c, a, b) = two_shards();
+    assert_eq!(
+        c.raw(&["CONFIG", "GET", "shard-spin-us"]),
+        "*2\r\n$13\r\nshard-spin-us\r\n$2\r\n20"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "shard-spin-us", "10001"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'shard-spin-us') - argument must be between 0 and 10000 inclusive"
+    );
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "shard-spin-us", "-1"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'shard-spin-us') - argument must be between 0 and 10000 inclusive"
+    );
+    let spins = |c: &mut RespClient| shard_info(c, "spin_hits") + shard_info(c, "spin_misses");
+    // Alternating keys of both shards: every other command hops, and the
+    // connection is never handed over.
+    let hop = |c: &mut RespClient, n: usize| {
+        for i in 0..n {
+            let key = if i % 2 == 0 { &a } else { &b };
+            assert!(c.raw(&["XADD", key, "*", "f", "v"]).starts_with('$'));
+        }
+    };
+
+    assert_eq!(c.raw(&["CONFIG", "SET", "shard-spin-us", "0"]), "+OK");
+    let before = spins(&mut c);
+    hop(&mut c, 40);
+    assert_eq!(spins(&mut c), before, "shard-spin-us 0 never spins");
+
+    // 10 ms: the other thread's reply, and the client's next command, come
+    // well within it, so spins end with work.
+    assert_eq!(c.raw(&["CONFIG", "SET", "shard-spin-us", "10000"]), "+OK");
+    let hits = shard_info(&mut c, "spin_hits");
+    hop(&mut c, 40);
+    assert!(
+        shard_info(&mut c, "spin_hits") >= hits + 10,
+        "{}",
+        c.raw(&["INFO", "shardstream"])
+    );
+    let text = c.raw(&["INFO", "shardstream"]);
+    let per: u64 = (0..2).map(|n| per_shard(&text, n, "spin_hits")).sum();
+    let total = text
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("spin_hits:"))
+        .unwrap();
+    assert_eq!(per.to_string(), total);
+}

@@ -267,6 +267,8 @@ struct Snapshot {
     inbox_depth: Vec<usize>,
     /// Per shard thread: connections served, local and remote single-shard commands.
     threads: Vec<(usize, u64, u64)>,
+    /// Per shard thread: `shard-spin-us` spins that work ended, and that ran out.
+    spins: Vec<(u64, u64)>,
     handovers: u64,
     cross_shard_txs: u64,
     cross_shard_holds: u64,
@@ -389,6 +391,16 @@ impl Snapshot {
                         shared.thread_conns[i].load(Ordering::Relaxed),
                         st.local_commands.load(Ordering::Relaxed),
                         st.remote_commands.load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            spins: shared
+                .thread_stats
+                .iter()
+                .map(|t| {
+                    (
+                        t.spin_hits.load(Ordering::Relaxed),
+                        t.spin_misses.load(Ordering::Relaxed),
                     )
                 })
                 .collect(),
@@ -795,11 +807,14 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("handovers:{}", s.handovers);
             line!("cross_shard_transactions:{}", s.cross_shard_txs);
             line!("cross_shard_holds:{}", s.cross_shard_holds);
+            line!("spin_hits:{}", s.spins.iter().map(|t| t.0).sum::<u64>());
+            line!("spin_misses:{}", s.spins.iter().map(|t| t.1).sum::<u64>());
             for (n, depth) in s.inbox_depth.iter().enumerate() {
                 let (ops, keys) = shards.get(n).map_or((0, 0), |i| (i.ops, i.keys()));
                 let (conns, l, r) = s.threads.get(n).copied().unwrap_or_default();
+                let (hits, misses) = s.spins.get(n).copied().unwrap_or_default();
                 line!(
-                    "shard{n}:ops={ops},keys={keys},inbox_depth={depth},connections={conns},local_commands={l},remote_commands={r}"
+                    "shard{n}:ops={ops},keys={keys},inbox_depth={depth},connections={conns},local_commands={l},remote_commands={r},spin_hits={hits},spin_misses={misses}"
                 );
             }
         }
