@@ -642,13 +642,17 @@ pub struct ThreadStats {
 }
 
 impl ThreadStats {
-    /// The socket counters CONFIG RESETSTAT zeroes.
-    pub fn io_counters(&self) -> [&AtomicU64; 4] {
+    /// The counters CONFIG RESETSTAT zeroes (all but the blocking-key gauges).
+    pub fn reset_counters(&self) -> [&AtomicU64; 8] {
         [
+            &self.local_commands,
+            &self.remote_commands,
             &self.net_input_bytes,
             &self.net_output_bytes,
             &self.reads_processed,
             &self.writes_processed,
+            &self.spin_hits,
+            &self.spin_misses,
         ]
     }
 }

@@ -437,4 +437,18 @@ fn threads_spin_for_answers_from_other_shards_as_configured() {
         .find_map(|l| l.strip_prefix("spin_hits:"))
         .unwrap();
     assert_eq!(per.to_string(), total);
+
+    // CONFIG RESETSTAT zeroes INFO shardstream's counters. The two fan-outs
+    // (RESETSTAT's own and INFO's) may spin a few times afterwards.
+    assert!(shard_info(&mut c, "remote_commands") >= 40);
+    let hits = shard_info(&mut c, "spin_hits");
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    let text = c.raw(&["INFO", "shardstream"]);
+    for field in ["local_commands", "remote_commands", "handovers"] {
+        assert!(
+            text.contains(&format!("\r\n{field}:0\r\n")),
+            "{field}: {text}"
+        );
+    }
+    assert!(shard_info(&mut c, "spin_hits") < hits.min(8), "{text}");
 }

@@ -160,6 +160,11 @@ fn every_policy_evicts_as_redis_does() {
         "volatile-lru with no volatile keys must refuse writes"
     );
     assert_eq!(c.raw(&["CONFIG", "SET", "maxmemory", "0"]), "+OK");
+
+    // CONFIG RESETSTAT zeroes evicted_keys, as Redis's resetServerStats does.
+    assert!(info_int(&mut c, "stats", "evicted_keys") > 0);
+    assert_eq!(c.raw(&["CONFIG", "RESETSTAT"]), "+OK");
+    assert_eq!(info_int(&mut c, "stats", "evicted_keys"), 0);
 }
 
 fn rand_suffix() -> u128 {

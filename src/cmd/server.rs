@@ -542,8 +542,10 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     Ok(Reply::Ok.into())
 }
 
-/// `CONFIG RESETSTAT` — zero INFO's counters: server stats, commandstats and
-/// every shard's counters (ops, expired keys, hits, misses).
+/// `CONFIG RESETSTAT` — zero INFO's counters: server stats (with
+/// `evicted_keys`, as Redis), commandstats, every shard's counters (ops,
+/// expired keys, hits, misses) and INFO shardstream's (local and remote
+/// commands, handovers, cross-shard transactions and holds, spins).
 ///
 /// # Reply
 /// `+OK`.
@@ -557,11 +559,15 @@ fn config_resetstat(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, Cmd
         &st.total_error_replies,
         &st.client_query_buffer_limit_disconnections,
         &st.client_output_buffer_limit_disconnections,
+        &st.evicted_keys,
+        &st.conn_handovers,
+        &st.cross_shard_txs,
+        &st.cross_shard_holds,
     ] {
         c.store(0, Ordering::Relaxed);
     }
     for t in &cx.shared.thread_stats {
-        for c in t.io_counters() {
+        for c in t.reset_counters() {
             c.store(0, Ordering::Relaxed);
         }
     }
