@@ -6,7 +6,7 @@
 //! parses its argv). Directive names are Redis's (`port`, `bind`,
 //! `unixsocket`, `requirepass`, `maxclients`, `databases`, `dir`,
 //! `proto-max-bulk-len`, ...), plus shardstream's own (`shards`,
-//! `cluster-config`, `pin-threads`, `no-pin`). Redis directives shardstream does not
+//! `cluster-config`, `pin-threads`, `no-pin`, `shard-spin-us`). Redis directives shardstream does not
 //! implement are refused with a reason ([`UNSUPPORTED_FATAL`]) or accepted
 //! with a warning ([`UNSUPPORTED_IGNORED`]); any other name is an error.
 
