@@ -132,18 +132,10 @@ impl Conn {
     }
 }
 
-/// Stream entry IDs (`<ms>-<seq>`) in a reply's wire text.
+/// Stream entry IDs (`<ms>-<seq>`) in a reply's wire text, owned.
 fn ids_in(reply: &str) -> Vec<String> {
-    reply
-        .split("\r\n")
-        .filter(|w| {
-            w.split_once('-').is_some_and(|(a, b)| {
-                !a.is_empty()
-                    && !b.is_empty()
-                    && a.bytes().all(|c| c.is_ascii_digit())
-                    && b.bytes().all(|c| c.is_ascii_digit())
-            })
-        })
+    common::entry_ids(reply)
+        .into_iter()
         .map(str::to_string)
         .collect()
 }
