@@ -739,9 +739,7 @@ fn park_group_reader(admin: &mut common::RespClient, r: &mut common::RespClient,
         line.push_str(" >");
     }
     r.send(&args(&line));
-    while !admin.raw(&["CLIENT", "LIST"]).contains("cmd=xreadgroup") {
-        thread::yield_now();
-    }
+    common::wait_blocked(admin, 1);
 }
 
 /// The greatest ID written out is `>`, blocking included: Redis stands for
@@ -755,9 +753,7 @@ fn greatest_id_blocks_like_new_entries_only() {
     r.send(&args(
         "XREADGROUP GROUP g c BLOCK 0 STREAMS s 18446744073709551615-18446744073709551615",
     ));
-    while !admin.raw(&["CLIENT", "LIST"]).contains("cmd=xreadgroup") {
-        thread::yield_now();
-    }
+    common::wait_blocked(&mut admin, 1);
     assert_eq!(admin.raw(&args("XADD s 5-0 f v")), "$3\r\n5-0");
     assert_eq!(
         r.read_reply(),
@@ -817,9 +813,7 @@ fn blocked_group_reader_gets_every_ready_stream() {
     );
     // XREAD too: a pipeline feeding both streams.
     r.send(&args("XREAD BLOCK 0 STREAMS {t}a {t}b $ $"));
-    while !admin.raw(&["CLIENT", "LIST"]).contains("cmd=xread ") {
-        thread::yield_now();
-    }
+    common::wait_blocked(&mut admin, 1);
     let mut batch = common::resp_command(&args("XADD {t}a 2-1 f a"));
     batch.extend(common::resp_command(&args("XADD {t}b 2-1 f b")));
     admin.send_raw(&batch);

@@ -506,6 +506,17 @@ pub fn info_int(c: &mut RespClient, section: &str, field: &str) -> u64 {
         .expect("an integer field")
 }
 
+/// Wait (up to 10 s) until INFO `blocked_clients` is `n`: a reader sent a
+/// blocking command and the shard owning its keys has parked it. `cmd=` in
+/// CLIENT LIST is not enough: it is set when the command is parsed, and a
+/// command for another shard's keys is still on its way there.
+pub fn wait_blocked(probe: &mut RespClient, n: u64) {
+    assert!(
+        eventually(10, || info_int(probe, "clients", "blocked_clients") == n),
+        "blocked_clients never became {n}"
+    );
+}
+
 /// Two keys `{prefix}N` that hash to different shards of a `shards`-shard
 /// server.
 pub fn keys_on_two_shards(prefix: &str, shards: u16) -> (String, String) {
