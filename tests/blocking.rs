@@ -1,9 +1,10 @@
 //! XREAD BLOCK with two or more clients over real sockets (4 shards).
 //!
-//! A blocked client's XREAD is on the wire before the other client's
-//! commands, so once the other client completed a few round trips through
-//! the same IO thread and every shard, the read is parked (shards apply
-//! their inbox in order). `settle` does those round trips.
+//! Before writing, a test waits until INFO `blocked_clients` shows the
+//! reader parked ([`common::wait_blocked`]): the reader's connection may be
+//! on another thread than its keys' shard, so no number of round trips by
+//! the writer proves the read got there. `settle` gives a wrong answer (a
+//! second reply, a wake-up that should not happen) time to arrive.
 mod common;
 
 use std::time::Duration;
@@ -32,9 +33,8 @@ fn one_entry(key: &str, id: &str, f: &str, v: &str) -> String {
     s.strip_suffix("\r\n").unwrap_or(&s).to_string()
 }
 
-/// Let a read sent earlier by another connection reach its shards: round
-/// trips on keys spread over every shard, plus a short pause for the
-/// multi-shard case (park after the first non-blocking pass).
+/// Round trips on keys spread over every shard, then a short pause: time
+/// for a reply that must not come to arrive before the test looks.
 fn settle(probe: &mut RespClient) {
     for _ in 0..3 {
         for k in ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"] {
@@ -50,7 +50,7 @@ fn xread_block_0_woken_by_xadd_on_another_connection() {
     let mut reader = srv.client();
     let mut writer = srv.client();
     reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 1);
     assert_eq!(writer.raw(&["XADD", "s", "7-1", "f", "v"]), "$3\r\n7-1");
     assert_eq!(reader.read_reply(), one_entry("s", "7-1", "f", "v"));
     assert_eq!(reader.raw(&["PING"]), "+PONG");
@@ -63,7 +63,7 @@ fn dollar_means_entries_after_the_last_id_at_block_time() {
     let mut writer = srv.client();
     writer.raw(&["XADD", "s", "1", "old", "x"]);
     reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 1);
     writer.raw(&["XADD", "s", "2", "new", "y"]);
     assert_eq!(reader.read_reply(), one_entry("s", "2-0", "new", "y"));
     // With data after the given ID, XREAD BLOCK answers at once.
@@ -95,7 +95,7 @@ fn multi_shard_block_is_answered_once() {
         let mut reader = srv.client();
         let mut writer = srv.client();
         reader.send(&["XREAD", "BLOCK", "0", "STREAMS", &a, &b, "$", "$"]);
-        settle(&mut writer);
+        common::wait_blocked(&mut writer, 1);
         writer.raw(&["XADD", first, "*", "f", "1"]);
         let r = reader.read_reply();
         assert!(
@@ -125,7 +125,7 @@ fn reader_is_served_before_the_next_pipelined_command() {
         let mut reader = srv.client();
         let mut writer = srv.client();
         reader.send(&["XREAD", "BLOCK", "0", "STREAMS", &key, "$"]);
-        settle(&mut writer);
+        common::wait_blocked(&mut writer, 1);
         let mut wire = resp_command(&["XADD", &key, "5-1", "f", "v"]);
         wire.extend(resp_command(&["XDEL", &key, "5-1"]));
         writer.send_raw(&wire);
@@ -144,7 +144,7 @@ fn reader_is_served_before_the_next_pipelined_command() {
         reader.send(&common::words(&format!(
             "XREADGROUP GROUP g c1 BLOCK 0 STREAMS {group_key} >"
         )));
-        settle(&mut writer);
+        common::wait_blocked(&mut writer, 1);
         let mut wire = resp_command(&["XADD", &group_key, "6-1", "f", "v"]);
         wire.extend(resp_command(&[
             "XREADGROUP",
@@ -183,7 +183,7 @@ fn pipeline_after_blocked_xread_waits_for_it() {
         }
     }
     reader.send_raw(&out);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 1);
     writer.raw(&["XADD", "s", "3", "f", "v"]);
     assert_eq!(reader.read_reply(), one_entry("s", "3-0", "f", "v"));
     // XLEN ran after the XREAD was served, so it sees the entry.
@@ -198,12 +198,12 @@ fn disconnected_blocked_client_does_not_break_the_server() {
     {
         let mut gone = srv.client();
         gone.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-        settle(&mut writer);
+        common::wait_blocked(&mut writer, 1);
     }
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 0);
     let mut reader = srv.client();
     reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 1);
     assert_eq!(writer.raw(&["XADD", "s", "1", "f", "v"]), "$3\r\n1-0");
     assert_eq!(reader.read_reply(), one_entry("s", "1-0", "f", "v"));
     assert_eq!(writer.raw(&["XADD", "s", "2", "f", "v"]), "$3\r\n2-0");
@@ -216,7 +216,7 @@ fn del_of_watched_key_does_not_wake_xread() {
     let mut writer = srv.client();
     writer.raw(&["XADD", "s", "5", "f", "v"]);
     reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 1);
     assert_eq!(writer.raw(&["DEL", "s"]), ":1");
     // Re-created with IDs at or below the resolved `$` (5-0): still nothing.
     writer.raw(&["XADD", "s", "4", "f", "old"]);
@@ -232,9 +232,9 @@ fn several_blocked_clients_on_one_key_are_all_served() {
     let srv = TestServer::start(SHARDS);
     let mut writer = srv.client();
     let mut readers: Vec<RespClient> = (0..3).map(|_| srv.client()).collect();
-    for r in &mut readers {
+    for (n, r) in (1..).zip(&mut readers) {
         r.send(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
-        settle(&mut writer);
+        common::wait_blocked(&mut writer, n);
     }
     writer.raw(&["XADD", "s", "9", "f", "v"]);
     for r in &mut readers {
@@ -244,9 +244,9 @@ fn several_blocked_clients_on_one_key_are_all_served() {
     let mut r1 = srv.client();
     let mut r2 = srv.client();
     r1.send(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 1);
     r2.send(&["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"]);
-    settle(&mut writer);
+    common::wait_blocked(&mut writer, 2);
     writer.raw(&["XADD", "s", "10", "f", "w"]);
     assert_eq!(r1.read_reply(), one_entry("s", "10-0", "f", "w"));
     assert_eq!(r2.read_reply(), one_entry("s", "10-0", "f", "w"));
@@ -262,7 +262,7 @@ fn blocked_readers_show_in_info_and_client_list() {
     reader.send(&["CLIENT", "SETNAME", "waiter"]);
     assert_eq!(reader.read_reply(), "+OK");
     reader.send(&["XREAD", "BLOCK", "0", "STREAMS", "bk", "$"]);
-    settle(&mut probe);
+    common::wait_blocked(&mut probe, 1);
     let info = probe.raw(&["INFO", "clients"]);
     assert!(info.contains("blocked_clients:1\r\n"), "{info}");
     let list = probe.raw(&["CLIENT", "LIST"]);
@@ -326,9 +326,7 @@ fn info_counts_blocking_keys_and_nokey_ones() {
     drop(list);
     // As soon as the client no longer counts as blocked, its key no longer
     // counts either (the Tcl suite checks right after; no sweep needed).
-    assert!(common::eventually(5, || {
-        common::info_int(&mut c, "clients", "blocked_clients") == 0
-    }));
+    common::wait_blocked(&mut c, 0);
     assert!(promptly(|| counts(&mut c) == ("0".into(), "0".into())));
 }
 

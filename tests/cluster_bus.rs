@@ -211,9 +211,7 @@ fn slot_migration_asks_tryagain_and_moves_blocked_readers() {
     r1.send(&["XREAD", "BLOCK", "0", "STREAMS", &key("stream"), "$"]);
     let mut r2 = a.c();
     r2.send(&["XREAD", "BLOCK", "0", "STREAMS", &key("nokey"), "$"]);
-    assert!(eventually(5, || ca
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:2")));
+    common::wait_blocked(&mut ca, 2);
 
     assert_eq!(
         b.c()

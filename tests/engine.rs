@@ -141,9 +141,7 @@ fn handed_over_connection_blocks_and_can_be_killed() {
     // A blocking read parked on its new thread is served by an XADD from another client.
     c.send(&["XREAD", "BLOCK", "5000", "STREAMS", &key, "$"]);
     let mut w = srv.client();
-    assert!(eventually(5, || w
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut w, 1);
     assert_eq!(w.raw(&["XADD", &key, "1-1", "f", "v"]), "$3\r\n1-1");
     let reply = c.read_reply();
     assert!(reply.contains("1-1"), "{reply}");

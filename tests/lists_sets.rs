@@ -360,9 +360,7 @@ fn blocking_pops_across_shards_are_served_exactly_once() {
         waiter.send(&["BLPOP", &a, &b, "5"]);
         let mut w = srv.client();
         // Wait until the client is parked, then push to both keys at once.
-        assert!(common::eventually(5, || w
-            .raw(&["INFO", "clients"])
-            .contains("blocked_clients:1")));
+        common::wait_blocked(&mut w, 1);
         w.send(&["RPUSH", &a, "va"]);
         w.send(&["RPUSH", &b, "vb"]);
         assert_eq!(w.read_reply(), ":1");
@@ -414,18 +412,14 @@ fn blocking_variants_wake_time_out_and_answer_in_multi() {
     assert!(t.elapsed() >= Duration::from_millis(190));
     // BLMOVE across shards, woken by a push.
     c.send(&["BLMOVE", &a, &b, "LEFT", "RIGHT", "5"]);
-    assert!(common::eventually(5, || w
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut w, 1);
     assert_eq!(w.raw(&["LPUSH", &a, "m"]), ":1");
     assert_eq!(c.read_reply(), "$1\r\nm");
     assert_eq!(w.raw(&["LRANGE", &b, "0", "-1"]), "*1\r\n$1\r\nm");
     assert_eq!(w.raw(&["EXISTS", &a]), ":0");
     // BLMPOP woken by a push.
     c.send(&["BLMPOP", "0", "2", &a, "x{ka}", "RIGHT", "COUNT", "2"]);
-    assert!(common::eventually(5, || w
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut w, 1);
     assert_eq!(w.raw(&["RPUSH", "x{ka}", "1", "2", "3"]), ":3");
     assert_eq!(
         c.read_reply(),

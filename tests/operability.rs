@@ -605,9 +605,7 @@ fn failures_inside_exec_and_of_woken_reads_count_like_redis() {
             ra, rb
         )))
     });
-    assert!(common::eventually(5, || {
-        common::info_int(&mut ours, "clients", "blocked_clients") == 1
-    }));
+    common::wait_blocked(&mut ours, 1);
     ours.raw(&["DEL", &b]);
     let got = reader.join().unwrap();
     assert!(got.starts_with("-NOGROUP"), "{got}");
@@ -1235,9 +1233,7 @@ fn unblocked_reader_errors_count_in_errorstats() {
         "s",
         ">",
     ]);
-    assert!(common::eventually(3, || c
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut c, 1);
     assert_eq!(c.raw(&["XGROUP", "DESTROY", "s", "g"]), ":1");
     assert!(reader.read_reply().starts_with("-NOGROUP"));
     assert!(c

@@ -791,9 +791,7 @@ fn blocked_readers_are_served_after_the_script() {
     let mut reader = srv.client();
     let mut writer = srv.client();
     reader.send(&["XREAD", "BLOCK", "5000", "STREAMS", "{q}jobs", "$"]);
-    assert!(eventually(5, || writer
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut writer, 1);
     assert_eq!(
         writer.raw(&[
             "EVAL",

@@ -1374,9 +1374,7 @@ fn wait_transcript(probe: &mut RespClient, waiter: &mut RespClient) -> Vec<Strin
     let id = id.trim_start_matches(':');
     for reason in ["TIMEOUT", "ERROR"] {
         waiter.send(&["WAIT", "2", "0"]);
-        assert!(common::eventually(5, || {
-            common::info_int(probe, "clients", "blocked_clients") == 1
-        }));
+        common::wait_blocked(probe, 1);
         out.push(probe.raw(&["CLIENT", "UNBLOCK", id, reason]));
         out.push(waiter.read_reply());
     }
@@ -1499,9 +1497,7 @@ fn blocking_timeouts_are_read_as_redis_reads_them() {
     // A negative timeout that rounds up to 0 ms blocks forever, as 0 does.
     c.send(&["BLPOP", "forever", "-0.0001"]);
     let mut probe = srv.client();
-    assert!(common::eventually(5, || {
-        common::info_int(&mut probe, "clients", "blocked_clients") == 1
-    }));
+    common::wait_blocked(&mut probe, 1);
     assert_eq!(probe.raw(&["RPUSH", "forever", "x"]), ":1");
     assert_eq!(c.read_reply(), "*2\r\n$7\r\nforever\r\n$1\r\nx");
 }

@@ -485,9 +485,7 @@ fn a_blocked_read_over_shards_gets_every_stream_a_transaction_fed() {
     assert_eq!(group.read_reply(), want);
     // Woken by a write on one shard only, the read still answers at once.
     xread.send(&["XREAD", "BLOCK", "5000", "STREAMS", a, b, "2-1", "2-1"]);
-    assert!(common::eventually(5, || {
-        w.raw(&["INFO", "clients"]).contains("blocked_clients:1")
-    }));
+    common::wait_blocked(&mut w, 1);
     assert_eq!(w.raw(&["XADD", b, "3-1", "f", "x"]), "$3\r\n3-1");
     let one = "*1\r\n*2\r\n$3\r\n3-1\r\n*2\r\n$1\r\nf\r\n$1\r\nx";
     assert_eq!(

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_same_replies, eventually, RedisServer, RespClient, TestServer};
+use common::{assert_same_replies, RedisServer, RespClient, TestServer};
 
 /// Commands whose replies Redis 7.0 (the local redis-server) and 8.x share.
 const SCRIPT: &str = r#"
@@ -490,9 +490,7 @@ fn bzpopmin_across_shards_pops_exactly_once() {
         let mut blocked = srv.client();
         blocked.send(&["BZPOPMIN", &a, &b, "5"]);
         let mut w = srv.client();
-        assert!(eventually(5, || {
-            w.raw(&["INFO", "clients"]).contains("blocked_clients:1")
-        }));
+        common::wait_blocked(&mut w, 1);
         // One write per shard in one pipeline: both keys become ready at once.
         w.send(&["ZADD", &a, "1", &format!("x{round}")]);
         w.send(&["ZADD", &b, "2", &format!("y{round}")]);
@@ -518,9 +516,7 @@ fn blocking_pops_wake_time_out_and_fail_like_redis() {
     let mut blocked = srv.client();
     blocked.send(&["BZMPOP", "0", "2", &a, &b, "MAX", "COUNT", "2"]);
     let mut w = srv.client();
-    assert!(eventually(5, || w
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut w, 1);
     w.raw(&["ZADD", &b, "1", "m1", "2", "m2", "3", "m3"]);
     assert_eq!(
         blocked.read_reply(),
@@ -537,9 +533,7 @@ fn blocking_pops_wake_time_out_and_fail_like_redis() {
     assert_eq!(blocked.raw(&["BZPOPMAX", &a, "0.05"]), "_");
     // A string written to the key does not wake it; a sorted set does.
     blocked.send(&["BZPOPMIN", &a, "5"]);
-    assert!(eventually(5, || w
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut w, 1);
     w.raw(&["SET", &a, "str"]);
     w.raw(&["DEL", &a]);
     w.raw(&["ZADD", &a, "4", "late"]);
@@ -554,9 +548,7 @@ fn blocking_pops_wake_time_out_and_fail_like_redis() {
     // ZRANGESTORE into a key a client waits on wakes it.
     w.raw(&["ZADD", "{t}src", "1", "s"]);
     blocked.send(&["BZPOPMIN", "{t}dst", "5"]);
-    assert!(eventually(5, || w
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut w, 1);
     assert_eq!(w.raw(&["ZRANGESTORE", "{t}dst", "{t}src", "0", "-1"]), ":1");
     assert_eq!(blocked.read_reply(), "*3\r\n$6\r\n{t}dst\r\n$1\r\ns\r\n,1");
 }

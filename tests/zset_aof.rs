@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{eventually, test_config, RespClient, TestServer};
+use common::{test_config, RespClient, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
 
@@ -103,9 +103,7 @@ fn populate(srv: &TestServer) {
     // A pop served to a blocked client is logged as the pop it did.
     let mut blocked = srv.client();
     blocked.send(&["BZPOPMIN", "woken", "10"]);
-    assert!(eventually(5, || c
-        .raw(&["INFO", "clients"])
-        .contains("blocked_clients:1")));
+    common::wait_blocked(&mut c, 1);
     run(&mut c, &["ZADD", "woken", "1", "first", "2", "second"]);
     assert!(blocked.read_reply().contains("first"));
 }
