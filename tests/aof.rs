@@ -5,26 +5,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{entry_ids, test_config, RespClient, TestServer};
+use common::{entry_ids, test_config, RespClient, ScratchDir, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
-
-/// A fresh, empty data directory for one test.
-fn scratch_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-aof-{}-{name}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn aof_config(dir: &Path, shards: u16, fsync: FsyncPolicy) -> Config {
     Config {
@@ -248,7 +234,7 @@ fn state(c: &mut RespClient) -> Vec<String> {
 
 #[test]
 fn restart_round_trip_from_incr_files_and_from_a_rewrite() {
-    let dir = scratch_dir("roundtrip");
+    let dir = ScratchDir::new("aof-roundtrip");
     let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
     let before = {
         let srv = TestServer::with_config(cfg.clone());
@@ -288,7 +274,7 @@ fn restart_round_trip_from_incr_files_and_from_a_rewrite() {
 
 #[test]
 fn torn_tail_is_cut_and_later_writes_survive() {
-    let dir = scratch_dir("torn");
+    let dir = ScratchDir::new("aof-torn");
     let cfg = aof_config(&dir, 1, FsyncPolicy::Always);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -320,7 +306,7 @@ fn torn_tail_is_cut_and_later_writes_survive() {
 
 #[test]
 fn corruption_in_the_middle_refuses_to_start_naming_file_and_offset() {
-    let dir = scratch_dir("corrupt");
+    let dir = ScratchDir::new("aof-corrupt");
     let cfg = aof_config(&dir, 1, FsyncPolicy::No);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -349,7 +335,7 @@ fn corruption_in_the_middle_refuses_to_start_naming_file_and_offset() {
 
 #[test]
 fn a_changed_shard_count_refuses_to_load() {
-    let dir = scratch_dir("shards");
+    let dir = ScratchDir::new("aof-shards");
     {
         let srv = TestServer::with_config(aof_config(&dir, 2, FsyncPolicy::No));
         srv.client().raw(&["SET", "k", "v"]);
@@ -374,7 +360,7 @@ fn a_changed_shard_count_refuses_to_load() {
 
 #[test]
 fn rewrite_under_load_loses_nothing() {
-    let dir = scratch_dir("rewrite-load");
+    let dir = ScratchDir::new("aof-rewrite-load");
     let cfg = Config {
         auto_aof_rewrite_percentage: 0,
         ..aof_config(&dir, 2, FsyncPolicy::EverySec)
@@ -420,7 +406,7 @@ fn rewrite_under_load_loses_nothing() {
 
 #[test]
 fn config_set_appendonly_creates_the_files_from_the_data() {
-    let dir = scratch_dir("enable");
+    let dir = ScratchDir::new("aof-enable");
     let cfg = Config {
         appendonly: false,
         ..aof_config(&dir, 2, FsyncPolicy::Always)
@@ -804,7 +790,7 @@ fn sigkill_under_pipelined_load_loses_no_acknowledged_write() {
         .ok()
         .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
         .unwrap_or(0x9e37_79b9);
-    let dir = scratch_dir("crash");
+    let dir = ScratchDir::new("aof-crash");
     let mut a = Acked {
         added: vec![Vec::new(); 3],
         sent: vec![Vec::new(); 3],
@@ -846,15 +832,13 @@ fn sigkill_under_pipelined_load_loses_no_acknowledged_write() {
     }
     let child = Child::start(&dir);
     check_after_restart(&mut RespClient::connect(child.addr()), &a, rounds, seed0);
-    drop(child);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The Redis 8 options change PELs and entries too: their effects must survive
 /// a restart (replay of the incr files) exactly like the 7.x commands.
 #[test]
 fn redis8_stream_options_survive_restart() {
-    let dir = scratch_dir("redis8");
+    let dir = ScratchDir::new("aof-redis8");
     let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
     let script: &[&[&str]] = &[
         &["XADD", "r8", "1-1", "f", "a"],
@@ -950,7 +934,7 @@ fn redis8_stream_options_survive_restart() {
 /// rewritten base, with their counts, and stay out of every consumer's PEL.
 #[test]
 fn xnack_unowned_entries_survive_restart_and_rewrite() {
-    let dir = scratch_dir("xnack");
+    let dir = ScratchDir::new("aof-xnack");
     let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
     let script: &[&[&str]] = &[
         &["XADD", "nk", "1-1", "f", "a"],
@@ -1047,14 +1031,13 @@ fn xnack_unowned_entries_survive_restart_and_rewrite() {
     // No consumer named "" was invented by the replay.
     assert!(!after_base[4].contains("$0\r\n\r\n"), "{}", after_base[4]);
     assert_eq!(after_base[3], "*0");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// XREADGROUP CLAIM serves XNACKed entries in release order (Redis 8.8's
 /// NACK zone): a rewritten AOF must keep that order, not the ID order.
 #[test]
 fn xnack_release_order_survives_a_rewrite() {
-    let dir = scratch_dir("xnack-order");
+    let dir = ScratchDir::new("aof-xnack-order");
     let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -1094,12 +1077,11 @@ fn xnack_release_order_survives_a_rewrite() {
     ];
     let read = c.raw(&args);
     assert_eq!(entry_ids(&read), ["3-1", "1-1", "4-1"], "{read}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn idmp_state_and_xcfgset_survive_restart_and_rewrite() {
-    let dir = scratch_dir("idmp");
+    let dir = ScratchDir::new("aof-idmp");
     let cfg = aof_config(&dir, 2, FsyncPolicy::EverySec);
     let script: &[&[&str]] = &[
         &["XADD", "ip", "IDMP", "p1", "m1", "*", "f", "a"],
@@ -1183,5 +1165,4 @@ fn idmp_state_and_xcfgset_survive_restart_and_rewrite() {
         assert_eq!(a, b, "item {i} differs after loading the rewritten base");
     }
     check(&mut c);
-    let _ = std::fs::remove_dir_all(&dir);
 }

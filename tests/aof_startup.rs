@@ -6,25 +6,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
-use common::{test_config, TestServer};
+use common::{test_config, ScratchDir, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
-
-/// A fresh, empty data directory for one test.
-fn scratch_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-aofstart-{}-{name}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn aof_config(dir: &Path, shards: u16) -> Config {
     Config {
@@ -66,7 +52,7 @@ fn start_error(cfg: Config) -> String {
 /// the entries and truncated `shard-0.incr.1.aof` to 0 bytes.
 #[test]
 fn a_missing_manifest_refuses_to_start_and_touches_no_file() {
-    let dir = scratch_dir("nomanifest");
+    let dir = ScratchDir::new("aofstart-nomanifest");
     let cfg = aof_config(&dir, 2);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -117,7 +103,7 @@ fn a_missing_manifest_refuses_to_start_and_touches_no_file() {
 /// brings every entry back.
 #[test]
 fn the_suggested_manifest_restores_the_shard() {
-    let dir = scratch_dir("repair");
+    let dir = ScratchDir::new("aofstart-repair");
     let cfg = aof_config(&dir, 2);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -146,7 +132,7 @@ fn the_suggested_manifest_restores_the_shard() {
 /// warning and the server started with a silently different state.
 #[test]
 fn a_record_failing_on_replay_refuses_to_start_naming_file_offset_and_repair() {
-    let dir = scratch_dir("replayfail");
+    let dir = ScratchDir::new("aofstart-replayfail");
     let cfg = aof_config(&dir, 1);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -193,7 +179,7 @@ fn a_record_failing_on_replay_refuses_to_start_naming_file_offset_and_repair() {
 /// (the default) cuts it.
 #[test]
 fn aof_load_truncated_no_refuses_a_torn_tail() {
-    let dir = scratch_dir("loadtrunc");
+    let dir = ScratchDir::new("aofstart-loadtrunc");
     let cfg = aof_config(&dir, 1);
     {
         let srv = TestServer::with_config(cfg.clone());
@@ -236,7 +222,7 @@ fn aof_load_truncated_no_refuses_a_torn_tail() {
 /// manifest are kept.
 #[test]
 fn leftovers_of_interrupted_rewrites_are_removed_on_start() {
-    let dir = scratch_dir("leftovers");
+    let dir = ScratchDir::new("aofstart-leftovers");
     let cfg = aof_config(&dir, 2);
     {
         let srv = TestServer::with_config(cfg.clone());

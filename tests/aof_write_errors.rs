@@ -16,19 +16,16 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-fn scratch_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-aoferr-{}-{name}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
+use common::ScratchDir;
+
+/// A scratch directory for one test with an empty `data` subdirectory
+/// (the server's `--dir`), beside which the `fail` switch file goes.
+fn scratch_dir(name: &str) -> ScratchDir {
+    let dir = ScratchDir::new(&format!("aoferr-{name}"));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     dir
 }
@@ -219,8 +216,6 @@ fn always_failure_exits_unacknowledged(kind: &str) {
             Some("$3\r\n2-1")
         );
     }
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -291,8 +286,6 @@ fn everysec_write_error_refuses_later_writes_until_the_disk_heals() {
     let mut c = srv.client();
     let range = c.call(&["XRANGE", "s", "-", "+"]).unwrap();
     assert_eq!(ids(&range), ["1-1", "2-1", "4-1"], "{range}");
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A real short write (the kernel's file size limit cuts the record after
@@ -341,8 +334,6 @@ fn always_real_short_write_exits_before_answering() {
         Some("$4\r\n21-1"),
         "a retry adds it once"
     );
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A real short write under `everysec`: the round keeps its reply and is
@@ -380,6 +371,4 @@ fn everysec_real_short_write_completes_when_the_disk_heals() {
     let mut c = srv.client();
     let range = c.call(&["XRANGE", "s", "-", "+"]).unwrap();
     assert_eq!(ids(&range), ["1-1", "2-1", "4-1"], "{range}");
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }

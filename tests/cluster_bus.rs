@@ -10,25 +10,26 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{bind_free, eventually, free_port, test_config, RespClient, TestServer};
+use common::{bind_free, eventually, free_port, test_config, RespClient, ScratchDir, TestServer};
 use shardstream::config::Config;
 
 /// A cluster node in this process, with its own data dir and bus port.
 struct Node {
     srv: TestServer,
     cport: u16,
+    /// The data dir when [`Node::start`] made it. After `srv`: fields drop
+    /// in order, so the server stops before the dir is removed.
+    _scratch: Option<ScratchDir>,
 }
 
 impl Node {
     fn start(tag: &str) -> Node {
-        let dir = std::env::temp_dir().join(format!(
-            "shardstream-cluster-bus-{}-{tag}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Node::start_in(dir, free_port())
+        let dir = ScratchDir::new(&format!("cluster-bus-{tag}"));
+        let node = Node::start_in(dir.to_path_buf(), free_port());
+        Node {
+            _scratch: Some(dir),
+            ..node
+        }
     }
 
     fn start_in(dir: PathBuf, cport: u16) -> Node {
@@ -46,6 +47,7 @@ impl Node {
         Node {
             srv: TestServer::on_listener(config, listener),
             cport,
+            _scratch: None,
         }
     }
 
@@ -296,17 +298,11 @@ fn dump_payload(c: &mut RespClient, key: &str) -> Vec<u8> {
 
 #[test]
 fn setslot_node_refuses_while_keys_remain_and_nodes_conf_survives_restart() {
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-cluster-bus-{}-restart-{}",
-        std::process::id(),
-        free_port()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("cluster-bus-restart");
     let cport = free_port();
     let listener = bind_free();
     let port = listener.local_addr().unwrap().port();
-    let node = Node::start_on(dir.clone(), cport, listener);
+    let node = Node::start_on(dir.to_path_buf(), cport, listener);
     let other = Node::start("other");
     node.meet(&other);
     let other_id = other.id();
@@ -346,7 +342,7 @@ fn setslot_node_refuses_while_keys_remain_and_nodes_conf_survives_restart() {
     );
     // Same port, same dir: the same node, slots, epoch and open slot.
     let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
-    let node = Node::start_on(dir.clone(), cport, listener);
+    let node = Node::start_on(dir.to_path_buf(), cport, listener);
     assert_eq!(node.id(), id);
     let after = node.c().raw(&["CLUSTER", "NODES"]);
     assert!(after.contains("0-16383 [12181->-"), "{after}");
@@ -357,14 +353,13 @@ fn setslot_node_refuses_while_keys_remain_and_nodes_conf_survives_restart() {
         "before {before}\nafter {after}"
     );
     assert!(after.contains(&other_id));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A fresh redis-server cluster node (no slots), killed on drop.
 struct RedisNode {
     child: std::process::Child,
     port: u16,
-    dir: PathBuf,
+    _dir: ScratchDir,
 }
 
 impl RedisNode {
@@ -376,9 +371,7 @@ impl RedisNode {
             .map(|_| free_port())
             .find(|p| *p < 55535)
             .expect("a free port under 55535");
-        let dir = std::env::temp_dir().join(format!("shardstream-redis-node-{port}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ScratchDir::new("redis-node");
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args([
@@ -390,14 +383,18 @@ impl RedisNode {
                 "no",
             ])
             .arg("--dir")
-            .arg(&dir)
+            .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         assert!(eventually(10, || std::net::TcpStream::connect(addr).is_ok()));
-        Some(RedisNode { child, port, dir })
+        Some(RedisNode {
+            child,
+            port,
+            _dir: dir,
+        })
     }
 }
 
@@ -405,7 +402,6 @@ impl Drop for RedisNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -483,17 +479,10 @@ fn cluster_subcommand_errors_match_redis() {
 
 #[test]
 fn a_cluster_node_creates_its_data_directory() {
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-cluster-bus-{}-mkdir-{}",
-        std::process::id(),
-        free_port()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = ScratchDir::new("cluster-bus-mkdir");
     let node = Node::start_in(dir.join("not/yet"), free_port());
     assert!(node.info().contains("cluster_state:fail"));
     assert!(dir.join("not/yet/nodes.conf").exists());
-    drop(node);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A PING frame from a node nobody knows (the bus answers it with a PONG).
@@ -530,11 +519,7 @@ fn bus_answers(port: u16) -> bool {
 #[test]
 fn the_bus_survives_bad_frames_and_running_out_of_descriptors() {
     use std::io::Write;
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-cluster-bus-{}-fd-{}",
-        std::process::id(),
-        free_port()
-    ));
+    let dir = ScratchDir::new("cluster-bus-fd");
     let (port, cport) = (free_port(), free_port());
     // A child server with few descriptors, so they run out quickly.
     /// Kills the child server however the test ends.
@@ -588,5 +573,4 @@ fn the_bus_survives_bad_frames_and_running_out_of_descriptors() {
     );
     let mut c = RespClient::connect(format!("127.0.0.1:{port}").parse().unwrap());
     assert_eq!(c.raw(&["PING"]), "+PONG");
-    let _ = std::fs::remove_dir_all(&dir);
 }

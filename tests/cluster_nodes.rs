@@ -8,10 +8,9 @@
 mod common;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::{assert_same_replies, test_config, RedisCluster, RespClient, TestServer};
+use common::{assert_same_replies, test_config, RedisCluster, RespClient, ScratchDir, TestServer};
 use shardstream::cluster::node_id;
 use shardstream::config::Config;
 use shardstream::route::slot::slot_of;
@@ -24,7 +23,9 @@ const NAMES: [&str; 3] = ["node-a", "node-b", "node-c"];
 struct Cluster {
     nodes: Vec<TestServer>,
     ports: Vec<u16>,
-    file: PathBuf,
+    /// Holds the topology file. After `nodes`: fields drop in order, so the
+    /// nodes stop before it is removed.
+    _dir: ScratchDir,
 }
 
 impl Cluster {
@@ -43,11 +44,8 @@ impl Cluster {
             let (a, b) = RANGES[i];
             text.push_str(&format!("{} 127.0.0.1 {} {a}-{b}\n", NAMES[i], ports[i]));
         }
-        let file = std::env::temp_dir().join(format!(
-            "shardstream-cluster-{}-{}.conf",
-            std::process::id(),
-            ports[0]
-        ));
+        let dir = ScratchDir::new("cluster");
+        let file = dir.join("cluster.conf");
         std::fs::write(&file, text).expect("write topology");
         let nodes = listeners
             .into_iter()
@@ -63,7 +61,11 @@ impl Cluster {
                 )
             })
             .collect();
-        Cluster { nodes, ports, file }
+        Cluster {
+            nodes,
+            ports,
+            _dir: dir,
+        }
     }
 
     fn client(&self, node: usize) -> RespClient {
@@ -72,12 +74,6 @@ impl Cluster {
 
     fn url(&self, node: usize) -> String {
         format!("redis://127.0.0.1:{}/", self.ports[node])
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.file);
     }
 }
 
@@ -689,7 +685,7 @@ fn redis_py_cluster_client() {
 
 #[test]
 fn bad_topology_files_refuse_to_start() {
-    let dir = std::env::temp_dir();
+    let dir = ScratchDir::new("cluster-bad");
     let cases = [
         (
             "a 127.0.0.1 7000 0-9000\nb 127.0.0.1 7001 8000-16383\n",
@@ -706,7 +702,7 @@ fn bad_topology_files_refuse_to_start() {
         ("# empty\nb 127.0.0.1\n", "line 2: expected"),
     ];
     for (n, (text, want)) in cases.iter().enumerate() {
-        let file = dir.join(format!("shardstream-bad-{}-{n}.conf", std::process::id()));
+        let file = dir.join(format!("bad-{n}.conf"));
         std::fs::write(&file, text).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_shardstream"))
             .args([
@@ -720,7 +716,6 @@ fn bad_topology_files_refuse_to_start() {
             .arg(&file)
             .output()
             .expect("run shardstream");
-        let _ = std::fs::remove_file(&file);
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{want:?} in {err:?}");

@@ -13,7 +13,11 @@
 //! ```text
 //! python3 tests/py/cluster_reshard.py redis-server /tmp/reshard
 //! ```
+mod common;
+
 use std::process::{Command, Stdio};
+
+use common::ScratchDir;
 
 /// Whether `program args` runs and succeeds.
 fn runs(program: &str, args: &[&str]) -> bool {
@@ -57,15 +61,14 @@ fn redis_cli_reshard_and_rebalance_under_stream_traffic() {
     if !have_tools() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ss-cluster-ops-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = ScratchDir::new("cluster-ops");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/cluster_reshard.py");
     // Two shards per node, so keys of one node also live on different shard
     // threads; no CPU pinning with four nodes on one machine.
     let out = Command::new("python3")
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_shardstream"))
-        .arg(&dir)
+        .arg(dir.path())
         .args(["--", "--shards", "2", "--no-pin"])
         .stdin(Stdio::null())
         .output()
@@ -74,9 +77,7 @@ fn redis_cli_reshard_and_rebalance_under_stream_traffic() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "cluster reshard scenario failed (node directories kept in {}):\n{stdout}\n{stderr}",
-        dir.display()
+        "cluster reshard scenario failed (node log tails in its output):\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("\nPASS: "), "{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

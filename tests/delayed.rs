@@ -4,11 +4,10 @@
 //! errors.
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{test_config, RespClient, TestServer};
+use common::{test_config, RespClient, ScratchDir, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
 
@@ -147,18 +146,6 @@ fn due_order_cancel_absolute_times_and_errors() {
     assert_eq!(c.raw(&["EXISTS", "gone"]), ":0");
 }
 
-fn scratch_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-delayed-{}-{name}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn aof_config(dir: &Path) -> Config {
     Config {
         shards: 2,
@@ -186,7 +173,11 @@ fn wait_rewrite_done(c: &mut RespClient) {
 #[test]
 fn pending_entries_survive_restarts_and_are_delivered_once() {
     for rewrite in [false, true] {
-        let dir = scratch_dir(if rewrite { "rewrite" } else { "replay" });
+        let dir = ScratchDir::new(if rewrite {
+            "delayed-rewrite"
+        } else {
+            "delayed-replay"
+        });
         let cfg = aof_config(&dir);
         {
             let srv = TestServer::with_config(cfg.clone());
@@ -262,6 +253,5 @@ fn pending_entries_survive_restarts_and_are_delivered_once() {
             })
             .sum();
         assert_eq!(total, 10);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

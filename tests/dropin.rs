@@ -6,6 +6,8 @@ mod common;
 
 use std::process::{Command, Stdio};
 
+use common::ScratchDir;
+
 /// Whether python3 with redis-py is here; with `SHARDSTREAM_REQUIRE_REDIS`
 /// set (CI) its absence is a failure.
 fn have_redis_py() -> bool {
@@ -103,8 +105,7 @@ fn binary_command_line_errors() {
 /// was flushed.
 #[test]
 fn logfile_and_pidfile() {
-    let dir = std::env::temp_dir().join(format!("ss-dropin-log-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = ScratchDir::new("dropin-log");
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let sock = dir.join("redis.sock");
     let (log, pid) = (dir.join("server.log"), dir.join("server.pid"));
@@ -148,16 +149,13 @@ fn logfile_and_pidfile() {
     ] {
         assert!(text.contains(want), "{want:?} not in {text}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `supervised systemd`: readiness is sent to `$NOTIFY_SOCKET` once the
 /// server accepts connections, as Redis does.
 #[test]
 fn supervised_systemd_notifies_readiness() {
-    let dir = std::env::temp_dir().join(format!("ss-dropin-notify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("dropin-notify");
     let notify = dir.join("notify.sock");
     let listener = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
     listener
@@ -189,7 +187,6 @@ fn supervised_systemd_notifies_readiness() {
     assert_eq!(c.raw(&["PING"]), "+PONG");
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(ready, "no READY=1 on NOTIFY_SOCKET");
 }
 
@@ -197,9 +194,7 @@ fn supervised_systemd_notifies_readiness() {
 /// quotes them) apply, options override them, and INFO names the file.
 #[test]
 fn config_file_then_options_and_info_config_file() {
-    let dir = std::env::temp_dir().join(format!("ss-dropin-conf-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("dropin-conf");
     let sock = dir.join("redis.sock");
     let conf = dir.join("shardstream.conf");
     std::fs::write(
@@ -230,7 +225,6 @@ fn config_file_then_options_and_info_config_file() {
     let info = c.raw(&["INFO", "server"]);
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(info.contains("tcp_port:0\r\n"), "{info}");
     let want = format!("config_file:{}\r\n", conf.display());
     assert!(info.contains(&want), "{want:?} in {info}");

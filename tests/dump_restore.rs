@@ -4,7 +4,7 @@
 //! into redis-server, and errors match Redis's texts.
 mod common;
 
-use common::{assert_same_replies, RedisServer, RespClient, TestServer};
+use common::{assert_same_replies, RedisServer, RespClient, ScratchDir, TestServer};
 use redis::Value as V;
 
 fn conn(addr: std::net::SocketAddr) -> redis::Connection {
@@ -366,12 +366,10 @@ fn restore_wakes_blocked_readers() {
 
 #[test]
 fn restored_keys_survive_a_restart() {
-    let dir = std::env::temp_dir().join(format!("ss-restore-aof-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("restore-aof");
     let cfg = shardstream::config::Config {
         shards: 2,
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         appendonly: true,
         ..common::test_config()
     };
@@ -417,8 +415,6 @@ fn restored_keys_survive_a_restart() {
         .query(&mut o)
         .unwrap();
     assert!(ttl > 0 && ttl <= 100_000, "{ttl}");
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sorted sets both ways: small (listpack) and large sets DUMPed by

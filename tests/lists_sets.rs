@@ -4,11 +4,10 @@
 //! AOF round trips (replay and rewrite).
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{test_config, RedisServer, RespClient, TestServer};
+use common::{test_config, RedisServer, RespClient, ScratchDir, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
 
@@ -483,18 +482,6 @@ fn encodings_follow_the_thresholds() {
     assert!(c.raw(&["MEMORY", "USAGE", "l"]).starts_with(':'));
 }
 
-fn scratch_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-listset-{}-{name}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn aof_config(dir: &Path) -> Config {
     Config {
         shards: 2,
@@ -525,7 +512,7 @@ fn dump(c: &mut RespClient) -> Vec<String> {
 
 #[test]
 fn aof_round_trip_by_replay_and_by_rewrite() {
-    let dir = scratch_dir("roundtrip");
+    let dir = ScratchDir::new("listset-roundtrip");
     let cfg = aof_config(&dir);
     let before = {
         let srv = TestServer::with_config(cfg.clone());
@@ -579,7 +566,6 @@ fn aof_round_trip_by_replay_and_by_rewrite() {
     let srv = TestServer::with_config(cfg);
     let mut c = srv.client();
     assert_eq!(before, dump(&mut c));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{test_config, RespClient, TestServer};
+use common::{test_config, RespClient, ScratchDir, TestServer};
 use shardstream::config::Config;
 
 /// Raise the soft (and if needed hard) open-file limit to `want`.
@@ -160,17 +160,19 @@ fn big_server() -> TestServer {
 struct ChildServer {
     addr: SocketAddr,
     child: std::process::Child,
+    /// Its `--dir`, removed after `drop` has killed the child.
+    _dir: ScratchDir,
 }
 
 impl ChildServer {
     fn start() -> ChildServer {
         let port = common::free_port();
-        let dir = std::env::temp_dir().join(format!("shardstream-load-{}", std::process::id()));
+        let dir = ScratchDir::new("load");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_shardstream"))
             .args(["--port", &port.to_string(), "--shards", "2", "--no-pin"])
             .args(["--maxclients", "20000"])
             .arg("--dir")
-            .arg(&dir)
+            .arg(dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -180,7 +182,11 @@ impl ChildServer {
             common::eventually(10, || TcpStream::connect(addr).is_ok()),
             "shardstream did not start"
         );
-        ChildServer { addr, child }
+        ChildServer {
+            addr,
+            child,
+            _dir: dir,
+        }
     }
 }
 

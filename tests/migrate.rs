@@ -7,7 +7,7 @@ mod common;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use common::{test_config, RedisServer, RespClient, TestServer};
+use common::{test_config, RedisServer, RespClient, ScratchDir, TestServer};
 use shardstream::config::Config;
 use shardstream::route::slot::slot_of;
 
@@ -701,12 +701,10 @@ fn command_docs_give_the_8x_arguments() {
 
 #[test]
 fn migrated_keys_stay_gone_after_a_restart() {
-    let dir = std::env::temp_dir().join(format!("ss-migrate-aof-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("migrate-aof");
     let cfg = Config {
         shards: 2,
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         appendonly: true,
         ..test_config()
     };
@@ -730,8 +728,6 @@ fn migrated_keys_stay_gone_after_a_restart() {
     let mut s = src.client();
     assert_eq!(s.raw(&["EXISTS", "a", "b", "c"]), ":1");
     assert_eq!(s.raw(&["GET", "c"]), "$1\r\nv");
-    drop(src);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A fake target on a loopback port: for each connection it accepts, reads

@@ -3,7 +3,7 @@
 //! WATCH — exact replies, and differential scripts against redis-server.
 mod common;
 
-use common::{assert_same_replies, test_config, RedisServer, TestServer};
+use common::{assert_same_replies, test_config, RedisServer, ScratchDir, TestServer};
 use shardstream::config::Config;
 
 fn debug_server(shards: u16) -> TestServer {
@@ -266,12 +266,11 @@ fn cross_shard_rename_inside_multi_runs_atomically() {
 
 #[test]
 fn cross_shard_rename_survives_aof_restart() {
-    let dir = std::env::temp_dir().join(format!("ss-rename-aof-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = ScratchDir::new("rename-aof");
     let cfg = Config {
         shards: 2,
         appendonly: true,
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         ..test_config()
     };
     {
@@ -292,8 +291,6 @@ fn cross_shard_rename_survives_aof_restart() {
         let p = c.raw(&["XPENDING", k, "g"]);
         assert!(p.starts_with("*4\r\n:1\r\n"), "{k}: {p}");
     }
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Run `script` against both servers with two clients each: lines start with

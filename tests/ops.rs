@@ -2,12 +2,11 @@
 //! DOCTOR / MALLOC-STATS.
 mod common;
 
-use common::{test_config, RedisServer, TestServer};
+use common::{test_config, RedisServer, ScratchDir, TestServer};
 
 #[test]
 fn config_rewrite_keeps_the_file_and_records_changes() {
-    let dir = std::env::temp_dir().join(format!("ss-rewrite-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("rewrite");
     let path = dir.join("shardstream.conf");
     let original =
         "# operator notes\nmaxmemory 1mb\n\n# stream tuning\nstream-node-max-entries 50\nhz 10\n";
@@ -45,7 +44,6 @@ fn config_rewrite_keeps_the_file_and_records_changes() {
     // INFO names the file.
     let info = c.raw(&["INFO", "server"]);
     assert!(info.contains("config_file:/"), "{info}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -3,11 +3,14 @@
 //!
 //! Runs the real binary with `SHARDSTREAM_DEBUG_PANIC_AFTER_OPS=1` (honoured by
 //! debug builds only), which makes the shard panic after its first command.
+mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::ScratchDir;
 
 #[test]
 fn panicking_shard_exits_nonzero_and_clients_see_eof() {
@@ -15,7 +18,7 @@ fn panicking_shard_exits_nonzero_and_clients_see_eof() {
         eprintln!("skipped: the debug panic switch exists only in debug builds");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("shardstream-panic-{}", std::process::id()));
+    let dir = ScratchDir::new("panic");
     // A free port (`--port 0` would mean "no TCP", as in Redis).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -33,7 +36,7 @@ fn panicking_shard_exits_nonzero_and_clients_see_eof() {
             "127.0.0.1",
         ])
         .arg("--dir")
-        .arg(&dir)
+        .arg(dir.path())
         .env("SHARDSTREAM_DEBUG_PANIC_AFTER_OPS", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -93,5 +96,4 @@ fn panicking_shard_exits_nonzero_and_clients_see_eof() {
         rest.contains("SHARDSTREAM_DEBUG_PANIC_AFTER_OPS reached"),
         "stderr: {rest}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

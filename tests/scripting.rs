@@ -5,12 +5,12 @@
 //! AOF, and a delayed-message script driven by redis-py's `register_script`.
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{assert_same_replies, eventually, test_config, RedisServer, RespClient, TestServer};
+use common::{
+    assert_same_replies, eventually, test_config, RedisServer, RespClient, ScratchDir, TestServer,
+};
 use shardstream::config::Config;
 
 /// Send each argv to both servers and assert identical replies.
@@ -890,24 +890,12 @@ fn shutdown_stops_a_runaway_script_on_the_only_shard() {
     );
 }
 
-fn scratch_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-lua-{}-{name}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
-    let dir = scratch_dir("functions");
+    let dir = ScratchDir::new("lua-functions");
     let cfg = Config {
         shards: 2,
-        dir: dir.clone(),
+        dir: dir.to_path_buf(),
         appendonly: true,
         ..test_config()
     };
@@ -1007,7 +995,6 @@ fn functions_survive_a_restart_through_the_aof_and_its_rewrite() {
     ] {
         assert!(info.contains(want), "{want} in {info}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Whether python3 with redis-py is here; with `SHARDSTREAM_REQUIRE_REDIS`

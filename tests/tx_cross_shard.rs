@@ -4,7 +4,7 @@
 //! transaction).
 mod common;
 
-use common::{RedisServer, RespClient, TestServer};
+use common::{RedisServer, RespClient, ScratchDir, TestServer};
 use shardstream::route::slot::slot_of;
 
 const SHARDS: u16 = 4;
@@ -340,9 +340,7 @@ impl Drop for Child {
 /// transactions (none of those is lost).
 #[test]
 fn sigkill_in_the_middle_of_cross_shard_transactions_keeps_them_whole() {
-    let dir = std::env::temp_dir().join(format!("shardstream-txcrash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let dir = ScratchDir::new("txcrash");
     let keys = keys_on_every_shard("crash");
     let mut acked = 0u64;
     for round in 0..4u64 {
@@ -392,8 +390,6 @@ fn sigkill_in_the_middle_of_cross_shard_transactions_keeps_them_whole() {
     let values: Vec<u64> = redis::cmd("MGET").arg(&keys).query(&mut c).expect("MGET");
     assert!(values.iter().all(|v| *v == values[0]), "{values:?}");
     assert!(values[0] >= acked && acked > 0, "{values:?} vs {acked}");
-    drop(child);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Requests pipelined after a cross-shard transaction see its effects,

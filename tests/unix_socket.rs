@@ -5,16 +5,8 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::{test_config, RespClient, TestServer};
+use common::{test_config, RespClient, ScratchDir, TestServer};
 use shardstream::config::Config;
-
-/// A fresh directory for one test's socket.
-fn sock_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ss-unix-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A server with `shards` shards on TCP and on `dir/redis.sock` (mode 700).
 fn start(dir: &Path, shards: u16) -> (TestServer, PathBuf) {
@@ -30,7 +22,7 @@ fn start(dir: &Path, shards: u16) -> (TestServer, PathBuf) {
 
 #[test]
 fn exact_replies_and_socket_mode() {
-    let dir = sock_dir("replies");
+    let dir = ScratchDir::new("unix-replies");
     let (srv, path) = start(&dir, 2);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700);
@@ -57,12 +49,11 @@ fn exact_replies_and_socket_mode() {
     assert_eq!(srv.client().raw(&["XLEN", "s"]), ":1");
     drop(srv);
     assert!(!path.exists(), "the socket file is removed at shutdown");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn pipelined_commands_over_keys_of_every_shard() {
-    let dir = sock_dir("pipeline");
+    let dir = ScratchDir::new("unix-pipeline");
     let (_srv, path) = start(&dir, 4);
     let mut c = RespClient::connect_unix(&path);
     let mut batch = Vec::new();
@@ -90,7 +81,7 @@ fn pipelined_commands_over_keys_of_every_shard() {
 
 #[test]
 fn blocked_xreadgroup_woken_by_xadd_from_another_unix_client() {
-    let dir = sock_dir("block");
+    let dir = ScratchDir::new("unix-block");
     let (_srv, path) = start(&dir, 2);
     let mut admin = RespClient::connect_unix(&path);
     assert_eq!(
@@ -123,7 +114,7 @@ fn blocked_xreadgroup_woken_by_xadd_from_another_unix_client() {
 
 #[test]
 fn client_list_shows_the_socket_path_as_redis_does() {
-    let dir = sock_dir("clientlist");
+    let dir = ScratchDir::new("unix-clientlist");
     let (srv, path) = start(&dir, 1);
     let mut c = RespClient::connect_unix(&path);
     let list = c.raw(&["CLIENT", "INFO"]);
@@ -146,7 +137,7 @@ fn client_list_shows_the_socket_path_as_redis_does() {
 
 #[test]
 fn port_0_means_unix_socket_only() {
-    let dir = sock_dir("port0");
+    let dir = ScratchDir::new("unix-port0");
     let path = dir.join("redis.sock");
     let handle = shardstream::server::start(Config {
         port: 0,
@@ -163,7 +154,6 @@ fn port_0_means_unix_socket_only() {
     let info = c.raw(&["INFO", "server"]);
     assert!(info.contains("tcp_port:0\r\n"), "{info}");
     handle.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -3,22 +3,12 @@
 //! load of a rewritten base file.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{test_config, RespClient, TestServer};
+use common::{test_config, RespClient, ScratchDir, TestServer};
 use shardstream::aof::FsyncPolicy;
 use shardstream::config::Config;
-
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "shardstream-zset-aof-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn aof_config(dir: &Path) -> Config {
     Config {
@@ -135,7 +125,7 @@ fn wait_rewrite_done(c: &mut RespClient) {
 
 #[test]
 fn sorted_sets_survive_replay_and_rewrite() {
-    let dir = scratch_dir("roundtrip");
+    let dir = ScratchDir::new("zset-aof-roundtrip");
     let cfg = aof_config(&dir);
     let before = {
         let srv = TestServer::with_config(cfg.clone());
@@ -159,6 +149,4 @@ fn sorted_sets_survive_replay_and_rewrite() {
     let srv = TestServer::with_config(cfg);
     let after_base = state(&mut srv.client());
     assert_eq!(before, after_base, "after loading the rewritten base");
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@
 //! otherwise; CI installs it).
 
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,14 +87,42 @@ fn exited(out: &Output, code: i32) -> String {
 }
 
 /// The `--json` report at `path`: its text (for messages) and its value.
-fn report(path: &std::path::Path) -> (String, Value) {
+fn report(path: &Path) -> (String, Value) {
     let text = std::fs::read_to_string(path).expect("json written");
     let v = serde_json::from_str(&text).expect("json parses");
     (text, v)
 }
 
-fn scratch(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("loadgen-test-{}-{name}", std::process::id()))
+/// A path under the system temp dir for one test's output file (or
+/// directory), removed when dropped, a failing test's too.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.0.is_dir() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        } else {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(std::env::temp_dir().join(format!("loadgen-test-{}-{name}", std::process::id())))
 }
 
 fn loadgen(args: &[&str]) -> Output {
@@ -237,9 +265,6 @@ fn check_latency_run(target: &[&str], tag: &str) {
         1
     );
     assert!(plot.contains("2000 entries/s target"), "{plot}");
-    for p in [json, hdr, svg] {
-        let _ = std::fs::remove_file(p);
-    }
 }
 
 /// The README's default job, shortened: no target flags → embedded shardstream.
@@ -300,8 +325,6 @@ fn saturated_run_says_so_and_loses_nothing() {
     );
     let plot = std::fs::read_to_string(&svg).unwrap();
     roxmltree::Document::parse(&plot).expect("the SVG is well-formed XML");
-    let _ = std::fs::remove_file(json);
-    let _ = std::fs::remove_file(svg);
 }
 
 /// The same slow consumer, but the drain is cut short (`--drain-max 0.3`):
@@ -334,7 +357,6 @@ fn drain_cut_short_leaves_backlog_not_loss() {
     ]);
     let stdout = exited(&out, 3);
     let (text, v) = report(&json);
-    let _ = std::fs::remove_file(&json);
     assert_eq!(v["drain"], "capped", "{text}");
     assert_eq!(v["lost"], 0, "{text}");
     let left = v["backlog_left"].as_u64().unwrap();
@@ -393,8 +415,6 @@ fn closed_loop_measures_sustainable_throughput() {
         plot.contains("closed loop, ") && !plot.contains(" 0 entries/s"),
         "{plot}"
     );
-    let _ = std::fs::remove_file(json);
-    let _ = std::fs::remove_file(svg);
 }
 
 /// `--partition` on a 2-shard server: each consumer reads its own stream
@@ -428,7 +448,6 @@ fn partitioned_streams_deliver_and_ack_every_entry() {
     assert_eq!(v["unique"], v["sent"], "{text}");
     assert_eq!(v["acked"], v["sent"], "{text}");
     assert_eq!(v["errors"], 0, "{text}");
-    let _ = std::fs::remove_file(json);
 
     // Hash tags and partitions exclude each other.
     let out = loadgen(&["--partition", "--hash-tag", "--duration", "1"]);
@@ -606,7 +625,6 @@ fn xadd_throughput_against_redis_server() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
     assert_eq!(v["ops"], 3000);
     assert_eq!(v["errors"], 0);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
@@ -651,7 +669,6 @@ fn multi_transactions_against_both_servers() {
             "{target:?}: {stdout}"
         );
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&json);
         assert_eq!(v["ops"], 400, "{target:?}");
         assert_eq!(v["errors"], 0, "{target:?}");
     }
@@ -753,5 +770,4 @@ fn delayed_mode_delivers_every_entry_once_against_embedded_shardstream() {
     assert_eq!(v["received"], 2000, "{v}");
     assert_eq!(v["duplicates"], 0, "{v}");
     assert!(v["lateness_us"]["p99.9"].as_u64().unwrap() > 0, "{v}");
-    let _ = std::fs::remove_file(&json);
 }

@@ -4,7 +4,9 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use shardstream::config::Config;
@@ -66,6 +68,53 @@ impl Drop for TestServer {
     }
 }
 
+/// A fresh, empty directory under the system temp dir for one test
+/// (`shardstream-<name>-<pid>-<n>`), removed with everything in it when
+/// dropped, a failing test's too. Declare it before the server or child
+/// process that uses it: locals drop in reverse order, so the server stops
+/// first.
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Create the directory, emptying a stale one of the same name.
+    pub fn new(name: &str) -> ScratchDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "shardstream-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        ScratchDir(dir)
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for ScratchDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Defaults for tests: loopback, ephemeral port, no pinning, a scratch data dir.
 pub fn test_config() -> Config {
     Config {
@@ -122,7 +171,7 @@ impl RespClient {
     }
 
     /// Connect to a Unix domain socket (`unixsocket`).
-    pub fn connect_unix(path: &std::path::Path) -> Self {
+    pub fn connect_unix(path: &Path) -> Self {
         let stream = std::os::unix::net::UnixStream::connect(path).expect("connect unix socket");
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
@@ -377,7 +426,7 @@ impl Drop for RedisServer {
 pub struct RedisCluster {
     pub addr: SocketAddr,
     child: Child,
-    conf: std::path::PathBuf,
+    conf: PathBuf,
 }
 
 impl RedisCluster {
