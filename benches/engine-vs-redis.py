@@ -24,7 +24,10 @@ whole set `--runs` times, and the table shows per-cell medians:
 
 `--also NAME='--shards 2 --no-pin yes'` adds a column for one more
 shardstream server started with those arguments (for A/B runs of a setting).
-The ratio columns are shardstream / redis-server. Needs redis-server and
+The ratio columns are shardstream / redis-server; the last lines give the
+hypervisor's steal time during the run (a noisy host shows there) and the
+cells that miss the engine's targets (SET/GET/XADD >= 1.0x, latency <= 1.0x,
+closed loop and `loadgen xadd` on one stream >= 1.3x). Needs redis-server and
 redis-benchmark (apt-get install redis-server redis-tools).
 """
 import argparse
@@ -36,7 +39,17 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ROOT, free_port, target_dir, wait_up
+from benchlib import ROOT, cpu_times, free_port, steal_percent, target_dir, wait_up
+
+# Issue targets, shardstream / redis-server: throughput rows at least this
+# (None: no target), latency cells at most 1.0.
+TARGETS = {
+    "SET -P16 req/s": 1.0,
+    "GET -P16 req/s": 1.0,
+    "XADD -P16 1000 keys req/s": 1.0,
+    "loadgen --rate 0 delivered/s": 1.3,
+    "loadgen xadd -c50 -P16 ops/s": 1.3,
+}
 
 
 def redis_benchmark(port, n, args):
@@ -132,16 +145,22 @@ def main():
             sub=["xadd"])["ops_per_s"]))
 
         results = {}  # (row, server) -> list of values
+        start = cpu_times()
         for run in range(opts.runs):
+            before = cpu_times()
             for name, _, f in rows:
                 for col, port in servers:
                     results.setdefault((name, col), []).append(f(port))
-            print(f"run {run + 1}/{opts.runs} done", file=sys.stderr)
+            steal = steal_percent(before, cpu_times())
+            note = f" (hypervisor steal {steal:.1f}%)" if steal is not None else ""
+            print(f"run {run + 1}/{opts.runs} done{note}", file=sys.stderr)
+        steal = steal_percent(start, cpu_times())
 
         def med(vals, key=None):
             return statistics.median(v[key] if key else v for v in vals)
 
         cols = [c for c, _ in servers]
+        misses = []
         head = f"{'figure':32} | " + " | ".join(f"{c:>22}" for c in cols) + " | " + " | ".join(
             f"{c + '/redis':>18}" for c in cols[1:])
         print(head)
@@ -157,15 +176,31 @@ def main():
                     cells.append(f"{txt}{' SAT' if sat else ''}")
                 ratios = [" ".join(f"{med(vals[c], k) / max(med(vals['redis'], k), 1):.2f}"
                                    for k in keys) for c in cols[1:]]
+                for c in cols[1:3]:
+                    for k in keys:
+                        r = med(vals[c], k) / max(med(vals["redis"], k), 1)
+                        if r > 1.0:
+                            misses.append(f"{name.split(' µs')[0]} {k} {c} {r:.3f}")
             else:
                 cells = [f"{med(vals[c]):,.0f}" for c in cols]
                 ratios = [f"{med(vals[c]) / med(vals['redis']):.2f}" for c in cols[1:]]
+                want = TARGETS.get(name)
+                for c in cols[1:3]:
+                    r = med(vals[c]) / med(vals["redis"])
+                    if want is not None and r < want:
+                        misses.append(f"{name} {c} {r:.3f} (target {want})")
             print(f"{name:32} | " + " | ".join(f"{x:>22}" for x in cells) + " | "
                   + " | ".join(f"{x:>18}" for x in ratios))
         print(f"\nmedians of {opts.runs} runs; ss1 = shardstream --shards 1, "
               f"ss{default_shards} = --shards {default_shards}; latency cells p50/p99/p99.9 µs, "
               "SAT = loadgen said SATURATED in some run; throughput ratio >= 1 and "
               "latency ratio <= 1 favour shardstream")
+        if steal is not None:
+            print(f"hypervisor steal during the run: {steal:.1f}% of CPU time "
+                  "(about 0.1% on a quiet VM; at 1% and above, latency cells move by 2x)")
+        print("targets (ss1 and ss%d): SET/GET/XADD >= 1.0, latency <= 1.0, "
+              "closed loop and loadgen xadd >= 1.3: %s" % (
+                  default_shards, "all met" if not misses else "missed " + "; ".join(misses)))
     finally:
         for p in procs:
             p.terminate()
