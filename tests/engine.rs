@@ -445,3 +445,77 @@ fn threads_spin_for_answers_from_other_shards_as_configured() {
     }
     assert!(shard_info(&mut c, "spin_hits") < hits.min(8), "{text}");
 }
+
+/// What a client that shuts down its sending side (`nc -N`, a proxy's
+/// half-close) gets for `wire`: every reply up to the server's close, as
+/// wire text (found by a newcomer trial: replies due from another shard,
+/// and commands past the first 1024, were lost).
+fn half_closed_replies(mut c: RespClient, wire: &[u8]) -> Vec<String> {
+    c.send_raw(wire);
+    c.shutdown_write();
+    c.replies_until_close()
+}
+
+/// A client that sends a pipeline and then shuts down its sending side gets
+/// every reply, then the server closes, as redis-server does: commands on
+/// both shards, more than a pipeline's worth of them (1024 replies queued
+/// stop decoding until they drain), with one shard and two. A blocking read
+/// left waiting at end of input is dropped with the client, as Redis frees
+/// a client at end of file; what came before it is answered.
+#[test]
+fn half_closed_client_gets_every_reply_then_the_close() {
+    let redis = common::RedisServer::start();
+    for shards in [1, 2] {
+        let srv = TestServer::start(shards);
+        let (a, b) = (key_on(0, "hc"), key_on(shards - 1, "hc"));
+        let mut wire = Vec::new();
+        for _ in 0..1500 {
+            wire.extend(common::resp_command(&["INCR", &a]));
+            wire.extend(common::resp_command(&["INCR", &b]));
+        }
+        wire.extend(common::resp_command(&["GET", &a]));
+        let got = half_closed_replies(srv.client(), &wire);
+        assert_eq!(got.len(), 3001, "shards {shards}");
+        assert_eq!(got[2999], if shards == 1 { ":3000" } else { ":1500" });
+        assert_eq!(
+            got[3000],
+            if shards == 1 {
+                "$4\r\n3000"
+            } else {
+                "$4\r\n1500"
+            }
+        );
+        let mut probe = srv.client();
+        assert_eq!(
+            probe.raw(&["GET", &b]),
+            if shards == 1 {
+                "$4\r\n3000"
+            } else {
+                "$4\r\n1500"
+            }
+        );
+
+        // A blocking read at end of input: PING is answered, the read is
+        // dropped (no reply, the connection closes, nobody stays blocked).
+        let s = key_on(shards - 1, "hs");
+        let mut wire = common::resp_command(&["PING"]);
+        wire.extend(common::resp_command(&[
+            "XREAD", "BLOCK", "0", "STREAMS", &s, "$",
+        ]));
+        wire.extend(common::resp_command(&["PING"]));
+        let ours = half_closed_replies(srv.client(), &wire);
+        assert_eq!(ours, ["+PONG"], "shards {shards}");
+        common::wait_blocked(&mut probe, 0);
+        assert_eq!(probe.raw(&["XADD", &s, "1-1", "f", "v"]), "$3\r\n1-1");
+        if let Some(redis) = &redis {
+            assert_eq!(half_closed_replies(redis.client(), &wire), ours);
+        }
+    }
+    if let Some(redis) = &redis {
+        let mut wire = Vec::new();
+        for _ in 0..1500 {
+            wire.extend(common::resp_command(&["INCR", "hc"]));
+        }
+        assert_eq!(half_closed_replies(redis.client(), &wire).len(), 1500);
+    }
+}

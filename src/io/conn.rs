@@ -375,6 +375,11 @@ pub struct Conn {
     pub function_change: Option<u64>,
     /// Peer went away or a fatal error happened: drop as soon as possible.
     pub dead: bool,
+    /// A read returned end of file: the peer will send nothing more (it
+    /// closed, or only shut down its sending side). The commands it sent
+    /// before still run and their replies are still written; then the
+    /// connection closes ([`Conn::finished`]).
+    pub input_closed: bool,
     /// WRITABLE interest is registered (a previous write was partial).
     pub want_write: bool,
     /// Set while a blocking read is parked on shards.
@@ -467,6 +472,7 @@ impl Conn {
     /// session, MULTI queue and unread input move with it.
     pub fn can_hand_over(&self) -> bool {
         self.slots.is_empty()
+            && !self.input_closed
             && self.session.monitor.is_none()
             && self.blocked.is_none()
             && self.hold_until.is_none()
@@ -810,9 +816,37 @@ impl Conn {
             && self.close_after.is_none()
     }
 
-    /// Whether the connection should be closed now (after QUIT's reply was written).
+    /// Whether the connection should be closed now: it is dead, QUIT's
+    /// reply was written, or the peer's input ended and all it sent is
+    /// answered ([`Conn::input_done`]).
     pub fn finished(&self) -> bool {
         self.dead
             || (self.close_after.is_some_and(|s| self.base_seq > s) && self.output_bytes() == 0)
+            || self.input_done()
+    }
+
+    /// After end of input: every command read before it has been answered
+    /// and the replies written, or all that is left is a blocking read
+    /// still waiting (with what the client pipelined behind it), or the
+    /// connection is a monitor. A client that shuts down only its sending
+    /// side (`shutdown(SHUT_WR)`: `nc -N`, a proxy's half-close) so gets
+    /// every reply, as from Redis, which runs and answers what it read
+    /// before it sees end of file, and then frees the client, dropping a
+    /// blocked command and a monitor's stream.
+    fn input_done(&self) -> bool {
+        if !self.input_closed {
+            return false;
+        }
+        if self.session.monitor.is_some() {
+            return true;
+        }
+        let waiting_only = match self.slots.front() {
+            None => self.deferred.is_none(),
+            Some(_) => self
+                .blocked
+                .as_ref()
+                .is_some_and(|b| b.seq == self.base_seq),
+        };
+        waiting_only && self.output_bytes() == 0
     }
 }

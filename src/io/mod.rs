@@ -220,6 +220,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         deferred: None,
         function_change: None,
         dead: false,
+        input_closed: false,
         want_write: false,
         blocked: None,
         output_soft_since: None,
@@ -266,8 +267,9 @@ pub struct ReadOutcome {
 
 /// Read what the socket has into the query buffer, through `scratch`, up to
 /// this iteration's budget ([`READ_BUDGET_BYTES`], or the rest of a big
-/// argument up to [`BIG_READ_BYTES`]). Marks the connection dead on EOF, on
-/// a socket error, or when the query buffer passes
+/// argument up to [`BIG_READ_BYTES`]). On end of file marks the input
+/// closed (what was read still runs and is answered first); marks the
+/// connection dead on a socket error, or when the query buffer passes
 /// `client-query-buffer-limit` (Redis closes such a client without a reply
 /// and counts it).
 ///
@@ -294,7 +296,9 @@ pub fn read_conn(
         }
         match conn.sock.read(scratch) {
             Ok(0) => {
-                conn.dead = true;
+                // What came before still runs and is answered (see
+                // `Conn::input_done`).
+                conn.input_closed = true;
                 break;
             }
             Ok(n) => {

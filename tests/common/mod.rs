@@ -142,6 +142,13 @@ enum ClientStream {
 }
 
 impl ClientStream {
+    fn shutdown_write(&self) -> std::io::Result<()> {
+        match self {
+            ClientStream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            ClientStream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+        }
+    }
+
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             ClientStream::Tcp(s) => s.write_all(bytes),
@@ -227,6 +234,22 @@ impl RespClient {
         let start = out.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
         assert!(out.first() == Some(&b'$'), "not a bulk reply: {out:?}");
         out[start..out.len() - 2].to_vec()
+    }
+
+    /// Shut down the sending side (`shutdown(SHUT_WR)`, as `nc -N` does):
+    /// the server reads end of file, replies can still be read.
+    pub fn shutdown_write(&self) {
+        self.stream.shutdown_write().expect("shutdown(SHUT_WR)");
+    }
+
+    /// Read replies until the server closes the connection (panics if it
+    /// stays open past the read timeout).
+    pub fn replies_until_close(&mut self) -> Vec<String> {
+        let mut got = Vec::new();
+        while !self.reader.fill_buf().expect("read until close").is_empty() {
+            got.push(self.read_reply());
+        }
+        got
     }
 
     /// Whether the server closed the connection (EOF within a short time).
