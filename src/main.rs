@@ -1,8 +1,7 @@
 //! The `shardstream` binary: redis-server's command line → configuration →
 //! log, pidfile and server; it waits for SIGINT/SIGTERM or SHUTDOWN.
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use shardstream::cmdline::{self, Invocation, Startup};
 
@@ -84,16 +83,21 @@ fn run(startup: Startup) -> i32 {
     banner.log(&handle);
     notify_supervisor(&banner.supervised);
 
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register(sig, term.clone());
-    }
     let shared = handle.shared.clone();
-    while !term.load(Ordering::SeqCst) && !shared.shutdown.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if term.load(Ordering::SeqCst) {
-        log::warn!("Received a signal, scheduling shutdown...");
+    let signal = watch_signals(&shared);
+    // Sleep until SHUTDOWN or a signal: no periodic wake-up, which on a
+    // small host would preempt the shard threads (redis-server's main
+    // thread has none either).
+    shared.wait_shutdown_request();
+    // redis-server's words, which log watchers look for.
+    let sig = signal.load(Ordering::SeqCst);
+    if sig != 0 {
+        let name = if sig == signal_hook::consts::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        log::warn!("Received {name} scheduling shutdown...");
     } else {
         log::warn!("User requested shutdown...");
     }
@@ -123,6 +127,36 @@ fn run(startup: Startup) -> i32 {
     }
     log::warn!("shardstream is now ready to exit, bye bye...");
     0
+}
+
+/// Turn the first SIGINT or SIGTERM into a shutdown request, as redis-server
+/// does (a graceful shutdown: clients closed, append only files flushed).
+/// The returned cell holds the signal's number once one has asked for it
+/// (0 until then: SHUTDOWN asked). A thread blocks in `signal_hook`'s
+/// iterator for this: it wakes only when a signal arrives.
+fn watch_signals(shared: &Arc<shardstream::server::Shared>) -> Arc<AtomicI32> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let received = Arc::new(AtomicI32::new(0));
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(s) => s,
+        Err(e) => {
+            log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
+            return received;
+        }
+    };
+    let (cell, shared) = (received.clone(), shared.clone());
+    let spawned = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                cell.store(sig, Ordering::SeqCst);
+                shared.request_shutdown();
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
+    }
+    received
 }
 
 /// What the start banner says about the configuration.

@@ -7,7 +7,7 @@ use std::hash::BuildHasherDefault;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -693,6 +693,9 @@ pub struct Shared {
     /// 40 hex characters, fixed for the process life (INFO `run_id`, CLUSTER MYID).
     pub run_id: String,
     pub shutdown: AtomicBool,
+    /// Wakes [`Shared::wait_shutdown_request`] (the binary's main thread)
+    /// when [`Shared::request_shutdown`] sets `shutdown`.
+    shutdown_requested: (Mutex<()>, Condvar),
     /// Settings shards read at run time; CONFIG SET updates them.
     pub tunables: Arc<crate::config::Tunables>,
     /// Clients parked in XREAD/XREADGROUP BLOCK (INFO clients `blocked_clients`).
@@ -737,6 +740,22 @@ impl Shared {
             t.wake();
         }
         let _ = self.acceptor_waker.wake();
+        // Notify under the lock: a waiter checks the flag under it, so the
+        // wake-up cannot fall between its check and its wait.
+        let (lock, cv) = &self.shutdown_requested;
+        let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        cv.notify_all();
+    }
+
+    /// Block until [`Shared::request_shutdown`] has been called (SHUTDOWN,
+    /// a signal, a failed start), with no periodic wake-up: the binary's
+    /// main thread sleeps here for the life of the server.
+    pub fn wait_shutdown_request(&self) {
+        let (lock, cv) = &self.shutdown_requested;
+        let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.shutdown.load(Ordering::SeqCst) {
+            guard = cv.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Whether DENYOOM commands are refused: `maxmemory` is set, the last
@@ -1110,6 +1129,7 @@ fn start_with(
         unixsocket,
         run_id: random_hex40(),
         shutdown: AtomicBool::new(false),
+        shutdown_requested: (Mutex::new(()), Condvar::new()),
         blocked_clients: Arc::new(AtomicU64::new(0)),
         monitors: Default::default(),
         startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,

@@ -144,10 +144,62 @@ fn logfile_and_pidfile() {
         "shards=2",
         "appendonly=yes, appendfsync=everysec",
         "Ready to accept connections unix on",
+        "User requested shutdown...",
         "Append only files flushed and fsynced on all 2 shards.",
         "Removing the pid file.",
     ] {
         assert!(text.contains(want), "{want:?} not in {text}");
+    }
+}
+
+/// SIGINT and SIGTERM shut the server down gracefully, as they do
+/// redis-server: exit status 0, Redis's log line naming the signal, the
+/// append only file flushed (the entry is there after a restart), the Unix
+/// socket removed.
+#[test]
+fn sigint_and_sigterm_shut_down_gracefully() {
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let dir = ScratchDir::new("dropin-signal");
+        let sock = dir.join("redis.sock");
+        let log = dir.join("server.log");
+        let start = || {
+            Command::new(env!("CARGO_BIN_EXE_shardstream"))
+                .args(["--port", "0", "--no-pin", "--shards", "2"])
+                .arg("--unixsocket")
+                .arg(&sock)
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--logfile")
+                .arg(&log)
+                .args(["--appendonly", "yes", "--appendfsync", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn shardstream")
+        };
+        let mut child = start();
+        assert!(common::eventually(20, || sock.exists()), "no socket");
+        let mut c = common::RespClient::connect_unix(&sock);
+        assert_eq!(c.raw(&["XADD", "s", "1-1", "f", "v"]), "$3\r\n1-1");
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{name}: {status:?}");
+        assert!(!sock.exists(), "{name}: socket removed at shutdown");
+        let text = std::fs::read_to_string(&log).unwrap();
+        for want in [
+            format!("Received {name} scheduling shutdown..."),
+            "Append only files flushed and fsynced on all 2 shards.".into(),
+            "shardstream is now ready to exit, bye bye...".into(),
+        ] {
+            assert!(text.contains(&want), "{want:?} not in {text}");
+        }
+        let mut child = start();
+        assert!(common::eventually(20, || sock.exists()), "no socket");
+        let mut c = common::RespClient::connect_unix(&sock);
+        assert_eq!(c.raw(&["XLEN", "s"]), ":1", "{name}");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
