@@ -2,7 +2,8 @@
 //! with `unixsocket`) and hands each to
 //! the shard thread serving the fewest connections, which then owns it
 //! (reads, runs, writes) until it closes or is handed over. It sleeps in
-//! `poll` between connections, so it costs no core.
+//! `poll` between connections with no timeout (shutdown wakes it through its
+//! waker), so an idle acceptor neither costs a core nor preempts one.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -23,9 +24,10 @@ pub const WAKER: Token = Token(usize::MAX);
 const TCP_LISTENER: Token = Token(0);
 /// Token of the Unix domain listening socket.
 const UNIX_LISTENER: Token = Token(1);
-/// Longest the acceptor sleeps: it retries `accept` after transient errors
-/// (EMFILE) at this pace and notices shutdown even without a wake-up.
-const TICK: Duration = Duration::from_millis(100);
+/// After an `accept` error (EMFILE: out of file descriptors) the acceptor
+/// retries at this pace until accepting works again; otherwise it sleeps
+/// until a connection or its waker.
+const RETRY: Duration = Duration::from_millis(100);
 
 /// The sockets a server listens on: TCP (`port`), a Unix domain socket
 /// (`unixsocket`), or both. At least one is present (see [`crate::server::start`]).
@@ -71,11 +73,12 @@ fn run(
     shared: Arc<Shared>,
 ) {
     let mut events = Events::with_capacity(16);
+    let mut retry = false;
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        if let Err(e) = poll.poll(&mut events, Some(TICK)) {
+        if let Err(e) = poll.poll(&mut events, retry.then_some(RETRY)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 log::warn!("acceptor: poll failed: {e}");
                 return;
@@ -86,12 +89,13 @@ fn run(
         }
         // Accept on every wake-up, not only on LISTENER events: after EMFILE
         // the edge-triggered listener reports nothing new until the next
-        // connection, so the tick retries.
+        // connection, so the retry timeout tries again.
+        retry = false;
         if let Some(l) = &tcp {
-            accept_all_tcp(l, &shared);
+            retry |= !accept_all_tcp(l, &shared);
         }
         if let Some((l, path)) = &unix {
-            accept_all_unix(l, path, &shared);
+            retry |= !accept_all_unix(l, path, &shared);
         }
     }
 }
@@ -105,22 +109,24 @@ fn hand_out(shared: &Shared, sock: Socket, addr: Endpoint) {
 
 /// Accept Unix domain connections until the listener has nothing more.
 /// Their address is the socket's path (`addr=/path:0`, as Redis shows them).
-fn accept_all_unix(listener: &UnixListener, path: &Arc<str>, shared: &Shared) {
+/// False when `accept` failed (EMFILE and friends): try again later.
+fn accept_all_unix(listener: &UnixListener, path: &Arc<str>, shared: &Shared) -> bool {
     loop {
         match listener.accept() {
             Ok((sock, _)) => hand_out(shared, Socket::Unix(sock), Endpoint::Unix(path.clone())),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 log::warn!("Error accepting a client connection: {e} (conn: {path})");
-                return;
+                return false;
             }
         }
     }
 }
 
 /// Accept TCP connections until the listener has nothing more, handing each out.
-fn accept_all_tcp(listener: &TcpListener, shared: &Shared) {
+/// False when `accept` failed (EMFILE and friends): try again later.
+fn accept_all_tcp(listener: &TcpListener, shared: &Shared) -> bool {
     loop {
         match listener.accept() {
             Ok((sock, addr)) => {
@@ -133,12 +139,11 @@ fn accept_all_tcp(listener: &TcpListener, shared: &Shared) {
                 }
                 hand_out(shared, Socket::Tcp(sock), Endpoint::Tcp(addr));
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                // EMFILE and friends: try again on the next tick.
                 log::warn!("Error accepting a client connection: {e}");
-                return;
+                return false;
             }
         }
     }
