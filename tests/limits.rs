@@ -416,6 +416,43 @@ fn maxclients_refuses_with_redis_text_and_counts() {
     assert_eq!(e.raw(&["PING"]), "+PONG");
 }
 
+/// maxclients holds when connections arrive at once and two shard threads
+/// admit them concurrently: of 8 simultaneous clients exactly as many as
+/// there are free places are served, the others get Redis's error.
+#[test]
+fn maxclients_holds_under_concurrent_connects() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(c.raw(&["CONFIG", "SET", "maxclients", "3"]), "+OK");
+    for round in 0..40 {
+        let socks: Vec<TcpStream> = (0..8)
+            .map(|_| TcpStream::connect(srv.addr).unwrap())
+            .collect();
+        let mut served = 0;
+        for mut s in &socks {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(b"PING\r\n").unwrap();
+            let mut buf = [0u8; 64];
+            let n = s.read(&mut buf).unwrap_or(0);
+            match &buf[..n] {
+                b"+PONG\r\n" => served += 1,
+                b"-ERR max number of clients reached\r\n" => {}
+                other => panic!("round {round}: {:?}", String::from_utf8_lossy(other)),
+            }
+        }
+        assert_eq!(
+            served, 2,
+            "round {round}: clients served beyond maxclients 3"
+        );
+        drop(socks);
+        assert!(common::eventually(10, || info_num(
+            &mut c,
+            "clients",
+            "connected_clients"
+        ) == 1));
+    }
+}
+
 /// `timeout`: idle clients are closed without a reply; blocked readers and
 /// busy clients are not.
 #[test]

@@ -144,15 +144,6 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         .read()
         .map(|c| (c.maxclients, c.requirepass.is_some()))
         .unwrap_or((10000, false));
-    let connected = shared.clients.lock().map(|c| c.len()).unwrap_or(0);
-    if connected >= maxclients {
-        shared
-            .stats
-            .rejected_connections
-            .fetch_add(1, Ordering::Relaxed);
-        let _ = sock.write(format!("-{}\r\n", CmdError::MaxClients).as_bytes());
-        return None;
-    }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let laddr = match &addr {
         // A Unix client's `laddr` is the socket path, like its `addr`.
@@ -183,8 +174,24 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
         no_evict: AtomicBool::new(false),
         no_touch: AtomicBool::new(false),
     });
-    if let Ok(mut c) = shared.clients.lock() {
-        c.insert(id, client.clone());
+    // Count and register under one lock: shard threads admit their new
+    // connections concurrently, and a check apart from the insert let two
+    // of them both take the last place.
+    let admitted = match shared.clients.lock() {
+        Ok(c) if c.len() >= maxclients => false,
+        Ok(mut c) => {
+            c.insert(id, client.clone());
+            true
+        }
+        Err(_) => true,
+    };
+    if !admitted {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = sock.write(format!("-{}\r\n", CmdError::MaxClients).as_bytes());
+        return None;
     }
     Some(Conn {
         sock,
