@@ -1,6 +1,6 @@
 //! The `shardstream` binary: redis-server's command line → configuration →
 //! log, pidfile and server; it waits for SIGINT/SIGTERM or SHUTDOWN.
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use shardstream::cmdline::{self, Invocation, Startup};
@@ -63,6 +63,9 @@ fn run(startup: Startup) -> i32 {
     }
     let pidfile = config.pidfile.clone();
     let banner = Banner::of(&config);
+    // Watch the signals before loading: a signal while the append only
+    // file loads stops the server cleanly too.
+    let signals = watch_signals(config.unixsocket.clone());
     let handle = match shardstream::server::start(config) {
         Ok(h) => h,
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
@@ -84,21 +87,13 @@ fn run(startup: Startup) -> i32 {
     notify_supervisor(&banner.supervised);
 
     let shared = handle.shared.clone();
-    let signal = watch_signals(&shared);
+    signals.serving(&shared);
     // Sleep until SHUTDOWN or a signal: no periodic wake-up, which on a
     // small host would preempt the shard threads (redis-server's main
     // thread has none either).
     shared.wait_shutdown_request();
-    // redis-server's words, which log watchers look for.
-    let sig = signal.load(Ordering::SeqCst);
-    if sig != 0 {
-        let name = if sig == signal_hook::consts::SIGINT {
-            "SIGINT"
-        } else {
-            "SIGTERM"
-        };
-        log::warn!("Received {name} scheduling shutdown...");
-    } else {
+    if !signals.received() {
+        // A signal's line was logged when it came.
         log::warn!("User requested shutdown...");
     }
     handle.shutdown();
@@ -129,34 +124,91 @@ fn run(startup: Startup) -> i32 {
     0
 }
 
-/// Turn the first SIGINT or SIGTERM into a shutdown request, as redis-server
-/// does (a graceful shutdown: clients closed, append only files flushed).
-/// The returned cell holds the signal's number once one has asked for it
-/// (0 until then: SHUTDOWN asked). A thread blocks in `signal_hook`'s
-/// iterator for this: it wakes only when a signal arrives.
-fn watch_signals(shared: &Arc<shardstream::server::Shared>) -> Arc<AtomicI32> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let received = Arc::new(AtomicI32::new(0));
-    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+/// What the `signals` thread knows: the server once it serves (`None`
+/// while the append only file loads), and whether a signal asked for the
+/// shutdown.
+#[derive(Default)]
+struct SignalState {
+    shared: std::sync::Mutex<Option<Arc<shardstream::server::Shared>>>,
+    received: AtomicBool,
+}
+
+/// Handle to the `signals` thread's state, for the main thread.
+struct SignalWatch(Arc<SignalState>);
+
+impl SignalWatch {
+    /// The server is up: from now on a signal asks it to shut down.
+    fn serving(&self, shared: &Arc<shardstream::server::Shared>) {
+        *lock(&self.0.shared) = Some(shared.clone());
+    }
+
+    /// Whether SIGINT or SIGTERM (rather than SHUTDOWN) asked for the shutdown.
+    fn received(&self) -> bool {
+        self.0.received.load(Ordering::SeqCst)
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Handle signals as redis-server does (`setupSignalHandlers`,
+/// `sigShutdownHandler` in Redis's server.c):
+/// - SIGINT or SIGTERM asks for a graceful shutdown (clients closed, append
+///   only files flushed), logged as "Received SIGTERM scheduling
+///   shutdown...";
+/// - a SIGINT once a shutdown is under way (the second Ctrl-C) logs "You
+///   insist... exiting now." and exits at once with status 1;
+/// - while the append only file loads, either signal logs "Received
+///   shutdown signal during loading, scheduling shutdown." and exits with
+///   status 0 (nothing was served yet; the files are left as they are, as
+///   after a crash, which loading recovers from);
+/// - SIGHUP is ignored.
+///
+/// A thread blocks in `signal_hook`'s iterator for this: it wakes only when
+/// a signal arrives.
+fn watch_signals(unixsocket: Option<std::path::PathBuf>) -> SignalWatch {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let state = Arc::new(SignalState::default());
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
         Err(e) => {
             log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
-            return received;
+            return SignalWatch(state);
         }
     };
-    let (cell, shared) = (received.clone(), shared.clone());
+    let st = state.clone();
     let spawned = std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                cell.store(sig, Ordering::SeqCst);
-                shared.request_shutdown();
+            for sig in signals.forever() {
+                if sig == SIGHUP {
+                    continue;
+                }
+                let Some(shared) = lock(&st.shared).clone() else {
+                    log::warn!("Received shutdown signal during loading, scheduling shutdown.");
+                    if let Some(path) = &unixsocket {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    std::process::exit(0);
+                };
+                let stopping = shared.shutdown.load(Ordering::SeqCst);
+                if stopping && sig == SIGINT {
+                    log::warn!("You insist... exiting now.");
+                    std::process::exit(1);
+                }
+                let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                log::warn!("Received {name} scheduling shutdown...");
+                if !stopping {
+                    st.received.store(true, Ordering::SeqCst);
+                    shared.request_shutdown();
+                }
             }
         });
     if let Err(e) = spawned {
         log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
     }
-    received
+    SignalWatch(state)
 }
 
 /// What the start banner says about the configuration.

@@ -203,6 +203,137 @@ fn sigint_and_sigterm_shut_down_gracefully() {
     }
 }
 
+/// Start the binary on a Unix socket in `dir`, logging to `dir/server.log`.
+fn start_logged(dir: &ScratchDir, extra: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_shardstream"))
+        .args(["--port", "0", "--no-pin", "--shards", "1"])
+        .arg("--unixsocket")
+        .arg(dir.join("redis.sock"))
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--logfile")
+        .arg(dir.join("server.log"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn shardstream")
+}
+
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+/// The child's exit status, waiting at most `secs` (then it is killed and
+/// the test fails).
+fn exit_within(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not exit within {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// As redis-server: SIGHUP is ignored, and a SIGINT while a shutdown is
+/// under way (here held up by a MIGRATE to a node that never answers)
+/// logs "You insist... exiting now." and exits at once with status 1.
+#[test]
+fn sighup_is_ignored_and_a_second_sigint_exits_at_once() {
+    let dir = ScratchDir::new("dropin-insist");
+    let sock = dir.join("redis.sock");
+    let mut child = start_logged(&dir, &["--appendonly", "no"]);
+    assert!(common::eventually(20, || sock.exists()), "no socket");
+    let mut c = common::RespClient::connect_unix(&sock);
+    signal(&child, libc::SIGHUP);
+    assert_eq!(c.raw(&["PING"]), "+PONG", "SIGHUP must not stop the server");
+    assert!(child.try_wait().unwrap().is_none());
+    // A node that accepts and never answers: MIGRATE holds the shard
+    // thread for its 30 s timeout, and with it the shutdown.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    assert_eq!(c.raw(&["XADD", "mk", "1-1", "f", "v"]), "$3\r\n1-1");
+    c.send(&["MIGRATE", "127.0.0.1", &port, "mk", "0", "30000"]);
+    let (_held, _) = silent.accept().unwrap();
+    signal(&child, libc::SIGTERM);
+    let log = dir.join("server.log");
+    let logged = |want: &str| std::fs::read_to_string(&log).is_ok_and(|t| t.contains(want));
+    assert!(common::eventually(20, || logged(
+        "Received SIGTERM scheduling shutdown..."
+    )));
+    signal(&child, libc::SIGINT);
+    let status = exit_within(&mut child, 10);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert!(logged("You insist... exiting now."));
+}
+
+/// A signal while the append only file loads stops the server cleanly, as
+/// redis-server ("Received shutdown signal during loading, scheduling
+/// shutdown.", status 0), and the data is intact for the next start.
+#[test]
+fn signal_during_loading_exits_cleanly() {
+    let dir = ScratchDir::new("dropin-loading");
+    let sock = dir.join("redis.sock");
+    let aof = ["--appendonly", "yes", "--appendfsync", "no"];
+    let mut child = start_logged(&dir, &aof);
+    assert!(common::eventually(20, || sock.exists()), "no socket");
+    let mut c = common::RespClient::connect_unix(&sock);
+    // Enough to take a while to load (a debug build loads ~ 20 MB slowly).
+    let value = "x".repeat(100);
+    for batch in 0..100 {
+        let mut cmds = Vec::new();
+        for i in 0..2000 {
+            let key = format!("s{}", (batch * 2000 + i) % 100);
+            cmds.push(vec![
+                "XADD".to_string(),
+                key,
+                "*".into(),
+                "f".into(),
+                value.clone(),
+            ]);
+        }
+        for cmd in &cmds {
+            c.send(cmd);
+        }
+        for _ in &cmds {
+            let r = c.read_reply();
+            assert!(r.starts_with('$'), "{r}");
+        }
+    }
+    c.send(&["SHUTDOWN"]);
+    assert!(exit_within(&mut child, 30).success());
+    std::fs::remove_file(dir.join("server.log")).unwrap();
+    let mut child = start_logged(&dir, &aof);
+    let log = dir.join("server.log");
+    let logged = |want: &str| std::fs::read_to_string(&log).is_ok_and(|t| t.contains(want));
+    // The line just before the signal watcher starts, then a moment.
+    assert!(common::eventually(20, || logged(
+        "no config file specified"
+    )));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    signal(&child, libc::SIGTERM);
+    let status = exit_within(&mut child, 30);
+    assert!(status.success(), "{status:?}");
+    assert!(logged(
+        "Received shutdown signal during loading, scheduling shutdown."
+    ));
+    assert!(!logged("Ready to accept connections"));
+    assert!(!sock.exists(), "socket removed");
+    let mut child = start_logged(&dir, &aof);
+    assert!(common::eventually(60, || sock.exists()), "no socket");
+    let mut c = common::RespClient::connect_unix(&sock);
+    assert_eq!(c.raw(&["XLEN", "s7"]), ":2000");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// `supervised systemd`: readiness is sent to `$NOTIFY_SOCKET` once the
 /// server accepts connections, as Redis does.
 #[test]
