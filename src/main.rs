@@ -37,7 +37,7 @@ fn main() {
 /// Start the server, wait for a stop request, stop it. Returns the exit status.
 fn run(startup: Startup) -> i32 {
     let Startup {
-        config,
+        mut config,
         config_file,
         warnings,
     } = startup;
@@ -60,6 +60,9 @@ fn run(startup: Startup) -> i32 {
     }
     for w in &warnings {
         log::warn!("{w}");
+    }
+    if !adjust_open_files_limit(&mut config) {
+        return 1;
     }
     let pidfile = config.pidfile.clone();
     let banner = Banner::of(&config);
@@ -209,6 +212,88 @@ fn watch_signals(unixsocket: Option<std::path::PathBuf>) -> SignalWatch {
         log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
     }
     SignalWatch(state)
+}
+
+/// File descriptors the server needs besides its clients': Redis reserves
+/// 32 (`CONFIG_MIN_RESERVED_FDS`); each shard thread adds its poll, its
+/// waker and its append only files.
+fn reserved_fds(shards: u16) -> u64 {
+    32 + 8 * u64::from(shards)
+}
+
+/// Make room for `maxclients` clients under the open files limit, as
+/// redis-server does at start (`adjustOpenFilesLimit`, Redis's server.c):
+/// raise the soft `RLIMIT_NOFILE` to `maxclients` plus the reserve, or as
+/// close to it as the system allows (16 at a time); if it stays short,
+/// lower `maxclients` to fit and say so, so that the clients past the
+/// limit get "-ERR max number of clients reached" instead of an `accept`
+/// that fails. False (after logging why) when not even the reserve fits.
+fn adjust_open_files_limit(config: &mut shardstream::config::Config) -> bool {
+    let reserved = reserved_fds(config.shards);
+    let needed = config.maxclients as u64 + reserved;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        let e = std::io::Error::last_os_error();
+        config.maxclients = (1024 - reserved) as usize;
+        log::warn!(
+            "Unable to obtain the current NOFILE limit ({e}), assuming 1024 and setting the max clients configuration accordingly."
+        );
+        return true;
+    }
+    let old = lim.rlim_cur;
+    if old >= needed {
+        return true;
+    }
+    let mut best = needed;
+    let mut error = None;
+    while best > old {
+        let want = libc::rlimit {
+            rlim_cur: best,
+            rlim_max: lim.rlim_max.max(best),
+        };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            break;
+        }
+        error = Some(std::io::Error::last_os_error());
+        // No process may go past the kernel's `fs.nr_open`: start the
+        // descent there rather than 16 at a time from a huge maxclients.
+        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(u64::MAX);
+        best = best.saturating_sub(16).min(nr_open).max(old);
+    }
+    if best >= needed {
+        log::info!(
+            "Increased maximum number of open files to {best} (it was originally set to {old})."
+        );
+        return true;
+    }
+    if best <= reserved {
+        log::warn!(
+            "Your current 'ulimit -n' of {best} is not enough for the server to start. Please increase your open file limit to at least {}. Exiting.",
+            reserved + 1
+        );
+        return false;
+    }
+    let maxclients = (best - reserved) as usize;
+    log::warn!(
+        "You requested maxclients of {} requiring at least {needed} max file descriptors.",
+        config.maxclients
+    );
+    if let Some(e) = error {
+        log::warn!("Server can't set maximum open files to {needed} because of OS error: {e}.");
+    }
+    log::warn!(
+        "Current maximum open files is {best}. maxclients has been reduced to {maxclients} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
+    );
+    config.maxclients = maxclients;
+    true
 }
 
 /// What the start banner says about the configuration.

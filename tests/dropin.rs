@@ -334,6 +334,51 @@ fn signal_during_loading_exits_cleanly() {
     let _ = child.wait();
 }
 
+/// maxclients and the open files limit, as redis-server at start: the soft
+/// `RLIMIT_NOFILE` is raised toward maxclients plus the server's reserve
+/// (32, plus 8 per shard thread), and where the system will not go that
+/// far, maxclients is lowered to fit, with Redis's log lines.
+#[test]
+fn maxclients_is_fitted_to_the_open_files_limit() {
+    let dir = ScratchDir::new("dropin-nofile");
+    let sock = dir.join("redis.sock");
+    // Past any default `fs.nr_open` (1048576).
+    let mut child = start_logged(&dir, &["--appendonly", "no", "--maxclients", "2000000"]);
+    assert!(common::eventually(20, || sock.exists()), "no socket");
+    let mut c = common::RespClient::connect_unix(&sock);
+    let got = c.raw(&["CONFIG", "GET", "maxclients"]);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let soft: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .expect("Max open files in /proc/<pid>/limits");
+    let log = std::fs::read_to_string(dir.join("server.log")).unwrap();
+    let reserve = 32 + 8;
+    if soft >= 2_000_000 + reserve {
+        assert!(
+            log.contains("Increased maximum number of open files to 2000040"),
+            "{log}"
+        );
+        assert!(got.ends_with("$7\r\n2000000"), "{got}");
+    } else {
+        let fitted = soft - reserve;
+        assert!(
+            got.ends_with(&format!("${}\r\n{fitted}", fitted.to_string().len())),
+            "{got}"
+        );
+        for want in [
+            "You requested maxclients of 2000000 requiring at least 2000040 max file descriptors.".to_string(),
+            format!("Current maximum open files is {soft}. maxclients has been reduced to {fitted} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."),
+        ] {
+            assert!(log.contains(&want), "{want:?} not in {log}");
+        }
+    }
+}
+
 /// `supervised systemd`: readiness is sent to `$NOTIFY_SOCKET` once the
 /// server accepts connections, as Redis does.
 #[test]
