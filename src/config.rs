@@ -759,8 +759,8 @@ impl Config {
                     .to_string()
             }
             "port" => self.port = int_in(value, 0, 65535)? as u16,
-            "shards" => self.shards = value.parse().map_err(|_| bad())?,
-            "io-threads" => self.io_threads = value.parse().map_err(|_| bad())?,
+            "shards" => self.shards = int_in(value, 1, 1024)? as u16,
+            "io-threads" => self.io_threads = int_in(value, 1, 64)? as _,
             "pin-threads" => self.pin = parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
             "no-pin" => self.pin = !parse_bool(value).ok_or("argument must be 'yes' or 'no'")?,
             "dir" => self.dir = PathBuf::from(value),
@@ -768,7 +768,7 @@ impl Config {
             "maxclients" => {
                 self.maxclients = int_in(value, 1, i64::from(u32::MAX))? as usize
             }
-            "databases" => self.databases = value.parse().map_err(|_| bad())?,
+            "databases" => self.databases = int_in(value, 1, 1024)? as usize,
             "proto-max-bulk-len" => self.proto_max_bulk_len = mem_in(value, 1 << 20, i64::MAX)?,
             "client-query-buffer-limit" => {
                 self.client_query_buffer_limit = mem_in(value, 1 << 20, i64::MAX)? as usize

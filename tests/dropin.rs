@@ -97,6 +97,29 @@ fn binary_command_line_errors() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Configured to not listen anywhere"), "{err}");
+
+    // Out-of-range start-up settings get the FATAL CONFIG block like any
+    // other bad directive.
+    for (opt, value, why) in [
+        (
+            "--shards",
+            "0",
+            "argument must be between 1 and 1024 inclusive",
+        ),
+        (
+            "--databases",
+            "x",
+            "argument couldn't be parsed into an integer",
+        ),
+    ] {
+        let out = Command::new(bin).args([opt, value]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("*** FATAL CONFIG FILE ERROR") && err.contains(why),
+            "{err}"
+        );
+    }
 }
 
 /// `logfile`, `loglevel` and `pidfile`: the log is written in Redis's
