@@ -185,27 +185,12 @@ fn sigint_and_sigterm_shut_down_gracefully() {
         let dir = ScratchDir::new("dropin-signal");
         let sock = dir.join("redis.sock");
         let log = dir.join("server.log");
-        let start = || {
-            Command::new(env!("CARGO_BIN_EXE_shardstream"))
-                .args(["--port", "0", "--no-pin", "--shards", "2"])
-                .arg("--unixsocket")
-                .arg(&sock)
-                .arg("--dir")
-                .arg(dir.path())
-                .arg("--logfile")
-                .arg(&log)
-                .args(["--appendonly", "yes", "--appendfsync", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn shardstream")
-        };
+        let start = || start_logged(&dir, "2", &["--appendonly", "yes", "--appendfsync", "no"]);
         let mut child = start();
         assert!(common::eventually(20, || sock.exists()), "no socket");
         let mut c = common::RespClient::connect_unix(&sock);
         assert_eq!(c.raw(&["XADD", "s", "1-1", "f", "v"]), "$3\r\n1-1");
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+        signal(&child, sig);
         let status = child.wait().unwrap();
         assert!(status.success(), "{name}: {status:?}");
         assert!(!sock.exists(), "{name}: socket removed at shutdown");
@@ -226,10 +211,11 @@ fn sigint_and_sigterm_shut_down_gracefully() {
     }
 }
 
-/// Start the binary on a Unix socket in `dir`, logging to `dir/server.log`.
-fn start_logged(dir: &ScratchDir, extra: &[&str]) -> std::process::Child {
+/// Start the binary with `shards` shard threads on a Unix socket in `dir`,
+/// logging to `dir/server.log`.
+fn start_logged(dir: &ScratchDir, shards: &str, extra: &[&str]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_shardstream"))
-        .args(["--port", "0", "--no-pin", "--shards", "1"])
+        .args(["--port", "0", "--no-pin", "--shards", shards])
         .arg("--unixsocket")
         .arg(dir.join("redis.sock"))
         .arg("--dir")
@@ -272,7 +258,7 @@ fn exit_within(child: &mut std::process::Child, secs: u64) -> std::process::Exit
 fn sighup_is_ignored_and_a_second_sigint_exits_at_once() {
     let dir = ScratchDir::new("dropin-insist");
     let sock = dir.join("redis.sock");
-    let mut child = start_logged(&dir, &["--appendonly", "no"]);
+    let mut child = start_logged(&dir, "1", &["--appendonly", "no"]);
     assert!(common::eventually(20, || sock.exists()), "no socket");
     let mut c = common::RespClient::connect_unix(&sock);
     signal(&child, libc::SIGHUP);
@@ -305,7 +291,7 @@ fn signal_during_loading_exits_cleanly() {
     let dir = ScratchDir::new("dropin-loading");
     let sock = dir.join("redis.sock");
     let aof = ["--appendonly", "yes", "--appendfsync", "no"];
-    let mut child = start_logged(&dir, &aof);
+    let mut child = start_logged(&dir, "1", &aof);
     assert!(common::eventually(20, || sock.exists()), "no socket");
     let mut c = common::RespClient::connect_unix(&sock);
     // Enough to take a while to load (a debug build loads ~ 20 MB slowly).
@@ -333,7 +319,7 @@ fn signal_during_loading_exits_cleanly() {
     c.send(&["SHUTDOWN"]);
     assert!(exit_within(&mut child, 30).success());
     std::fs::remove_file(dir.join("server.log")).unwrap();
-    let mut child = start_logged(&dir, &aof);
+    let mut child = start_logged(&dir, "1", &aof);
     let log = dir.join("server.log");
     let logged = |want: &str| std::fs::read_to_string(&log).is_ok_and(|t| t.contains(want));
     // The line just before the signal watcher starts, then a moment.
@@ -349,7 +335,7 @@ fn signal_during_loading_exits_cleanly() {
     ));
     assert!(!logged("Ready to accept connections"));
     assert!(!sock.exists(), "socket removed");
-    let mut child = start_logged(&dir, &aof);
+    let mut child = start_logged(&dir, "1", &aof);
     assert!(common::eventually(60, || sock.exists()), "no socket");
     let mut c = common::RespClient::connect_unix(&sock);
     assert_eq!(c.raw(&["XLEN", "s7"]), ":2000");
@@ -366,7 +352,11 @@ fn maxclients_is_fitted_to_the_open_files_limit() {
     let dir = ScratchDir::new("dropin-nofile");
     let sock = dir.join("redis.sock");
     // Past any default `fs.nr_open` (1048576).
-    let mut child = start_logged(&dir, &["--appendonly", "no", "--maxclients", "2000000"]);
+    let mut child = start_logged(
+        &dir,
+        "1",
+        &["--appendonly", "no", "--maxclients", "2000000"],
+    );
     assert!(common::eventually(20, || sock.exists()), "no socket");
     let mut c = common::RespClient::connect_unix(&sock);
     let got = c.raw(&["CONFIG", "GET", "maxclients"]);
