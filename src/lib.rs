@@ -55,6 +55,7 @@ pub mod listener;
 pub mod logging;
 pub mod migrate;
 pub mod monitor;
+pub mod nofile;
 pub mod rdb;
 pub mod reply;
 pub mod route;

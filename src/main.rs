@@ -68,29 +68,39 @@ fn run(startup: Startup) -> i32 {
     let banner = Banner::of(&config);
     // Watch the signals before loading: a signal while the append only
     // file loads stops the server cleanly too.
-    let signals = watch_signals(config.unixsocket.clone());
-    let handle = match shardstream::server::start(config) {
-        Ok(h) => h,
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            log::warn!("Fatal error loading the DB: {e}. Exiting.");
-            return 1;
-        }
-        Err(e) => {
-            log::warn!("{e}, exiting.");
-            return 1;
-        }
-    };
+    // As redis-server, the pid file is written before the data loads, and
+    // a signal while it loads removes it.
     if let Some(path) = &pidfile {
-        // Redis writes it after start-up too, and goes on if it cannot.
         if let Err(e) = std::fs::write(path, format!("{pid}\n")) {
             log::warn!("Failed to write PID file {}: {e}", path.display());
         }
     }
+    let remove_pidfile = || {
+        if let Some(path) = &pidfile {
+            log::info!("Removing the pid file.");
+            let _ = std::fs::remove_file(path);
+        }
+    };
+    let signals = watch_signals(config.unixsocket.clone(), pidfile.clone());
+    let handle = match shardstream::server::start(config) {
+        Ok(h) => h,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            log::warn!("Fatal error loading the DB: {e}. Exiting.");
+            remove_pidfile();
+            return 1;
+        }
+        Err(e) => {
+            log::warn!("{e}, exiting.");
+            remove_pidfile();
+            return 1;
+        }
+    };
+    let shared = handle.shared.clone();
+    // From here a signal shuts the server down gracefully.
+    signals.serving(&shared);
     banner.log(&handle);
     notify_supervisor(&banner.supervised);
 
-    let shared = handle.shared.clone();
-    signals.serving(&shared);
     // Sleep until SHUTDOWN or a signal: no periodic wake-up, which on a
     // small host would preempt the shard threads (redis-server's main
     // thread has none either).
@@ -119,10 +129,7 @@ fn run(startup: Startup) -> i32 {
     } else {
         log::info!("appendonly no: no append only file to flush.");
     }
-    if let Some(path) = &pidfile {
-        log::info!("Removing the pid file.");
-        let _ = std::fs::remove_file(path);
-    }
+    remove_pidfile();
     log::warn!("shardstream is now ready to exit, bye bye...");
     0
 }
@@ -162,15 +169,19 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 ///   shutdown...";
 /// - a SIGINT once a shutdown is under way (the second Ctrl-C) logs "You
 ///   insist... exiting now." and exits at once with status 1;
-/// - while the append only file loads, either signal logs "Received
-///   shutdown signal during loading, scheduling shutdown." and exits with
+/// - while the append only file loads (until the server is up), either
+///   signal logs "Received shutdown signal during loading, scheduling
+///   shutdown.", removes the pid file and the Unix socket, and exits with
 ///   status 0 (nothing was served yet; the files are left as they are, as
 ///   after a crash, which loading recovers from);
 /// - SIGHUP is ignored.
 ///
 /// A thread blocks in `signal_hook`'s iterator for this: it wakes only when
 /// a signal arrives.
-fn watch_signals(unixsocket: Option<std::path::PathBuf>) -> SignalWatch {
+fn watch_signals(
+    unixsocket: Option<std::path::PathBuf>,
+    pidfile: Option<std::path::PathBuf>,
+) -> SignalWatch {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let state = Arc::new(SignalState::default());
     let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
@@ -190,9 +201,10 @@ fn watch_signals(unixsocket: Option<std::path::PathBuf>) -> SignalWatch {
                 }
                 let Some(shared) = lock(&st.shared).clone() else {
                     log::warn!("Received shutdown signal during loading, scheduling shutdown.");
-                    if let Some(path) = &unixsocket {
+                    for path in [&unixsocket, &pidfile].into_iter().flatten() {
                         let _ = std::fs::remove_file(path);
                     }
+                    log::warn!("shardstream is now ready to exit, bye bye...");
                     std::process::exit(0);
                 };
                 let stopping = shared.shutdown.load(Ordering::SeqCst);
@@ -214,85 +226,56 @@ fn watch_signals(unixsocket: Option<std::path::PathBuf>) -> SignalWatch {
     SignalWatch(state)
 }
 
-/// File descriptors the server needs besides its clients': Redis reserves
-/// 32 (`CONFIG_MIN_RESERVED_FDS`); each shard thread adds its poll, its
-/// waker and its append only files.
-fn reserved_fds(shards: u16) -> u64 {
-    32 + 8 * u64::from(shards)
-}
-
 /// Make room for `maxclients` clients under the open files limit, as
-/// redis-server does at start (`adjustOpenFilesLimit`, Redis's server.c):
-/// raise the soft `RLIMIT_NOFILE` to `maxclients` plus the reserve, or as
-/// close to it as the system allows (16 at a time); if it stays short,
-/// lower `maxclients` to fit and say so, so that the clients past the
-/// limit get "-ERR max number of clients reached" instead of an `accept`
-/// that fails. False (after logging why) when not even the reserve fits.
+/// redis-server does at start (see [`shardstream::nofile::fit`]); if the
+/// limit stays short, lower `maxclients` to fit and say so with Redis's log
+/// lines, so that clients past the limit get "-ERR max number of clients
+/// reached" instead of an `accept` that fails. False (after logging why)
+/// when not even the server's own descriptors fit.
 fn adjust_open_files_limit(config: &mut shardstream::config::Config) -> bool {
+    use shardstream::nofile::{fit, reserved_fds, Fit};
     let reserved = reserved_fds(config.shards);
     let needed = config.maxclients as u64 + reserved;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        let e = std::io::Error::last_os_error();
-        config.maxclients = (1024 - reserved) as usize;
-        log::warn!(
-            "Unable to obtain the current NOFILE limit ({e}), assuming 1024 and setting the max clients configuration accordingly."
-        );
-        return true;
-    }
-    let old = lim.rlim_cur;
-    if old >= needed {
-        return true;
-    }
-    let mut best = needed;
-    let mut error = None;
-    while best > old {
-        let want = libc::rlimit {
-            rlim_cur: best,
-            rlim_max: lim.rlim_max.max(best),
-        };
-        // SAFETY: setrlimit reads the struct we own.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-            break;
+    match fit(config.maxclients, config.shards) {
+        Fit::Enough => {}
+        Fit::Raised { from, to } => {
+            log::info!(
+                "Increased maximum number of open files to {to} (it was originally set to {from})."
+            );
         }
-        error = Some(std::io::Error::last_os_error());
-        // No process may go past the kernel's `fs.nr_open`: start the
-        // descent there rather than 16 at a time from a huge maxclients.
-        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
-            .unwrap_or(u64::MAX);
-        best = best.saturating_sub(16).min(nr_open).max(old);
+        Fit::Short {
+            limit,
+            maxclients,
+            error,
+        } => {
+            log::warn!(
+                "You requested maxclients of {} requiring at least {needed} max file descriptors.",
+                config.maxclients
+            );
+            if let Some(e) = error {
+                log::warn!(
+                    "Server can't set maximum open files to {needed} because of OS error: {e}."
+                );
+            }
+            log::warn!(
+                "Current maximum open files is {limit}. maxclients has been reduced to {maxclients} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
+            );
+            config.maxclients = maxclients;
+        }
+        Fit::TooLow { limit } => {
+            log::warn!(
+                "Your current 'ulimit -n' of {limit} is not enough for the server to start. Please increase your open file limit to at least {}. Exiting.",
+                reserved + 1
+            );
+            return false;
+        }
+        Fit::Unknown(e) => {
+            config.maxclients = 1024u64.saturating_sub(reserved).max(1) as usize;
+            log::warn!(
+                "Unable to obtain the current NOFILE limit ({e}), assuming 1024 and setting the max clients configuration accordingly."
+            );
+        }
     }
-    if best >= needed {
-        log::info!(
-            "Increased maximum number of open files to {best} (it was originally set to {old})."
-        );
-        return true;
-    }
-    if best <= reserved {
-        log::warn!(
-            "Your current 'ulimit -n' of {best} is not enough for the server to start. Please increase your open file limit to at least {}. Exiting.",
-            reserved + 1
-        );
-        return false;
-    }
-    let maxclients = (best - reserved) as usize;
-    log::warn!(
-        "You requested maxclients of {} requiring at least {needed} max file descriptors.",
-        config.maxclients
-    );
-    if let Some(e) = error {
-        log::warn!("Server can't set maximum open files to {needed} because of OS error: {e}.");
-    }
-    log::warn!(
-        "Current maximum open files is {best}. maxclients has been reduced to {maxclients} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
-    );
-    config.maxclients = maxclients;
     true
 }
 

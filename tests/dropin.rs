@@ -285,7 +285,8 @@ fn sighup_is_ignored_and_a_second_sigint_exits_at_once() {
 
 /// A signal while the append only file loads stops the server cleanly, as
 /// redis-server ("Received shutdown signal during loading, scheduling
-/// shutdown.", status 0), and the data is intact for the next start.
+/// shutdown.", status 0, the pid file written before loading removed), and
+/// the data is intact for the next start.
 #[test]
 fn signal_during_loading_exits_cleanly() {
     let dir = ScratchDir::new("dropin-loading");
@@ -319,7 +320,9 @@ fn signal_during_loading_exits_cleanly() {
     c.send(&["SHUTDOWN"]);
     assert!(exit_within(&mut child, 30).success());
     std::fs::remove_file(dir.join("server.log")).unwrap();
-    let mut child = start_logged(&dir, "1", &aof);
+    let pid = dir.join("server.pid");
+    let with_pidfile = [&aof[..], &["--pidfile", pid.to_str().unwrap()]].concat();
+    let mut child = start_logged(&dir, "1", &with_pidfile);
     let log = dir.join("server.log");
     let logged = |want: &str| std::fs::read_to_string(&log).is_ok_and(|t| t.contains(want));
     // The line just before the signal watcher starts, then a moment.
@@ -335,6 +338,7 @@ fn signal_during_loading_exits_cleanly() {
     ));
     assert!(!logged("Ready to accept connections"));
     assert!(!sock.exists(), "socket removed");
+    assert!(!pid.exists(), "pid file removed");
     let mut child = start_logged(&dir, "1", &aof);
     assert!(common::eventually(60, || sock.exists()), "no socket");
     let mut c = common::RespClient::connect_unix(&sock);
@@ -345,8 +349,9 @@ fn signal_during_loading_exits_cleanly() {
 
 /// maxclients and the open files limit, as redis-server at start: the soft
 /// `RLIMIT_NOFILE` is raised toward maxclients plus the server's reserve
-/// (32, plus 8 per shard thread), and where the system will not go that
-/// far, maxclients is lowered to fit, with Redis's log lines.
+/// (32, plus 4 per shard thread), and where the system will not go that
+/// far, maxclients is lowered to fit, with Redis's log lines; CONFIG SET
+/// refuses a maxclients that cannot fit, saying what would.
 #[test]
 fn maxclients_is_fitted_to_the_open_files_limit() {
     let dir = ScratchDir::new("dropin-nofile");
@@ -361,6 +366,8 @@ fn maxclients_is_fitted_to_the_open_files_limit() {
     let mut c = common::RespClient::connect_unix(&sock);
     let got = c.raw(&["CONFIG", "GET", "maxclients"]);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    // Past `fs.nr_open`'s ceiling: CONFIG SET refuses, saying what fits.
+    let refused = c.raw(&["CONFIG", "SET", "maxclients", "2000000000"]);
     let _ = child.kill();
     let _ = child.wait();
     let soft: u64 = limits
@@ -370,10 +377,15 @@ fn maxclients_is_fitted_to_the_open_files_limit() {
         .and_then(|v| v.parse().ok())
         .expect("Max open files in /proc/<pid>/limits");
     let log = std::fs::read_to_string(dir.join("server.log")).unwrap();
-    let reserve = 32 + 8;
+    let reserve = 32 + 4;
+    let fits = soft - reserve;
+    assert_eq!(
+        refused,
+        format!("-ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fits}")
+    );
     if soft >= 2_000_000 + reserve {
         assert!(
-            log.contains("Increased maximum number of open files to 2000040"),
+            log.contains("Increased maximum number of open files to 2000036"),
             "{log}"
         );
         assert!(got.ends_with("$7\r\n2000000"), "{got}");
@@ -384,7 +396,7 @@ fn maxclients_is_fitted_to_the_open_files_limit() {
             "{got}"
         );
         for want in [
-            "You requested maxclients of 2000000 requiring at least 2000040 max file descriptors.".to_string(),
+            "You requested maxclients of 2000000 requiring at least 2000036 max file descriptors.".to_string(),
             format!("Current maximum open files is {soft}. maxclients has been reduced to {fitted} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."),
         ] {
             assert!(log.contains(&want), "{want:?} not in {log}");

@@ -438,7 +438,10 @@ fn config_get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 ///   parsed into an integer`, `argument must be a memory value`, `argument
 ///   must be between <lo> and <hi> inclusive`, ...), with Redis's texts and
 ///   ranges for the same input. A good `port` value answers `can't set
-///   immutable config` (the listener is built at start).
+///   immutable config` (the listener is built at start). Raising
+///   `maxclients` past what the open files limit can be raised to answers
+///   `The operating system is not able to handle the specified number of
+///   clients, try with <n>` (Redis's `updateMaxclients`).
 /// # Source
 /// `configSetCommand`, redis/src/config.c.
 fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
@@ -490,6 +493,29 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         } else if config_value(&cfg, &name).is_some_and(|v| !v.eq_ignore_ascii_case(&value)) {
             // A compatibility-only setting: only its fixed value is accepted.
             return Err(failed(&name, "can't set immutable config"));
+        }
+    }
+    if next.maxclients > cfg.maxclients {
+        // As redis-server (`updateMaxclients`): make room under the open
+        // files limit, or refuse with how many clients would fit.
+        use crate::nofile::Fit;
+        match crate::nofile::fit(next.maxclients, cfg.shards) {
+            Fit::Short { maxclients, .. } => {
+                return Err(failed(
+                    "maxclients",
+                    &format!("The operating system is not able to handle the specified number of clients, try with {maxclients}"),
+                ));
+            }
+            Fit::TooLow { .. } => {
+                return Err(failed(
+                    "maxclients",
+                    "The operating system is not able to handle the specified number of clients, try with 1",
+                ));
+            }
+            Fit::Raised { from, to } => log::info!(
+                "Increased maximum number of open files to {to} (it was originally set to {from})."
+            ),
+            Fit::Enough | Fit::Unknown(_) => {}
         }
     }
     let aof_turned_on = !cfg.appendonly && next.appendonly;
