@@ -66,8 +66,6 @@ fn run(startup: Startup) -> i32 {
     }
     let pidfile = config.pidfile.clone();
     let banner = Banner::of(&config);
-    // Watch the signals before loading: a signal while the append only
-    // file loads stops the server cleanly too.
     // As redis-server, the pid file is written before the data loads, and
     // a signal while it loads removes it.
     if let Some(path) = &pidfile {
@@ -81,6 +79,8 @@ fn run(startup: Startup) -> i32 {
             let _ = std::fs::remove_file(path);
         }
     };
+    // Watch the signals before loading: a signal while the append only
+    // file loads stops the server cleanly too.
     let signals = watch_signals(config.unixsocket.clone(), pidfile.clone());
     let handle = match shardstream::server::start(config) {
         Ok(h) => h,
