@@ -184,10 +184,13 @@ fn watch_signals(
 ) -> SignalWatch {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let state = Arc::new(SignalState::default());
+    let unwatched = |e: std::io::Error| {
+        log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
+    };
     let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
         Ok(s) => s,
         Err(e) => {
-            log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
+            unwatched(e);
             return SignalWatch(state);
         }
     };
@@ -221,7 +224,7 @@ fn watch_signals(
             }
         });
     if let Err(e) = spawned {
-        log::warn!("Cannot watch SIGINT/SIGTERM: {e}; only SHUTDOWN stops the server.");
+        unwatched(e);
     }
     SignalWatch(state)
 }
@@ -237,12 +240,8 @@ fn adjust_open_files_limit(config: &mut shardstream::config::Config) -> bool {
     let reserved = reserved_fds(config.shards);
     let needed = config.maxclients as u64 + reserved;
     match fit(config.maxclients, config.shards) {
-        Fit::Enough => {}
-        Fit::Raised { from, to } => {
-            log::info!(
-                "Increased maximum number of open files to {to} (it was originally set to {from})."
-            );
-        }
+        // `fit` logged a raise.
+        Fit::Enough | Fit::Raised { .. } => {}
         Fit::Short {
             limit,
             maxclients,

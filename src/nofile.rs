@@ -34,7 +34,8 @@ pub enum Fit {
 /// Raise the soft `RLIMIT_NOFILE` to `maxclients` plus [`reserved_fds`], or
 /// as close to it as the system allows: after a refusal, from the kernel's
 /// `fs.nr_open` down, 16 at a time (Redis's step), never below the current
-/// limit. The hard limit is raised too where the process may.
+/// limit. The hard limit is raised too where the process may. A raise is
+/// logged with Redis's line ("Increased maximum number of open files ...").
 pub fn fit(maxclients: usize, shards: u16) -> Fit {
     let reserved = reserved_fds(shards);
     let needed = maxclients as u64 + reserved;
@@ -50,6 +51,12 @@ pub fn fit(maxclients: usize, shards: u16) -> Fit {
     if old >= needed {
         return Fit::Enough;
     }
+    // No process may go past `fs.nr_open`: after a refusal the descent
+    // starts there rather than 16 at a time from a huge maxclients.
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
     let mut best = needed;
     let mut error = None;
     while best > old {
@@ -62,15 +69,12 @@ pub fn fit(maxclients: usize, shards: u16) -> Fit {
             break;
         }
         error = Some(std::io::Error::last_os_error());
-        // No process may go past `fs.nr_open`: start the descent there
-        // rather than 16 at a time from a huge maxclients.
-        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
-            .unwrap_or(u64::MAX);
         best = best.saturating_sub(16).min(nr_open).max(old);
     }
     if best >= needed {
+        log::info!(
+            "Increased maximum number of open files to {best} (it was originally set to {old})."
+        );
         Fit::Raised {
             from: old,
             to: best,

@@ -499,23 +499,16 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         // As redis-server (`updateMaxclients`): make room under the open
         // files limit, or refuse with how many clients would fit.
         use crate::nofile::Fit;
-        match crate::nofile::fit(next.maxclients, cfg.shards) {
-            Fit::Short { maxclients, .. } => {
-                return Err(failed(
-                    "maxclients",
-                    &format!("The operating system is not able to handle the specified number of clients, try with {maxclients}"),
-                ));
-            }
-            Fit::TooLow { .. } => {
-                return Err(failed(
-                    "maxclients",
-                    "The operating system is not able to handle the specified number of clients, try with 1",
-                ));
-            }
-            Fit::Raised { from, to } => log::info!(
-                "Increased maximum number of open files to {to} (it was originally set to {from})."
-            ),
-            Fit::Enough | Fit::Unknown(_) => {}
+        let fits = match crate::nofile::fit(next.maxclients, cfg.shards) {
+            Fit::Short { maxclients, .. } => Some(maxclients),
+            Fit::TooLow { .. } => Some(1),
+            Fit::Raised { .. } | Fit::Enough | Fit::Unknown(_) => None,
+        };
+        if let Some(n) = fits {
+            return Err(failed(
+                "maxclients",
+                &format!("The operating system is not able to handle the specified number of clients, try with {n}"),
+            ));
         }
     }
     let aof_turned_on = !cfg.appendonly && next.appendonly;
