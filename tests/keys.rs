@@ -235,6 +235,15 @@ fn scan_match_type_and_errors() {
     );
     assert_eq!(c.raw(&["SCAN", "0", "MATCH"]), "-ERR syntax error");
     assert_eq!(c.raw(&["SCAN", "0", "FOO", "bar"]), "-ERR syntax error");
+    // Redis 7.2+: a TYPE naming no type is an error, not an empty page.
+    assert_eq!(
+        c.raw(&["SCAN", "0", "TYPE", "bogus"]),
+        "-ERR unknown type name 'bogus'"
+    );
+    assert_eq!(
+        c.raw(&["SCAN", "0", "COUNT", "100000", "TYPE", "Hash"]),
+        "*2\r\n$1\r\n0\r\n*0"
+    );
     // A cursor past the last slot ends the iteration.
     assert_eq!(
         c.raw(&["SCAN", "18446744073709551615"]),

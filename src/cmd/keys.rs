@@ -219,12 +219,17 @@ pub fn parse_cursor(b: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
+/// The type names `SCAN ... TYPE` accepts, as `TYPE` answers them (any case).
+const TYPE_NAMES: [&str; 6] = ["string", "list", "set", "zset", "hash", "stream"];
+
 /// Parse `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
 ///
 /// # Errors
 /// In Redis's order: `ERR invalid cursor`; then per option: `ERR value is not
 /// an integer or out of range` for a bad COUNT, `ERR syntax error` for COUNT < 1,
-/// an unknown option or a missing option value. Repeated options: the last wins.
+/// an unknown option or a missing option value, `ERR unknown type name 'x'`
+/// for a TYPE that names no Redis type (Redis 7.2+; 7.0 answered an empty
+/// page). Repeated options: the last wins.
 /// # Reply
 /// `Ok(None)` when the cursor lies past the last slot (the scan is over).
 /// # Source
@@ -256,7 +261,14 @@ pub fn parse_scan(argv: &[Bytes]) -> Result<Option<Scan>, CmdError> {
             let p = a.next_arg()?.clone();
             scan.pattern = (!is_match_all(&p)).then_some(p);
         } else if args::is(opt, "TYPE") {
-            scan.type_name = Some(a.next_arg()?.clone());
+            let name = a.next_arg()?;
+            if !TYPE_NAMES.iter().any(|t| args::is(name, t)) {
+                return Err(CmdError::msg(format!(
+                    "ERR unknown type name '{}'",
+                    String::from_utf8_lossy(name)
+                )));
+            }
+            scan.type_name = Some(name.clone());
         } else {
             return Err(CmdError::Syntax);
         }
@@ -623,6 +635,12 @@ mod tests {
             .unwrap();
         assert_eq!(s.pattern, None);
         assert_eq!(s.type_name, Some(b("string")));
+        assert_eq!(
+            parse_scan(&argv(&["SCAN", "0", "TYPE", "bogus"])),
+            Err(CmdError::msg("ERR unknown type name 'bogus'"))
+        );
+        // Every name TYPE can answer is accepted, in any case.
+        assert!(parse_scan(&argv(&["SCAN", "0", "TYPE", "HASH"])).is_ok());
         assert_eq!(
             parse_scan(&argv(&["SCAN", "18446744073709551615"])),
             Ok(None)
