@@ -505,6 +505,69 @@ fn differential_config_set_errors() {
     assert_eq!(info_field(&info, "configured_hz").as_deref(), Some("20"));
 }
 
+/// The Redis settings shardstream keeps but does not act on answer CONFIG
+/// GET and CONFIG SET as redis-server does: the same defaults, `+OK`, the
+/// immutable and protected refusals, and the value errors of their kind.
+#[test]
+fn differential_config_of_ignored_settings() {
+    use shardstream::config::ignored::{Kind, ALIASES, IGNORED};
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (mut ours, mut theirs) = (srv.client(), redis.client());
+    let mut compared = 0;
+    let names = IGNORED
+        .iter()
+        .map(|row| (row.0, row.2))
+        .chain(ALIASES.iter().map(|(alias, canonical)| {
+            let kind = IGNORED.iter().find(|r| r.0 == *canonical).unwrap().2;
+            (*alias, kind)
+        }));
+    for (name, kind) in names {
+        let get = theirs.raw(&["CONFIG", "GET", name]);
+        if get == "*0" {
+            continue; // added after 7.0
+        }
+        assert_eq!(ours.raw(&["CONFIG", "GET", name]), get, "CONFIG GET {name}");
+        let default = get.split("\r\n").nth(4).unwrap_or("");
+        let args = ["CONFIG", "SET", name, default];
+        assert_eq!(ours.raw(&args), theirs.raw(&args), "CONFIG SET {name}");
+        let bad = match kind {
+            Kind::Bool | Kind::Enum(_) => "maybe",
+            Kind::Events => "Q",
+            Kind::Int => "x",
+            Kind::Memory => "lots",
+            Kind::Text => continue,
+        };
+        let args = ["CONFIG", "SET", name, bad];
+        assert_eq!(
+            ours.raw(&args),
+            theirs.raw(&args),
+            "CONFIG SET {name} {bad}"
+        );
+        compared += 1;
+    }
+    assert!(compared > 60, "only {compared} compared");
+    // A value set is kept, under both names of an aliased setting, and a
+    // client library's usual start-up call succeeds.
+    assert_same_replies(
+        &mut ours,
+        &mut theirs,
+        r#"
+        CONFIG SET notify-keyspace-events Ex
+        CONFIG GET notify-keyspace-events
+        CONFIG SET lazyfree-lazy-user-del yes maxmemory-clients 0
+        CONFIG GET lazyfree-lazy-user-del
+        CONFIG SET slave-priority 7
+        CONFIG GET replica-priority
+        CONFIG GET slave-priority
+        CONFIG SET repl-backlog-size 2mb
+        CONFIG GET repl-backlog-size
+        "#,
+    );
+}
+
 /// A good `port` value is still refused (the listener is fixed at start),
 /// with the same text as before; a bad one gets Redis's value error.
 #[test]

@@ -10,6 +10,7 @@ use crate::cmd::args::{self, is};
 use crate::cmd::connection::{help_reply, run_subcommand};
 use crate::cmd::table::{all_specs, lookup, lookup_sub, reply_command_docs, reply_command_info};
 use crate::cmd::{merge_ok, on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
+use crate::config::ignored::{Fixed, ALIASES as IGNORED_ALIASES};
 use crate::config::Config;
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -371,12 +372,14 @@ const IMMUTABLE: &[&str] = &[
 
 /// Every name CONFIG GET knows, each once, in a fixed order.
 fn config_names() -> impl Iterator<Item = &'static str> {
-    Config::NAMES.iter().copied().chain(
-        COMPAT_SETTINGS
-            .iter()
-            .map(|(n, _)| *n)
-            .filter(|n| !Config::NAMES.contains(n)),
-    )
+    Config::all_names()
+        .chain(IGNORED_ALIASES.iter().map(|(alias, _)| *alias))
+        .chain(
+            COMPAT_SETTINGS
+                .iter()
+                .map(|(n, _)| *n)
+                .filter(|n| !Config::NAMES.contains(n)),
+        )
 }
 
 /// Current value of a setting, real or compatibility-only.
@@ -464,10 +467,12 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
                 b"'",
             ]));
         }
-        if IMMUTABLE.contains(&name.as_str()) && name != "port" {
+        let fixed = crate::config::ignored::find(&name).map(|row| row.3);
+        if (IMMUTABLE.contains(&name.as_str()) && name != "port") || fixed == Some(Fixed::Immutable)
+        {
             return Err(failed(&name, "can't set immutable config"));
         }
-        if PROTECTED.contains(&name.as_str()) {
+        if PROTECTED.contains(&name.as_str()) || fixed == Some(Fixed::Protected) {
             return Err(failed(&name, "can't set protected config"));
         }
         if seen.contains(&name) {

@@ -8,8 +8,12 @@
 //! `proto-max-bulk-len`, ...), plus shardstream's own (`shards`,
 //! `cluster-config`, `pin-threads`, `no-pin`, `shard-spin-us`). Redis directives shardstream does not
 //! implement are refused with a reason ([`UNSUPPORTED_FATAL`]) or accepted
-//! with a warning ([`UNSUPPORTED_IGNORED`]); any other name is an error.
+//! with a warning and kept for `CONFIG GET` ([`ignored`]); any other name is
+//! an error.
 
+pub mod ignored;
+
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -330,6 +334,9 @@ pub struct Config {
     /// The config file the server was started with (INFO `config_file`);
     /// not a directive.
     pub config_file: Option<PathBuf>,
+    /// Values given to the Redis settings that change nothing here (see
+    /// [`ignored`]), by name; the others read as Redis's default.
+    pub ignored: BTreeMap<&'static str, String>,
     /// `dump-payload-version` (shardstream's own, default 12 as Redis 7.4
     /// to 8.4 write): the RDB version of DUMP payloads, 9 to 12. Lower it
     /// to RESTORE our payloads into an older Redis (7.0 accepts at most 10,
@@ -533,6 +540,7 @@ impl Default for Config {
             protected_mode: true,
             supervised: "no".into(),
             config_file: None,
+            ignored: BTreeMap::new(),
             dump_payload_version: crate::rdb::DEFAULT_DUMP_VERSION,
             cluster_emulated: false,
             cluster_enabled: false,
@@ -976,10 +984,14 @@ impl Config {
                         .into());
                 }
             }
-            _ => {
-                return Err(format!(
-                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
-                ))
+            other => {
+                let Some(&(known, _, kind, _)) = ignored::find(other) else {
+                    return Err(format!(
+                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    ));
+                };
+                let value = ignored::normalize(kind, value)?;
+                self.ignored.insert(known, value);
             }
         }
         Ok(())
@@ -1107,8 +1119,24 @@ impl Config {
             "supervised" => self.supervised.clone(),
             "daemonize" => "no".to_string(),
             "save" => String::new(),
-            _ => return None,
+            other => {
+                let &(known, default, _, _) = ignored::find(other)?;
+                self.ignored
+                    .get(known)
+                    .map_or_else(|| default.to_string(), Clone::clone)
+            }
         })
+    }
+
+    /// Every setting, each once under its own name (no alias): the ones
+    /// shardstream implements ([`Self::NAMES`]), then the [`ignored`] ones.
+    pub fn all_names() -> impl Iterator<Item = &'static str> {
+        Self::NAMES.iter().copied().chain(
+            ignored::IGNORED
+                .iter()
+                .map(|row| row.0)
+                .filter(|n| !Self::NAMES.contains(n)),
+        )
     }
 
     /// Every directive name `CONFIG GET` knows.
@@ -1200,6 +1228,16 @@ impl Config {
         args: &[String],
     ) -> Result<Option<String>, String> {
         let lower = name.to_ascii_lowercase();
+        if let Some(row) = ignored::find(&lower).filter(|_| !Self::NAMES.contains(&lower.as_str()))
+        {
+            if args.is_empty() || (args.len() > 1 && row.2 != ignored::Kind::Text) {
+                return Err("wrong number of arguments".into());
+            }
+            self.set(&lower, &args.join(" "))?;
+            return Ok(Some(format!(
+                "ignoring unsupported directive '{lower}' (it changes nothing shardstream does)"
+            )));
+        }
         let known = self.get(&lower).is_some() || lower == "no-pin";
         if !known {
             if let Some((_, why)) = UNSUPPORTED_FATAL.iter().find(|(n, _)| *n == lower) {
@@ -1208,7 +1246,7 @@ impl Config {
             if lower == "tls-port" && args.iter().all(|a| a == "0") {
                 return Ok(Some(format!("ignoring '{lower} 0' (TLS is not supported)")));
             }
-            if lower.starts_with("tls-") || UNSUPPORTED_IGNORED.contains(&lower.as_str()) {
+            if lower.starts_with("tls-") {
                 return Ok(Some(format!(
                     "ignoring unsupported directive '{lower}' (it changes nothing shardstream does)"
                 )));
@@ -1311,124 +1349,6 @@ pub const UNSUPPORTED_FATAL: &[(&str, &str)] = &[
     ("replicaof", "replication is not supported"),
     ("slaveof", "replication is not supported"),
     ("tls-port", "TLS is not supported"),
-];
-
-/// Redis directives accepted with a warning and otherwise ignored: tuning
-/// knobs of Redis internals (encodings, rehashing, defrag), RDB and
-/// replication settings that only matter with those features, and
-/// logging/process options with no equivalent here.
-pub const UNSUPPORTED_IGNORED: &[&str] = &[
-    "always-show-logo",
-    "set-proc-title",
-    "proc-title-template",
-    "locale-collate",
-    "syslog-enabled",
-    "syslog-ident",
-    "syslog-facility",
-    "crash-log-enabled",
-    "crash-memcheck-enabled",
-    "enable-protected-configs",
-    "enable-debug-command",
-    "enable-module-command",
-    "dynamic-hz",
-    "activerehashing",
-    "lazyfree-lazy-eviction",
-    "lazyfree-lazy-expire",
-    "lazyfree-lazy-server-del",
-    "lazyfree-lazy-user-del",
-    "lazyfree-lazy-user-flush",
-    "replica-lazy-flush",
-    "slave-lazy-flush",
-    "io-threads-do-reads",
-    "oom-score-adj",
-    "oom-score-adj-values",
-    "disable-thp",
-    "jemalloc-bg-thread",
-    "activedefrag",
-    "active-defrag-ignore-bytes",
-    "active-defrag-threshold-lower",
-    "active-defrag-threshold-upper",
-    "active-defrag-cycle-min",
-    "active-defrag-cycle-max",
-    "active-defrag-max-scan-fields",
-    "latency-tracking",
-    "latency-tracking-info-percentiles",
-    "slowlog-log-slower-than",
-    "slowlog-max-len",
-    "notify-keyspace-events",
-    "hash-max-listpack-entries",
-    "hash-max-listpack-value",
-    "hash-max-ziplist-entries",
-    "hash-max-ziplist-value",
-    "list-compress-depth",
-    "hll-sparse-max-bytes",
-    "tracking-table-max-keys",
-    "maxmemory-eviction-tenacity",
-    "lfu-log-factor",
-    "lfu-decay-time",
-    "aof-use-rdb-preamble",
-    "aof-timestamp-enabled",
-    "aof-rewrite-incremental-fsync",
-    "rdb-save-incremental-fsync",
-    "no-appendfsync-on-rewrite",
-    "appendfilename",
-    "appenddirname",
-    "dbfilename",
-    "rdbcompression",
-    "rdbchecksum",
-    "stop-writes-on-bgsave-error",
-    "sanitize-dump-payload",
-    "rdb-del-sync-files",
-    "shutdown-timeout",
-    "shutdown-on-sigint",
-    "shutdown-on-sigterm",
-    "replica-serve-stale-data",
-    "replica-read-only",
-    "slave-serve-stale-data",
-    "slave-read-only",
-    "repl-diskless-sync",
-    "repl-diskless-sync-delay",
-    "repl-diskless-sync-max-replicas",
-    "repl-diskless-load",
-    "repl-ping-replica-period",
-    "repl-timeout",
-    "repl-disable-tcp-nodelay",
-    "repl-backlog-size",
-    "repl-backlog-ttl",
-    "replica-priority",
-    "replica-announced",
-    "replica-ignore-maxmemory",
-    "min-replicas-to-write",
-    "min-replicas-max-lag",
-    "min-slaves-to-write",
-    "min-slaves-max-lag",
-    "replica-announce-ip",
-    "replica-announce-port",
-    "masterauth",
-    "masteruser",
-    "propagation-error-behavior",
-    "replica-ignore-disk-write-errors",
-    "acllog-max-len",
-    "active-expire-effort",
-    "max-new-connections-per-cycle",
-    "max-new-tls-connections-per-cycle",
-    "unixsocketgroup",
-    "socket-mark-id",
-    "bind-source-addr",
-    "cluster-announce-port",
-    "cluster-announce-bus-port",
-    "cluster-announce-tls-port",
-    "cluster-announce-hostname",
-    "cluster-announce-human-nodename",
-    "cluster-preferred-endpoint-type",
-    "cluster-allow-reads-when-down",
-    "cluster-allow-pubsubshard-when-down",
-    "cluster-replica-validity-factor",
-    "cluster-migration-barrier",
-    "cluster-allow-replica-migration",
-    "cluster-replica-no-failover",
-    "cluster-link-sendbuf-limit",
-    "ignore-warnings",
 ];
 
 #[cfg(test)]
