@@ -320,6 +320,44 @@ fn query_buffer_limit_closes_and_counts() {
     assert_eq!(info_num(&mut c, "clients", "connected_clients"), 1);
 }
 
+/// The limit bounds what is pending in the query buffer, not a whole
+/// command: arguments already read whole do not count (Redis has moved them
+/// out of its query buffer), so a command whose arguments together pass the
+/// limit runs, while one argument past it closes the client.
+#[test]
+fn query_buffer_limit_counts_what_is_pending_not_the_whole_command() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
+        "+OK"
+    );
+    let field = vec![b'v'; 400_000];
+    let mut big = TcpStream::connect(srv.addr).unwrap();
+    big.write_all(&resp(&[
+        b"XADD", b"qb", b"1-1", b"f1", &field, b"f2", &field, b"f3", &field,
+    ]))
+    .unwrap();
+    let mut reply = [0u8; 64];
+    let n = big.read(&mut reply).unwrap();
+    assert_eq!(&reply[..n], b"$3\r\n1-1\r\n");
+    assert_eq!(c.raw(&["XLEN", "qb"]), ":1");
+    assert_eq!(
+        info_num(&mut c, "stats", "client_query_buffer_limit_disconnections"),
+        0
+    );
+    // One argument of 1.5 MB is past the limit while it is being read.
+    let huge = vec![b'v'; 1_500_000];
+    let mut over = TcpStream::connect(srv.addr).unwrap();
+    let _ = over.write_all(&resp(&[b"XADD", b"qb2", b"*", b"f", &huge]));
+    assert!(drain_until_closed(&mut over).1);
+    assert_eq!(c.raw(&["EXISTS", "qb2"]), ":0");
+    assert_eq!(
+        info_num(&mut c, "stats", "client_query_buffer_limit_disconnections"),
+        1
+    );
+}
+
 /// Send raw bytes; return everything the server sends before closing.
 fn raw_until_close(addr: SocketAddr, bytes: &[u8]) -> (String, bool) {
     let mut s = TcpStream::connect(addr).unwrap();

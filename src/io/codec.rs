@@ -82,6 +82,24 @@ pub struct FrameScan {
 }
 
 impl FrameScan {
+    /// Bytes at the front of the buffer that the incomplete frame's whole
+    /// arguments (and its headers) take: Redis has already moved those out
+    /// of its query buffer into the command's arguments, so they do not
+    /// count against `client-query-buffer-limit`. 0 when no frame is under
+    /// way.
+    ///
+    /// # Source
+    /// `processMultibulkBuffer`, redis/src/networking.c: each argument is
+    /// taken out of the query buffer as soon as it is whole (a big one
+    /// becomes its own object), and the limit is checked on what is left.
+    pub fn parsed_bytes(&self) -> usize {
+        if self.count == 0 {
+            0
+        } else {
+            self.pos
+        }
+    }
+
     fn reset(&mut self) {
         self.args.clear();
         if self.args.capacity() > 1024 {

@@ -278,7 +278,10 @@ pub struct ReadOutcome {
 /// closed (what was read still runs and is answered first); marks the
 /// connection dead on a socket error, or when the query buffer passes
 /// `client-query-buffer-limit` (Redis closes such a client without a reply
-/// and counts it).
+/// and counts it). The whole arguments of a command still being read do
+/// not count, as Redis has taken them out of its query buffer: the limit
+/// bounds what is pending, so one command may carry several arguments
+/// that together pass it.
 ///
 /// A frame whose size is known (a bulk header was read) gets its whole
 /// buffer reserved at once, so a big argument is not copied again each time
@@ -317,7 +320,9 @@ pub fn read_conn(
                 // event already said the peer closed: its EOF raises no
                 // new event, so read on until it shows.
                 let drained = n < scratch.len() && !conn.peer_closed;
-                if conn.rbuf.len() > query_buffer_bytes {
+                if conn.rbuf.len() - conn.scan.parsed_bytes().min(conn.rbuf.len())
+                    > query_buffer_bytes
+                {
                     log::warn!(
                         "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
                         conn.session.id,
