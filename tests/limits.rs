@@ -287,6 +287,44 @@ fn output_buffer_soft_limit_closes_after_soft_seconds() {
     assert!(drain_until_closed(&mut victim).1);
 }
 
+/// A client that stops reading and sends nothing more is still closed once
+/// it has been over the soft limit for the soft seconds: the once-a-second
+/// check catches it, as Redis's `clientsCron` does.
+#[test]
+fn output_buffer_soft_limit_closes_a_silent_reader() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let big = vec![b'x'; 1 << 20];
+    assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
+    assert_eq!(
+        c.raw(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 0 2mb 1"
+        ]),
+        "+OK"
+    );
+    let mut victim = TcpStream::connect(srv.addr).unwrap();
+    let mut all = Vec::new();
+    for _ in 0..40 {
+        all.extend(resp(&[b"GET", b"big"]));
+    }
+    victim.write_all(&all).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(info_num(&mut c, "clients", "connected_clients"), 2);
+    assert!(
+        common::eventually(10, || info_num(
+            &mut c,
+            "stats",
+            "client_output_buffer_limit_disconnections"
+        ) == 1),
+        "a reader over the soft limit was never closed"
+    );
+    assert_eq!(info_num(&mut c, "clients", "connected_clients"), 1);
+    assert!(drain_until_closed(&mut victim).1);
+}
+
 #[test]
 fn query_buffer_limit_closes_and_counts() {
     let srv = TestServer::start(1);

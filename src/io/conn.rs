@@ -768,6 +768,26 @@ impl Conn {
         any
     }
 
+    /// The periodic check of a client whose output waits unsent: once it has
+    /// stayed at or above the soft limit for longer than the soft seconds it
+    /// is marked dead and its output dropped, though no new reply came to
+    /// trigger the check. Returns whether it was.
+    ///
+    /// # Source
+    /// `clientsCron` calls `closeClientOnOutputBufferLimitReached` for every
+    /// client, redis/src/server.c.
+    pub fn close_if_over_soft_limit(&mut self, limit: &OutputBufferLimit) -> bool {
+        if self.dead || self.output_soft_since.is_none() {
+            return false;
+        }
+        if !self.over_output_limit(limit, Instant::now) {
+            return false;
+        }
+        self.output_limit_hit = Some(self.output_bytes());
+        self.drop_output();
+        true
+    }
+
     /// Whether pending output breaks `limit`: at or above the hard limit, or at
     /// or above the soft limit continuously for the soft seconds (the first
     /// time over the soft limit starts that clock, and only more than the

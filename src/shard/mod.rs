@@ -1037,15 +1037,25 @@ impl ShardThread {
         }
     }
 
-    /// Once a second: close clients idle longer than `timeout` (never blocked
-    /// ones or monitors, as Redis spares blocked clients and replicas), close MIGRATE sockets idle for 10 s, and turn the
-    /// INFO peak windows over.
+    /// Once a second: close clients over the soft output buffer limit for
+    /// longer than its seconds (though no reply came since), close clients
+    /// idle longer than `timeout` (never blocked ones or monitors, as Redis
+    /// spares blocked clients and replicas), close MIGRATE sockets idle for
+    /// 10 s, and turn the INFO peak windows over.
     ///
     /// # Source
-    /// `clientsCronHandleTimeout`, redis/src/timeout.c;
-    /// `migrateCloseTimedoutSockets`, redis/src/cluster.c.
+    /// `clientsCron` (redis/src/server.c) with
+    /// `closeClientOnOutputBufferLimitReached`; `clientsCronHandleTimeout`,
+    /// redis/src/timeout.c; `migrateCloseTimedoutSockets`,
+    /// redis/src/cluster.c.
     fn cron(&mut self) {
         self.db.migrate_sockets.close_idle(Instant::now());
+        let output = self.limits.output;
+        for (id, conn) in self.conns.iter_mut() {
+            if conn.close_if_over_soft_limit(&output) {
+                self.touched.push(*id);
+            }
+        }
         if self.me == 0 && self.last_peak_rotate.elapsed() >= PEAK_PERIOD {
             self.last_peak_rotate = Instant::now();
             self.shared.stats.recent_max_input_bytes.rotate();
