@@ -396,6 +396,41 @@ fn query_buffer_limit_counts_what_is_pending_not_the_whole_command() {
     );
 }
 
+/// What MULTI queues counts against the limit too (Redis 7.4+): a
+/// transaction that queues past it closes the client and never runs, while
+/// one under it runs.
+#[test]
+fn query_buffer_limit_counts_the_multi_queue() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    assert_eq!(
+        c.raw(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
+        "+OK"
+    );
+    let field = "v".repeat(400_000);
+    let mut under = srv.client();
+    assert_eq!(under.raw(&["MULTI"]), "+OK");
+    for _ in 0..2 {
+        assert_eq!(under.raw(&["XADD", "mq", "*", "f", &field]), "+QUEUED");
+    }
+    assert!(under.raw(&["EXEC"]).starts_with("*2\r\n"));
+    assert_eq!(c.raw(&["XLEN", "mq"]), ":2");
+    let mut over = TcpStream::connect(srv.addr).unwrap();
+    let mut tx = resp(&[b"MULTI"]);
+    for _ in 0..4 {
+        tx.extend(resp(&[b"XADD", b"mq2", b"*", b"f", field.as_bytes()]));
+    }
+    tx.extend(resp(&[b"EXEC"]));
+    let _ = over.write_all(&tx);
+    assert!(drain_until_closed(&mut over).1);
+    assert_eq!(c.raw(&["EXISTS", "mq2"]), ":0");
+    assert_eq!(
+        info_num(&mut c, "stats", "client_query_buffer_limit_disconnections"),
+        1
+    );
+    assert_eq!(c.raw(&["XLEN", "mq"]), ":2");
+}
+
 /// Send raw bytes; return everything the server sends before closing.
 fn raw_until_close(addr: SocketAddr, bytes: &[u8]) -> (String, bool) {
     let mut s = TcpStream::connect(addr).unwrap();

@@ -197,6 +197,7 @@ fn unwatch(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 /// Leave MULTI state: drop the queue and the failure mark (`multi=-1` in CLIENT LIST).
 pub fn reset_multi(session: &mut Session) {
     session.multi = None;
+    session.multi_bytes = 0;
     session.multi_failed = false;
     session.multi_flags = Flags::NONE;
     session
@@ -220,6 +221,7 @@ fn multi(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
         return Err(CmdError::msg("ERR MULTI calls can not be nested"));
     }
     cx.conn.multi = Some(Vec::new());
+    cx.conn.multi_bytes = 0;
     cx.conn.multi_failed = false;
     cx.conn.multi_flags = Flags::NONE;
     cx.conn

@@ -259,6 +259,10 @@ pub struct Session {
     pub authenticated: bool,
     /// Queued commands while in MULTI.
     pub multi: Option<Vec<Vec<Bytes>>>,
+    /// Bytes the queued commands hold (each argument's length plus 8):
+    /// counted against `client-query-buffer-limit` with the query buffer,
+    /// as Redis 7.4+ counts its transaction state (`mstate.argv_len_sums`).
+    pub multi_bytes: usize,
     /// A command failed to queue: EXEC must answer EXECABORT.
     pub multi_failed: bool,
     /// The union of the queued commands' table flags (their subcommand

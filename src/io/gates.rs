@@ -176,6 +176,7 @@ pub fn admit(shared: &Shared, conn: &mut Conn, argv: &mut Option<Vec<Bytes>>) ->
             return None;
         }
         if let (Some(queue), Some(args)) = (conn.session.multi.as_mut(), argv.take()) {
+            conn.session.multi_bytes += args.iter().map(|a| a.len() + 8).sum::<usize>();
             queue.push(args);
             conn.session.multi_flags = conn.session.multi_flags.with(spec.flags);
             let n = queue.len() as u64;

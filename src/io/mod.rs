@@ -201,6 +201,7 @@ pub fn new_conn(shared: &Shared, mut sock: Socket, addr: Endpoint, thread: u16) 
             resp3: false,
             authenticated: !needs_auth,
             multi: None,
+            multi_bytes: 0,
             multi_failed: false,
             multi_flags: crate::cmd::Flags::NONE,
             exec_changed_functions: false,
@@ -320,26 +321,8 @@ pub fn read_conn(
                 // event already said the peer closed: its EOF raises no
                 // new event, so read on until it shows.
                 let drained = n < scratch.len() && !conn.peer_closed;
-                if conn.rbuf.len() - conn.scan.parsed_bytes().min(conn.rbuf.len())
-                    > query_buffer_bytes
-                {
-                    log::warn!(
-                        "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
-                        conn.session.id,
-                        conn.session.shared.addr,
-                        String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)]),
-                    );
-                    shared
-                        .stats
-                        .client_query_buffer_limit_disconnections
-                        .fetch_add(1, Ordering::Relaxed);
-                    shared
-                        .stats
-                        .recent_max_input_bytes
-                        .observe(conn.rbuf.len() as u64);
-                    conn.dead = true;
-                    conn.rbuf = BytesMut::new();
-                    conn.scan = Default::default();
+                if query_buffer_used(conn) > query_buffer_bytes {
+                    close_over_query_limit(shared, conn);
                     break;
                 }
                 if drained {
@@ -355,6 +338,41 @@ pub fn read_conn(
         }
     }
     ReadOutcome { bytes: total, more }
+}
+
+/// What counts against `client-query-buffer-limit`: the query buffer less
+/// the whole arguments of the command still being read (Redis has moved
+/// those out of its query buffer), plus what MULTI has queued (Redis 7.4+).
+///
+/// # Source
+/// `processMultibulkBuffer`, redis/src/networking.c; redis PR #12961 (7.4):
+/// the transaction's queued arguments count toward the limit.
+fn query_buffer_used(conn: &Conn) -> usize {
+    let pending = conn.rbuf.len() - conn.scan.parsed_bytes().min(conn.rbuf.len());
+    pending + conn.session.multi_bytes
+}
+
+/// Close a client past `client-query-buffer-limit`, without a reply, as
+/// Redis does: logged, counted in INFO, its buffer and queue dropped.
+fn close_over_query_limit(shared: &Shared, conn: &mut Conn) {
+    log::warn!(
+        "Closing client that reached max query buffer length: id={} addr={} (qbuf initial bytes: {:?})",
+        conn.session.id,
+        conn.session.shared.addr,
+        String::from_utf8_lossy(&conn.rbuf[..conn.rbuf.len().min(64)]),
+    );
+    shared
+        .stats
+        .client_query_buffer_limit_disconnections
+        .fetch_add(1, Ordering::Relaxed);
+    shared
+        .stats
+        .recent_max_input_bytes
+        .observe(conn.rbuf.len() as u64);
+    conn.dead = true;
+    conn.rbuf = BytesMut::new();
+    conn.scan = Default::default();
+    crate::cmd::tx::reset_multi(&mut conn.session);
 }
 
 /// Turn on TCP keepalive: first probe after `idle_s` seconds of silence, then
@@ -473,6 +491,13 @@ pub fn process_input(
                     continue;
                 }
                 run_command(shared, out, conn, argv, limits, local);
+                // A queued command may take the transaction past the limit.
+                if conn.session.multi_bytes > 0
+                    && query_buffer_used(conn) > limits.query_buffer_bytes
+                {
+                    close_over_query_limit(shared, conn);
+                    return;
+                }
             }
             Ok(Decoded::Incomplete { min_total }) => {
                 conn.need_bytes = min_total;
