@@ -252,47 +252,10 @@ fn output_buffer_without_limit_keeps_a_slow_reader() {
     );
 }
 
-/// Over the soft limit for longer than the soft seconds: closed on the next reply.
-#[test]
-fn output_buffer_soft_limit_closes_after_soft_seconds() {
-    let srv = TestServer::start(1);
-    let mut c = srv.client();
-    let big = vec![b'x'; 1 << 20];
-    assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
-    assert_eq!(
-        c.raw(&[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "normal 0 2mb 1"
-        ]),
-        "+OK"
-    );
-    let mut victim = TcpStream::connect(srv.addr).unwrap();
-    let mut first = Vec::new();
-    for _ in 0..40 {
-        first.extend(resp(&[b"GET", b"big"]));
-    }
-    victim.write_all(&first).unwrap();
-    // Over the soft limit, but not for long enough yet.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(info_num(&mut c, "clients", "connected_clients"), 2);
-    std::thread::sleep(Duration::from_millis(1500));
-    victim.write_all(&resp(&[b"GET", b"big"])).unwrap();
-    assert!(common::eventually(10, || info_num(
-        &mut c,
-        "stats",
-        "client_output_buffer_limit_disconnections"
-    ) == 1));
-    assert!(drain_until_closed(&mut victim).1);
-}
-
-/// A client that stops reading and sends nothing more is still closed once
-/// it has been over the soft limit for the soft seconds: the once-a-second
-/// check catches it, as Redis's `clientsCron` does.
-#[test]
-fn output_buffer_soft_limit_closes_a_silent_reader() {
-    let srv = TestServer::start(2);
+/// A server with `normal 0 2mb 1` and a client that asked for 40 MB of
+/// replies and reads none: over the soft limit, not yet for long enough.
+fn reader_over_the_soft_limit(shards: u16) -> (TestServer, RespClient, TcpStream) {
+    let srv = TestServer::start(shards);
     let mut c = srv.client();
     let big = vec![b'x'; 1 << 20];
     assert_eq!(c.raw(&[b"SET".as_slice(), b"big", &big]), "+OK");
@@ -313,6 +276,30 @@ fn output_buffer_soft_limit_closes_a_silent_reader() {
     victim.write_all(&all).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(info_num(&mut c, "clients", "connected_clients"), 2);
+    (srv, c, victim)
+}
+
+/// Over the soft limit for longer than the soft seconds: closed (at the
+/// latest on the next reply).
+#[test]
+fn output_buffer_soft_limit_closes_after_soft_seconds() {
+    let (_srv, mut c, mut victim) = reader_over_the_soft_limit(1);
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = victim.write_all(&resp(&[b"GET", b"big"]));
+    assert!(common::eventually(10, || info_num(
+        &mut c,
+        "stats",
+        "client_output_buffer_limit_disconnections"
+    ) == 1));
+    assert!(drain_until_closed(&mut victim).1);
+}
+
+/// A client that stops reading and sends nothing more is still closed once
+/// it has been over the soft limit for the soft seconds: the once-a-second
+/// check catches it, as Redis's `clientsCron` does.
+#[test]
+fn output_buffer_soft_limit_closes_a_silent_reader() {
+    let (_srv, mut c, mut victim) = reader_over_the_soft_limit(2);
     assert!(
         common::eventually(10, || info_num(
             &mut c,
@@ -325,14 +312,20 @@ fn output_buffer_soft_limit_closes_a_silent_reader() {
     assert!(drain_until_closed(&mut victim).1);
 }
 
-#[test]
-fn query_buffer_limit_closes_and_counts() {
-    let srv = TestServer::start(1);
+/// A server whose `client-query-buffer-limit` is 1 MB, and a client.
+fn with_query_limit_1mb(shards: u16) -> (TestServer, RespClient) {
+    let srv = TestServer::start(shards);
     let mut c = srv.client();
     assert_eq!(
         c.raw(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
         "+OK"
     );
+    (srv, c)
+}
+
+#[test]
+fn query_buffer_limit_closes_and_counts() {
+    let (srv, mut c) = with_query_limit_1mb(1);
     // A client blocked in XREAD keeps buffering what it pipelines behind it.
     let mut blocked = TcpStream::connect(srv.addr).unwrap();
     blocked
@@ -364,12 +357,7 @@ fn query_buffer_limit_closes_and_counts() {
 /// limit runs, while one argument past it closes the client.
 #[test]
 fn query_buffer_limit_counts_what_is_pending_not_the_whole_command() {
-    let srv = TestServer::start(2);
-    let mut c = srv.client();
-    assert_eq!(
-        c.raw(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
-        "+OK"
-    );
+    let (srv, mut c) = with_query_limit_1mb(2);
     let field = vec![b'v'; 400_000];
     let mut big = TcpStream::connect(srv.addr).unwrap();
     big.write_all(&resp(&[
@@ -401,12 +389,7 @@ fn query_buffer_limit_counts_what_is_pending_not_the_whole_command() {
 /// one under it runs.
 #[test]
 fn query_buffer_limit_counts_the_multi_queue() {
-    let srv = TestServer::start(2);
-    let mut c = srv.client();
-    assert_eq!(
-        c.raw(&["CONFIG", "SET", "client-query-buffer-limit", "1mb"]),
-        "+OK"
-    );
+    let (srv, mut c) = with_query_limit_1mb(2);
     let field = "v".repeat(400_000);
     let mut under = srv.client();
     assert_eq!(under.raw(&["MULTI"]), "+OK");
