@@ -37,10 +37,12 @@ fn exact_replies_and_socket_mode() {
         c.raw(&["XADD", "s"]),
         "-ERR wrong number of arguments for 'xadd' command"
     );
+    // unixsocketgroup (Redis 8) is kept but changes nothing here.
     assert_eq!(
         c.raw(&["CONFIG", "GET", "unix*"]),
         format!(
-            "*4\r\n$10\r\nunixsocket\r\n${}\r\n{}\r\n$14\r\nunixsocketperm\r\n$3\r\n700",
+            "*6\r\n$10\r\nunixsocket\r\n${}\r\n{}\r\n$14\r\nunixsocketperm\r\n$3\r\n700\r\n\
+             $15\r\nunixsocketgroup\r\n$0\r\n",
             path.display().to_string().len(),
             path.display()
         )
