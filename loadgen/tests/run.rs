@@ -50,11 +50,20 @@ impl RedisServer {
                 if !matches!(server.child.try_wait(), Ok(None)) {
                     break;
                 }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    // Listening, and still ours after a moment (a server
-                    // that lost the port exits at once).
-                    std::thread::sleep(Duration::from_millis(20));
-                    if matches!(server.child.try_wait(), Ok(None)) {
+                if let Ok(sock) = TcpStream::connect(("127.0.0.1", port)) {
+                    // Listening: ours only if it is our child (another
+                    // test's server may have taken the port, and ours
+                    // then exits, though maybe not at once).
+                    let ours = match server_pid(sock) {
+                        Some(Some(pid)) => pid == server.child.id(),
+                        // An error (NOAUTH): still alive after a moment.
+                        Some(None) => {
+                            std::thread::sleep(Duration::from_millis(50));
+                            matches!(server.child.try_wait(), Ok(None))
+                        }
+                        None => false,
+                    };
+                    if ours {
                         return Some(server);
                     }
                     break;
@@ -63,6 +72,33 @@ impl RedisServer {
             }
         }
         panic!("redis-server did not start on any of 5 free ports");
+    }
+}
+
+/// The `process_id` INFO reports on this connection if it answers within
+/// 5 s: `Some(None)` when it answers with an error (a password is set).
+fn server_pid(mut sock: TcpStream) -> Option<Option<u32>> {
+    use std::io::{Read, Write};
+    sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    sock.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = sock.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        text.extend_from_slice(&buf[..n]);
+        if text.starts_with(b"-") {
+            return Some(None);
+        }
+        let s = String::from_utf8_lossy(&text);
+        if let Some(rest) = s.split("process_id:").nth(1) {
+            if let Some(line) = rest.split("\r\n").next().filter(|_| rest.contains("\r\n")) {
+                return Some(line.trim().parse().ok());
+            }
+        }
     }
 }
 
