@@ -608,6 +608,12 @@ impl Conn {
         None
     }
 
+    /// Whether anything is ready to be written: an answered reply at the
+    /// front of the queue, or encoded bytes not yet written.
+    pub fn has_output(&self) -> bool {
+        matches!(self.slots.front(), Some(Pending::Ready(_))) || self.output_bytes() > 0
+    }
+
     /// Bytes waiting to be written (`omem`): the chain and the buffer.
     pub fn output_bytes(&self) -> usize {
         self.wchain_bytes + self.wbuf.len()

@@ -157,6 +157,7 @@ pub fn spawn_shard(seed: ShardSeed) -> std::io::Result<JoinHandle<()>> {
                 out: Outgoing::new(seed.id.0, shards),
                 replies: (0..shards).map(|_| Vec::new()).collect(),
                 touched: Vec::new(),
+                quiet: Vec::new(),
                 read_again: Vec::new(),
                 scratch: vec![0u8; io::READ_CHUNK_BYTES].into_boxed_slice(),
                 kill_epoch: 0,
@@ -270,6 +271,11 @@ struct ShardThread {
     replies: Vec<Vec<(ReplyTo, Reply)>>,
     /// Connections with something to write or to close.
     touched: Vec<u64>,
+    /// Connections read this iteration with no reply to write yet (a
+    /// parked blocking read, replies still due from another shard): they
+    /// go through [`Self::flush_touched`] too, but their place in the write
+    /// order is that of their first reply, if one comes (see [`newest_first`]).
+    quiet: Vec<u64>,
     /// Connections that stopped reading at their per-iteration budget with
     /// input left in the socket: read again next iteration.
     read_again: Vec<u64>,
@@ -314,7 +320,10 @@ const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 /// once, the one touched first last. Redis queues a client for writing
 /// when it gets its first reply of the iteration, at the head of the list
 /// it then writes from, so a reader served by this iteration's XADD is
-/// written before the producer whose XADD served it.
+/// written before the producer whose XADD served it — also when the
+/// reader's XREADGROUP was read (and parked, with no reply) earlier in the
+/// same iteration: such reads are touched quietly, after all the others
+/// (`ShardThread::quiet`).
 /// # Source
 /// `putClientInPendingWriteQueue` (head insertion) and
 /// `handleClientsWithPendingWrites`, redis/src/networking.c (7.x/8.x).
@@ -544,7 +553,11 @@ impl ShardThread {
         if conn.blocked.is_some() {
             self.blocked_ids.insert(id);
         }
-        self.touched.push(id);
+        if conn.has_output() {
+            self.touched.push(id);
+        } else {
+            self.quiet.push(id);
+        }
         // A transaction's job that ran inline left its coordination here.
         self.coordinate_pending(self.now_ms);
     }
@@ -1177,7 +1190,7 @@ impl ShardThread {
 
     fn flush_touched(&mut self) {
         let mut touched = std::mem::take(&mut self.touched);
-        newest_first(&mut touched);
+        write_order(&mut touched, &mut self.quiet);
         let limits = self.limits;
         let now_ms = self.shared.uptime_ms();
         for id in touched.drain(..) {
@@ -1607,9 +1620,37 @@ fn commit_round(db: &mut ShardDb, aof: &mut crate::aof::writer::ShardAof) {
     }
 }
 
+/// The order [`ShardThread::flush_touched`] writes in: `touched` (touches
+/// with a reply), then the `quiet` reads (no reply yet, moved out), each
+/// connection once, newest first. A quiet read comes after every touch with
+/// a reply, so a connection's first reply decides its place.
+fn write_order(touched: &mut Vec<u64>, quiet: &mut Vec<u64>) {
+    touched.append(quiet);
+    newest_first(touched);
+}
+
 #[cfg(test)]
 mod write_order_tests {
-    use super::newest_first;
+    use super::{newest_first, write_order};
+
+    #[test]
+    fn a_reader_parked_earlier_in_the_iteration_is_written_before_its_producer() {
+        // Reader 3's XREADGROUP is read and parks (no reply: quiet), then
+        // producer 7's XADD is read (reply) and serves reader 3 (reply).
+        let (mut touched, mut quiet) = (vec![7, 3], vec![3]);
+        write_order(&mut touched, &mut quiet);
+        assert_eq!(touched, vec![3, 7]);
+        assert!(quiet.is_empty());
+        // Reader 3 sent XACK + XREADGROUP: the XACK reply queued it first,
+        // as in Redis, so producer 7 is written before it.
+        let (mut touched, mut quiet) = (vec![3, 7, 3], vec![]);
+        write_order(&mut touched, &mut quiet);
+        assert_eq!(touched, vec![7, 3]);
+        // A read with nothing to write and no later reply is still visited.
+        let (mut touched, mut quiet) = (vec![7], vec![5]);
+        write_order(&mut touched, &mut quiet);
+        assert_eq!(touched, vec![5, 7]);
+    }
 
     #[test]
     fn each_connection_once_newest_first_touch_first() {
