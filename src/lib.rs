@@ -53,6 +53,7 @@ pub mod ldouble;
 pub mod list;
 pub mod listener;
 pub mod logging;
+pub mod metrics;
 pub mod migrate;
 pub mod monitor;
 pub mod nofile;

@@ -711,6 +711,8 @@ pub struct Shared {
     /// Allocator bytes in use when the server had started (MEMORY STATS
     /// `startup.allocated`).
     pub startup_allocated_bytes: u64,
+    /// INFO stats' instantaneous rates, sampled by shard 0's timer.
+    pub instant: crate::metrics::InstantMetrics,
     /// Scripts and function libraries known to every shard (EVAL, FUNCTION).
     pub scripts: Arc<crate::script::Registry>,
 }
@@ -723,6 +725,27 @@ impl Shared {
             return ShardId(0);
         }
         self.slot_map.shard(slot_of(key))
+    }
+
+    /// One per-thread counter summed over the shard threads.
+    pub fn thread_sum(&self, f: impl Fn(&ThreadStats) -> &AtomicU64) -> u64 {
+        self.thread_stats
+            .iter()
+            .map(|t| f(t).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Sample the totals behind INFO's instantaneous rates and raise the
+    /// used-memory peak, at most every 100 ms (shard 0's timer calls it).
+    pub fn sample_metrics(&self) {
+        let totals = [
+            self.cmdstats.total_processed(),
+            self.thread_sum(|t| &t.net_input_bytes),
+            self.thread_sum(|t| &t.net_output_bytes),
+        ];
+        if self.instant.sample(self.uptime_ms(), totals) {
+            crate::cmd::memory::raise_peak();
+        }
     }
 
     /// Milliseconds since the server started.
@@ -1133,6 +1156,7 @@ fn start_with(
         blocked_clients: Arc::new(AtomicU64::new(0)),
         monitors: Default::default(),
         startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,
+        instant: Default::default(),
         slowlog: Arc::new(crate::cmd::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,

@@ -1614,3 +1614,138 @@ fn info_keyspace_avg_ttl_averages_the_ttls_of_every_shard() {
         Some("keys=2,expires=0,avg_ttl=0,subexpiry=0")
     );
 }
+
+/// Field names of one INFO section (text after the bulk header).
+fn info_names(c: &mut RespClient, section: &str) -> Vec<String> {
+    let wire = c.raw(&["INFO", section]);
+    body(&wire)
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+#[test]
+fn info_memory_has_redis_fields_in_redis_order() {
+    // The scripting engine's memory (Lua VM, script and function caches)
+    // is not measured; every other field redis-server prints is there.
+    const NOT_MEASURED: &[&str] = &[
+        "used_memory_lua",
+        "used_memory_vm_eval",
+        "used_memory_lua_human",
+        "used_memory_scripts_eval",
+        "used_memory_vm_functions",
+        "used_memory_vm_total",
+        "used_memory_vm_total_human",
+        "used_memory_functions",
+        "used_memory_scripts",
+        "used_memory_scripts_human",
+    ];
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let srv = TestServer::start(2);
+    let (mut ours, mut theirs) = (srv.client(), redis.client());
+    let want: Vec<String> = info_names(&mut theirs, "memory")
+        .into_iter()
+        .filter(|n| !NOT_MEASURED.contains(&n.as_str()))
+        .collect();
+    assert_eq!(info_names(&mut ours, "memory"), want);
+    for section in ["stats", "server"] {
+        let have = info_names(&mut ours, section);
+        for name in [
+            "instantaneous_ops_per_sec",
+            "instantaneous_input_kbps",
+            "instantaneous_output_kbps",
+            "instantaneous_input_repl_kbps",
+            "instantaneous_output_repl_kbps",
+            "lru_clock",
+            "monotonic_clock",
+            "io_threads_active",
+        ] {
+            if info_names(&mut theirs, section).iter().any(|n| n == name) {
+                assert!(have.iter().any(|n| n == name), "{section}: {name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn info_memory_figures_add_up_and_keep_the_peak() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let num = |c: &mut RespClient, f: &str| -> f64 {
+        let wire = c.raw(&["INFO", "memory"]);
+        info_field(body(&wire), f)
+            .unwrap_or_else(|| panic!("no {f}"))
+            .trim_end_matches('%')
+            .parse()
+            .unwrap_or_else(|e| panic!("{f}: {e}"))
+    };
+    let big = "x".repeat(16 << 20);
+    assert_eq!(c.raw(&["SET", "big", &big]), "+OK");
+    // Shard 0's timer raises the peak every 100 ms, whoever asks.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(c.raw(&["DEL", "big"]), ":1");
+    let used = num(&mut c, "used_memory");
+    let peak = num(&mut c, "used_memory_peak");
+    assert!(peak >= used + f64::from(16u32 << 20) * 0.9, "{peak} {used}");
+    let perc = num(&mut c, "used_memory_peak_perc");
+    assert!(perc > 0.0 && perc < 100.0, "{perc}");
+    let overhead = num(&mut c, "used_memory_overhead");
+    let dataset = num(&mut c, "used_memory_dataset");
+    let used = num(&mut c, "used_memory");
+    // Each INFO reads the allocator again: the figures agree within what
+    // one INFO allocates.
+    assert!(
+        (overhead + dataset - used).abs() < 1e6,
+        "{overhead} {dataset} {used}"
+    );
+    assert!(num(&mut c, "used_memory_startup") <= used);
+    assert!(num(&mut c, "allocator_active") >= num(&mut c, "allocator_allocated"));
+    assert!(num(&mut c, "total_system_memory") > 0.0);
+    assert!(num(&mut c, "mem_fragmentation_ratio") > 0.0);
+}
+
+#[test]
+fn info_instantaneous_rates_follow_the_traffic() {
+    let srv = TestServer::start(2);
+    let mut c = srv.client();
+    let mut probe = srv.client();
+    let rates = |p: &mut RespClient| -> (f64, f64, f64) {
+        let wire = p.raw(&["INFO", "stats"]);
+        let f = |n: &str| info_field(body(&wire), n).unwrap().parse::<f64>().unwrap();
+        (
+            f("instantaneous_ops_per_sec"),
+            f("instantaneous_input_kbps"),
+            f("instantaneous_output_kbps"),
+        )
+    };
+    // A burst of 20,000 PINGs (280 KB in, 140 KB out) in pipelines: the
+    // rates, means over the last 1.6 s, go well above the probe's own
+    // 10 INFO calls per second.
+    let batch = "*1\r\n$4\r\nPING\r\n".repeat(1000);
+    for _ in 0..20 {
+        c.send_raw(batch.as_bytes());
+        for _ in 0..1000 {
+            assert_eq!(c.read_reply(), "+PONG");
+        }
+    }
+    let mut peak = (0.0, 0.0, 0.0);
+    assert!(
+        common::eventually(3, || {
+            let r = rates(&mut probe);
+            peak = (r.0.max(peak.0), r.1.max(peak.1), r.2.max(peak.2));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            peak.0 >= 1000.0 && peak.1 >= 10.0 && peak.2 >= 5.0
+        }),
+        "rates never rose: {peak:?}"
+    );
+    // With only the probe left, they fall back within a few seconds.
+    assert!(
+        common::eventually(10, || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            rates(&mut probe).0 < 100.0
+        }),
+        "rates never fell"
+    );
+}

@@ -9,16 +9,18 @@
 //! connection's thread.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
 use crate::cmd::connection::REDIS_COMPAT_VERSION;
+use crate::cmd::memory::{ratio, AllocStats, Overhead};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
 use crate::error::CmdError;
+use crate::metrics::Metric;
 use crate::reply::Reply;
 use crate::route::slot::ShardId;
-use crate::server::{Shared, ThreadStats};
+use crate::server::Shared;
 use crate::shard::db::ShardDb;
 
 /// Table rows of this family.
@@ -56,6 +58,7 @@ const SECTIONS: &[(&str, bool)] = &[
 
 /// Sections whose text needs data from the shards.
 const SHARD_SECTIONS: &[&str] = &[
+    "memory",
     "persistence",
     "stats",
     "keyspace",
@@ -303,7 +306,18 @@ struct Snapshot {
     /// [`crate::cmd::group_latency::info_lines`]).
     streamlatency: Vec<String>,
     percentiles: Vec<f64>,
-    mem: MemInfo,
+    /// Allocator figures now.
+    mem: AllocStats,
+    /// Highest allocated figure seen (`used_memory_peak`), bytes.
+    peak: u64,
+    /// Allocated bytes once the server had started, bytes.
+    startup: u64,
+    /// Client buffers, bytes (`mem_clients_normal`).
+    client_bytes: u64,
+    /// `total_system_memory`, bytes.
+    system_memory: u64,
+    /// Instantaneous commands/s, input bytes/s, output bytes/s.
+    rates: [f64; 3],
     cpu: (f64, f64),
     /// Cluster mode: emulated one-node cluster or a topology (`cluster_enabled:1`).
     cluster: bool,
@@ -411,10 +425,10 @@ impl Snapshot {
             commands: shared.cmdstats.total_processed(),
             rejected: st.rejected_connections.load(Ordering::Relaxed),
             evicted_keys: st.evicted_keys.load(Ordering::Relaxed),
-            net_in: thread_sum(shared, |t| &t.net_input_bytes),
-            net_out: thread_sum(shared, |t| &t.net_output_bytes),
-            reads: thread_sum(shared, |t| &t.reads_processed),
-            writes: thread_sum(shared, |t| &t.writes_processed),
+            net_in: shared.thread_sum(|t| &t.net_input_bytes),
+            net_out: shared.thread_sum(|t| &t.net_output_bytes),
+            reads: shared.thread_sum(|t| &t.reads_processed),
+            writes: shared.thread_sum(|t| &t.writes_processed),
             errors: shared.cmdstats.total_errors(),
             errorstats: shared.cmdstats.error_snapshot(),
             latencystats: Vec::new(),
@@ -447,77 +461,50 @@ impl Snapshot {
                 .and_then(|c| c.get("maxmemory-policy"))
                 .unwrap_or_else(|| "noeviction".to_string()),
             cmdstats,
-            mem: MemInfo::read(),
+            mem: AllocStats::read(),
+            peak: crate::cmd::memory::peak_allocated(),
+            startup: shared.startup_allocated_bytes,
+            client_bytes: crate::cmd::memory::client_buffer_bytes(shared),
+            system_memory: total_system_memory(),
+            rates: [
+                shared.instant.per_sec(Metric::Commands),
+                shared.instant.per_sec(Metric::NetInput),
+                shared.instant.per_sec(Metric::NetOutput),
+            ],
             cpu: cpu_times(),
             aof: AofInfo::read(&shared.tunables.aof),
         }
     }
 }
 
-/// Process memory, bytes.
-struct MemInfo {
-    /// Bytes allocated by the program: jemalloc's `stats.allocated` when
-    /// jemalloc is the global allocator, else the RSS.
-    used: u64,
-    rss: u64,
-    allocator: &'static str,
-}
-
-impl MemInfo {
-    fn read() -> Self {
-        let rss = rss_bytes();
-        let jemalloc = if cfg!(feature = "jemalloc") {
-            jemalloc_allocated().filter(|n| *n > 0)
-        } else {
-            None
-        };
-        match jemalloc {
-            Some(used) => MemInfo {
-                used,
-                rss,
-                allocator: "jemalloc-5.3.0",
-            },
-            None => MemInfo {
-                used: rss,
-                rss,
-                allocator: "libc",
-            },
-        }
-    }
-}
+/// INFO memory `mem_allocator`.
+const ALLOCATOR: &str = if cfg!(feature = "jemalloc") {
+    "jemalloc-5.3.0"
+} else {
+    "libc"
+};
 
 /// INFO's `used_memory` now: jemalloc's allocated bytes, else the RSS.
-/// One per-thread counter summed over the shard threads.
-fn thread_sum(shared: &Shared, f: impl Fn(&ThreadStats) -> &AtomicU64) -> u64 {
-    shared
-        .thread_stats
-        .iter()
-        .map(|t| f(t).load(Ordering::Relaxed))
-        .sum()
-}
-
 pub fn used_memory_bytes() -> u64 {
-    MemInfo::read().used
+    AllocStats::read_allocated()
 }
 
-/// jemalloc's count of bytes allocated by the application (after refreshing
-/// its statistics epoch).
-fn jemalloc_allocated() -> Option<u64> {
-    tikv_jemalloc_ctl::epoch::advance().ok()?;
-    tikv_jemalloc_ctl::stats::allocated::read()
-        .ok()
-        .map(|n| n as u64)
+/// `lru_clock`: seconds of the Unix time, modulo 2^24 (Redis's LRU clock
+/// at its 1000 ms resolution; `getLRUClock`, redis/src/evict.c).
+fn lru_clock(now_usec: u128) -> u64 {
+    ((now_usec / 1_000_000) as u64) & ((1 << 24) - 1)
 }
 
-/// Resident set size from `/proc/self/statm` (0 where unavailable).
-fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
+/// `total_system_memory`: the host's memory (`MemTotal` of
+/// `/proc/meminfo`), bytes; 0 where unknown, as Redis prints it.
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
+        .and_then(|t| {
+            let kb = t.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+            kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// `(system, user)` CPU seconds used by the process.
@@ -601,6 +588,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("redis_mode:standalone");
             line!("os:{}", os_name());
             line!("arch_bits:{}", usize::BITS);
+            // Rust's `Instant` reads CLOCK_MONOTONIC.
+            line!("monotonic_clock:POSIX clock_gettime");
             line!("multiplexing_api:epoll");
             line!("process_id:{}", std::process::id());
             line!("process_supervised:{}", s.supervised);
@@ -611,6 +600,7 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("uptime_in_days:{}", s.uptime_s / 86400);
             line!("hz:{}", s.hz);
             line!("configured_hz:{}", s.hz);
+            line!("lru_clock:{}", lru_clock(s.now_usec));
             line!(
                 "executable:{}",
                 std::env::current_exe()
@@ -618,6 +608,8 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
                     .unwrap_or_default()
             );
             line!("config_file:{}", s.config_file);
+            // Shard threads do their own I/O: no I/O threads.
+            line!("io_threads_active:0");
         }
         "clients" => {
             line!("# Clients");
@@ -633,17 +625,70 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
         }
         "memory" => {
             line!("# Memory");
-            line!("used_memory:{}", s.mem.used);
-            line!("used_memory_human:{}", bytes_to_human(s.mem.used));
-            line!("used_memory_rss:{}", s.mem.rss);
-            line!("used_memory_rss_human:{}", bytes_to_human(s.mem.rss));
-            line!("maxmemory:{}", s.maxmemory);
-            line!("maxmemory_human:{}", bytes_to_human(s.maxmemory));
-            line!("maxmemory_policy:{}", s.maxmemory_policy);
-            line!("mem_allocator:{}", s.mem.allocator);
+            let m = &s.mem;
+            let per_db: Vec<(u64, u64)> = {
+                let ndb = shards.iter().map(|i| i.dbs.len()).max().unwrap_or(0);
+                (0..ndb)
+                    .map(|db| {
+                        let at = |i: &ShardInfo| i.dbs.get(db).copied().unwrap_or_default();
+                        (
+                            shards.iter().map(|i| at(i).keys).sum(),
+                            shards.iter().map(|i| at(i).expires).sum(),
+                        )
+                    })
+                    .collect()
+            };
+            let o = Overhead::of(m.allocated, s.startup, s.client_bytes, &per_db);
+            let peak = s.peak.max(m.allocated);
+            let signed = |a: u64, b: u64| a as i64 - b as i64;
+            line!("used_memory:{}", m.allocated);
+            line!("used_memory_human:{}", bytes_to_human(m.allocated));
+            line!("used_memory_rss:{}", m.rss);
+            line!("used_memory_rss_human:{}", bytes_to_human(m.rss));
+            line!("used_memory_peak:{peak}");
+            line!("used_memory_peak_human:{}", bytes_to_human(peak));
+            line!(
+                "used_memory_peak_perc:{:.2}%",
+                ratio(m.allocated * 100, peak)
+            );
+            line!("used_memory_overhead:{}", o.total);
+            line!("used_memory_startup:{}", o.startup);
+            line!("used_memory_dataset:{}", o.dataset);
+            line!("used_memory_dataset_perc:{:.2}%", o.dataset_percent());
+            line!("allocator_allocated:{}", m.allocated);
+            line!("allocator_active:{}", m.active);
+            line!("allocator_resident:{}", m.resident);
+            line!("total_system_memory:{}", s.system_memory);
+            line!(
+                "total_system_memory_human:{}",
+                bytes_to_human(s.system_memory)
+            );
             line!("number_of_cached_scripts:{}", s.scripting.0);
             line!("number_of_functions:{}", s.scripting.1);
             line!("number_of_libraries:{}", s.scripting.2);
+            line!("maxmemory:{}", s.maxmemory);
+            line!("maxmemory_human:{}", bytes_to_human(s.maxmemory));
+            line!("maxmemory_policy:{}", s.maxmemory_policy);
+            line!("allocator_frag_ratio:{:.2}", ratio(m.active, m.allocated));
+            line!("allocator_frag_bytes:{}", signed(m.active, m.allocated));
+            line!("allocator_rss_ratio:{:.2}", ratio(m.resident, m.active));
+            line!("allocator_rss_bytes:{}", signed(m.resident, m.active));
+            line!("rss_overhead_ratio:{:.2}", ratio(m.rss, m.resident));
+            line!("rss_overhead_bytes:{}", signed(m.rss, m.resident));
+            line!("mem_fragmentation_ratio:{:.2}", ratio(m.rss, m.allocated));
+            line!("mem_fragmentation_bytes:{}", signed(m.rss, m.allocated));
+            // No replicas, replication backlog or AOF rewrite buffer here.
+            line!("mem_not_counted_for_evict:0");
+            line!("mem_replication_backlog:0");
+            line!("mem_total_replication_buffers:0");
+            line!("mem_clients_slaves:0");
+            line!("mem_clients_normal:{}", o.clients);
+            line!("mem_cluster_links:0");
+            line!("mem_aof_buffer:0");
+            line!("mem_allocator:{ALLOCATOR}");
+            line!("active_defrag_running:0");
+            line!("lazyfree_pending_objects:0");
+            line!("lazyfreed_objects:0");
         }
         "persistence" => {
             line!("# Persistence");
@@ -690,9 +735,15 @@ fn render_section(out: &mut String, name: &str, s: &Snapshot, shards: &[ShardInf
             line!("# Stats");
             line!("total_connections_received:{}", s.connections);
             line!("total_commands_processed:{}", s.commands);
-            line!("instantaneous_ops_per_sec:0");
+            line!("instantaneous_ops_per_sec:{}", s.rates[0] as u64);
             line!("total_net_input_bytes:{}", s.net_in);
             line!("total_net_output_bytes:{}", s.net_out);
+            line!("total_net_repl_input_bytes:0");
+            line!("total_net_repl_output_bytes:0");
+            line!("instantaneous_input_kbps:{:.2}", s.rates[1] / 1024.0);
+            line!("instantaneous_output_kbps:{:.2}", s.rates[2] / 1024.0);
+            line!("instantaneous_input_repl_kbps:0.00");
+            line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", s.rejected);
             line!("expired_keys:{}", sum(|i| i.expired_keys));
             line!("evicted_keys:{}", s.evicted_keys);

@@ -60,6 +60,17 @@ pub const SUBS: [CommandSpec; 3] = [
 /// Highest `total.allocated` seen by MEMORY STATS / DOCTOR, bytes.
 static PEAK_ALLOCATED: AtomicU64 = AtomicU64::new(0);
 
+/// Raise the peak (INFO `used_memory_peak`, MEMORY STATS `peak.allocated`)
+/// to what the allocator holds now.
+pub fn raise_peak() {
+    AllocStats::read_allocated();
+}
+
+/// Highest allocator figure seen so far, bytes.
+pub fn peak_allocated() -> u64 {
+    PEAK_ALLOCATED.load(Ordering::Relaxed)
+}
+
 /// Bytes a key costs in a database's main table beyond its name and value
 /// (entry, bucket pointer, object header), for `overhead.hashtable.main`.
 const KEY_OVERHEAD_BYTES: u64 = 56;
@@ -76,6 +87,22 @@ pub struct AllocStats {
 }
 
 impl AllocStats {
+    /// jemalloc's allocated bytes (refreshed), else the RSS: INFO's
+    /// `used_memory`. Raises the peak.
+    pub fn read_allocated() -> u64 {
+        let je = (|| {
+            if !cfg!(feature = "jemalloc") {
+                return None;
+            }
+            tikv_jemalloc_ctl::epoch::advance().ok()?;
+            let n = tikv_jemalloc_ctl::stats::allocated::read().ok()? as u64;
+            (n > 0).then_some(n)
+        })();
+        let allocated = je.unwrap_or_else(rss_bytes);
+        PEAK_ALLOCATED.fetch_max(allocated, Ordering::Relaxed);
+        allocated
+    }
+
     /// Read jemalloc's counters (refreshed) and the RSS. Without jemalloc
     /// every allocator figure is the RSS.
     pub fn read() -> AllocStats {
@@ -102,7 +129,7 @@ impl AllocStats {
 }
 
 /// Resident set size from `/proc/self/statm` (0 where unavailable).
-fn rss_bytes() -> u64 {
+pub fn rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -112,12 +139,77 @@ fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
+pub fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
     } else {
         a as f64 / b as f64
     }
+}
+
+/// How the allocated bytes split, as Redis reports them (MEMORY STATS,
+/// INFO memory): what the server held at start, client buffers and the
+/// per-key table costs are overhead; the rest is the dataset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overhead {
+    /// `startup.allocated` / `used_memory_startup` (at most `allocated`).
+    pub startup: u64,
+    /// `clients.normal` / `mem_clients_normal`: client buffers.
+    pub clients: u64,
+    /// Per database with keys: `(db, main table bytes, expires table bytes)`.
+    pub dbs: Vec<(usize, u64, u64)>,
+    /// `overhead.total` / `used_memory_overhead`.
+    pub total: u64,
+    /// Keys in every database.
+    pub keys: u64,
+    /// `dataset.bytes` / `used_memory_dataset`: allocated minus overhead.
+    pub dataset: u64,
+    /// Allocated minus startup (what `dataset.percentage` is a share of).
+    pub net: u64,
+}
+
+impl Overhead {
+    /// Split `allocated` given the startup figure, client buffer bytes and
+    /// `(keys, expires)` per database.
+    ///
+    /// # Source
+    /// `getMemoryOverheadData`, redis/src/object.c (7.0).
+    pub fn of(allocated: u64, startup: u64, clients: u64, per_db: &[(u64, u64)]) -> Overhead {
+        let startup = startup.min(allocated);
+        let mut o = Overhead {
+            startup,
+            clients,
+            total: startup + clients,
+            ..Overhead::default()
+        };
+        for (n, (k, e)) in per_db.iter().enumerate() {
+            if *k == 0 {
+                continue;
+            }
+            let (main, exp) = (k * KEY_OVERHEAD_BYTES, e * EXPIRE_OVERHEAD_BYTES);
+            o.total += main + exp;
+            o.keys += k;
+            o.dbs.push((n, main, exp));
+        }
+        o.net = allocated.saturating_sub(startup);
+        o.dataset = allocated.saturating_sub(o.total);
+        o
+    }
+
+    /// `dataset.percentage` / `used_memory_dataset_perc`: the dataset's
+    /// share of what was allocated since start, percent.
+    pub fn dataset_percent(&self) -> f64 {
+        ratio(self.dataset * 100, self.net)
+    }
+}
+
+/// Bytes held by every client's buffers (`tot-mem` of CLIENT LIST summed).
+pub fn client_buffer_bytes(shared: &crate::server::Shared) -> u64 {
+    shared
+        .clients
+        .lock()
+        .map(|m| m.values().map(|c| c.tot_mem_bytes() as u64).sum())
+        .unwrap_or(0)
 }
 
 /// Every shard's `[keys, expires]` per database, as one flat integer array.
@@ -175,26 +267,21 @@ fn sum_counts(replies: Vec<Reply>, databases: usize) -> Vec<(u64, u64)> {
 /// `memoryCommand` "stats", `getMemoryOverheadData`.
 fn memory_stats(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     let a = AllocStats::read();
-    let clients: u64 = cx
-        .shared
-        .clients
-        .lock()
-        .map(|m| m.values().map(|c| c.tot_mem_bytes() as u64).sum())
-        .unwrap_or(0);
+    let clients = client_buffer_bytes(cx.shared);
     let databases = cx.shared.databases;
     let startup = cx.shared.startup_allocated_bytes;
     let parts = key_counts(cx);
     let merge = move |replies: Vec<Reply>| {
         let per_db = sum_counts(replies, databases);
-        let peak = PEAK_ALLOCATED.load(Ordering::Relaxed).max(a.allocated);
-        let startup = startup.min(a.allocated);
+        let peak = peak_allocated().max(a.allocated);
+        let o = Overhead::of(a.allocated, startup, clients, &per_db);
         let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
         let key = |s: &str| Reply::bulk_copy(s);
         let mut m: Vec<(Reply, Reply)> = Vec::new();
         for (k, v) in [
             ("peak.allocated", peak),
             ("total.allocated", a.allocated),
-            ("startup.allocated", startup),
+            ("startup.allocated", o.startup),
             ("replication.backlog", 0),
             ("clients.slaves", 0),
             ("clients.normal", clients),
@@ -205,15 +292,7 @@ fn memory_stats(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
         ] {
             m.push((key(k), int(v)));
         }
-        let mut overhead = startup + clients;
-        let mut keys = 0u64;
-        for (n, (k, e)) in per_db.iter().enumerate() {
-            if *k == 0 {
-                continue;
-            }
-            let (main, exp) = (k * KEY_OVERHEAD_BYTES, e * EXPIRE_OVERHEAD_BYTES);
-            overhead += main + exp;
-            keys += k;
+        for &(n, main, exp) in &o.dbs {
             m.push((
                 key(&format!("db.{n}")),
                 Reply::Map(vec![
@@ -222,18 +301,16 @@ fn memory_stats(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
                 ]),
             ));
         }
-        let net = a.allocated.saturating_sub(startup);
-        let dataset = a.allocated.saturating_sub(overhead);
-        m.push((key("overhead.total"), int(overhead)));
-        m.push((key("keys.count"), int(keys)));
+        m.push((key("overhead.total"), int(o.total)));
+        m.push((key("keys.count"), int(o.keys)));
         m.push((
             key("keys.bytes-per-key"),
-            int(net.checked_div(keys).unwrap_or(0)),
+            int(o.net.checked_div(o.keys).unwrap_or(0)),
         ));
-        m.push((key("dataset.bytes"), int(dataset)));
+        m.push((key("dataset.bytes"), int(o.dataset)));
         m.push((
             key("dataset.percentage"),
-            Reply::Double(ratio(dataset * 100, net)),
+            Reply::Double(o.dataset_percent()),
         ));
         m.push((
             key("peak.percentage"),
@@ -286,16 +363,8 @@ fn memory_stats(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdErro
 /// `getMemoryDoctorReport`, redis/src/object.c.
 fn memory_doctor(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
     let a = AllocStats::read();
-    let clients: u64 = cx
-        .shared
-        .clients
-        .lock()
-        .map(|m| m.values().map(|c| c.tot_mem_bytes() as u64).sum())
-        .unwrap_or(0);
-    Ok(
-        Reply::Verbatim(doctor_report(a, PEAK_ALLOCATED.load(Ordering::Relaxed), clients).into())
-            .into(),
-    )
+    let clients = client_buffer_bytes(cx.shared);
+    Ok(Reply::Verbatim(doctor_report(a, peak_allocated(), clients).into()).into())
 }
 
 /// The report text for these figures (see [`memory_doctor`]).

@@ -470,6 +470,9 @@ impl ShardThread {
             self.db.blocking.mark_polling_ready();
             // `hz` (CONFIG SET hz) sets the period; EXPIRE_PERIOD_MS at hz 10.
             self.next_expire_ms = now + self.shared.tunables.timer_period_ms();
+            if self.me == 0 {
+                self.shared.sample_metrics();
+            }
         }
         if self.db.blocking.has_ready() {
             self.serve_waiters(now);
