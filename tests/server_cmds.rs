@@ -564,6 +564,12 @@ fn differential_config_of_ignored_settings() {
         CONFIG GET slave-priority
         CONFIG SET repl-backlog-size 2mb
         CONFIG GET repl-backlog-size
+        CONFIG SET DIR /tmp
+        CONFIG SET Daemonize no
+        CONFIG SET maxmemory 0 MAXMEMORY 0
+        CONFIG SET MAXMEMORY abc
+        CONFIG SET SLAVE-READ-ONLY maybe
+        CONFIG SET Slave-Read-Only yes REPLICA-read-only yes
         "#,
     );
 }

@@ -437,7 +437,8 @@ fn config_get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
 /// * `ERR CONFIG SET failed (possibly related to argument '<name>') - <reason>`
 ///   where reason is, checked in this order over all pairs: `can't set
 ///   immutable config`, `can't set protected config` (`dir`), `duplicate
-///   parameter`; then, pair by pair, the value error (`argument couldn't be
+///   parameter` (these three name the argument as given, `'DIR'`); then,
+///   pair by pair, the value error (`argument couldn't be
 ///   parsed into an integer`, `argument must be a memory value`, `argument
 ///   must be between <lo> and <hi> inclusive`, ...), with Redis's texts and
 ///   ranges for the same input. A good `port` value answers `can't set
@@ -459,7 +460,9 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
     };
     let mut seen: Vec<String> = Vec::new();
     for pair in pairs.chunks_exact(2) {
-        let name = args::text(&pair[0]).to_ascii_lowercase();
+        // These three errors name the argument as the client spelled it.
+        let given = args::text(&pair[0]);
+        let name = given.to_ascii_lowercase();
         if !config_names().any(|n| n == name) {
             return Err(CmdError::quoting(&[
                 b"ERR Unknown option or number of arguments for CONFIG SET - '",
@@ -470,13 +473,13 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         let fixed = crate::config::ignored::find(&name).map(|row| row.3);
         if (IMMUTABLE.contains(&name.as_str()) && name != "port") || fixed == Some(Fixed::Immutable)
         {
-            return Err(failed(&name, "can't set immutable config"));
+            return Err(failed(&given, "can't set immutable config"));
         }
         if PROTECTED.contains(&name.as_str()) || fixed == Some(Fixed::Protected) {
-            return Err(failed(&name, "can't set protected config"));
+            return Err(failed(&given, "can't set protected config"));
         }
         if seen.contains(&name) {
-            return Err(failed(&name, "duplicate parameter"));
+            return Err(failed(&given, "duplicate parameter"));
         }
         seen.push(name);
     }
