@@ -282,6 +282,10 @@ pub struct Waiters {
     /// Keys whose waiters wait for a woken consuming read's rerun:
     /// `(db, key)` → `(conn, until_ms)` (see [`serve_ready`]).
     rerun_holds: HashMap<(usize, Bytes), (u64, u64)>,
+    /// Connections of this shard's own thread whose parked read was served
+    /// since the thread last wrote its sockets: it writes them first (see
+    /// `write_order` in `shard/mod.rs`).
+    pub served_here: Vec<u64>,
 }
 
 impl Waiters {

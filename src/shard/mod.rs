@@ -320,10 +320,8 @@ const UNBLOCKED_ERROR: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
 /// once, the one touched first last. Redis queues a client for writing
 /// when it gets its first reply of the iteration, at the head of the list
 /// it then writes from, so a reader served by this iteration's XADD is
-/// written before the producer whose XADD served it — also when the
-/// reader's XREADGROUP was read (and parked, with no reply) earlier in the
-/// same iteration: such reads are touched quietly, after all the others
-/// (`ShardThread::quiet`).
+/// written before the producer whose XADD served it. [`write_order`] goes
+/// one step further for served readers.
 /// # Source
 /// `putClientInPendingWriteQueue` (head insertion) and
 /// `handleClientsWithPendingWrites`, redis/src/networking.c (7.x/8.x).
@@ -1193,7 +1191,11 @@ impl ShardThread {
 
     fn flush_touched(&mut self) {
         let mut touched = std::mem::take(&mut self.touched);
-        write_order(&mut touched, &mut self.quiet);
+        write_order(
+            &mut touched,
+            &mut self.quiet,
+            &mut self.db.blocking.served_here,
+        );
         let limits = self.limits;
         let now_ms = self.shared.uptime_ms();
         for id in touched.drain(..) {
@@ -1517,6 +1519,9 @@ impl<'a> Exec<'a> {
                 let row = row.map_or(msg::NO_CMD, |i| i as u32);
                 self.shared.cmdstats.count_exec(row, 0, Some(e));
             }
+            if to.io == self.db.id.0 {
+                self.db.blocking.served_here.push(to.conn);
+            }
             self.queue_reply(to, reply);
         }
     }
@@ -1623,12 +1628,26 @@ fn commit_round(db: &mut ShardDb, aof: &mut crate::aof::writer::ShardAof) {
     }
 }
 
-/// The order [`ShardThread::flush_touched`] writes in: `touched` (touches
-/// with a reply), then the `quiet` reads (no reply yet, moved out), each
-/// connection once, newest first. A quiet read comes after every touch with
-/// a reply, so a connection's first reply decides its place.
-fn write_order(touched: &mut Vec<u64>, quiet: &mut Vec<u64>) {
+/// The order [`ShardThread::flush_touched`] writes in, each connection
+/// once: first the readers whose parked XREAD/XREADGROUP was served (moved
+/// out of `served`), then, newest first (see [`newest_first`]), the
+/// connections touched with a reply (`touched`), then those read with no
+/// reply yet (`quiet`, moved out) — a quiet read's place is that of its
+/// first reply, if one comes.
+///
+/// Served readers go first even when an earlier reply of theirs (the XACK
+/// pipelined before the read) queued them before the producer whose XADD
+/// served them, where redis-server writes the producer first: the entry
+/// reaches its consumer one write sooner, and the order of writes to
+/// different connections is not something a client can observe.
+fn write_order(touched: &mut Vec<u64>, quiet: &mut Vec<u64>, served: &mut Vec<u64>) {
     touched.append(quiet);
+    if !served.is_empty() {
+        let mut first: Vec<u64> = served.clone();
+        first.sort_unstable();
+        touched.retain(|id| first.binary_search(id).is_err());
+        touched.append(served);
+    }
     newest_first(touched);
 }
 
@@ -1637,22 +1656,30 @@ mod write_order_tests {
     use super::{newest_first, write_order};
 
     #[test]
-    fn a_reader_parked_earlier_in_the_iteration_is_written_before_its_producer() {
+    fn served_readers_are_written_before_the_producer_that_served_them() {
         // Reader 3's XREADGROUP is read and parks (no reply: quiet), then
         // producer 7's XADD is read (reply) and serves reader 3 (reply).
-        let (mut touched, mut quiet) = (vec![7, 3], vec![3]);
-        write_order(&mut touched, &mut quiet);
+        let (mut touched, mut quiet, mut served) = (vec![7, 3], vec![3], vec![3]);
+        write_order(&mut touched, &mut quiet, &mut served);
         assert_eq!(touched, vec![3, 7]);
-        assert!(quiet.is_empty());
-        // Reader 3 sent XACK + XREADGROUP: the XACK reply queued it first,
-        // as in Redis, so producer 7 is written before it.
-        let (mut touched, mut quiet) = (vec![3, 7, 3], vec![]);
-        write_order(&mut touched, &mut quiet);
+        assert!(quiet.is_empty() && served.is_empty());
+        // Reader 3 sent XACK + XREADGROUP: its XACK reply touched it before
+        // producer 7, and it is still written first.
+        let (mut touched, mut quiet, mut served) = (vec![3, 7, 3], vec![], vec![3]);
+        write_order(&mut touched, &mut quiet, &mut served);
+        assert_eq!(touched, vec![3, 7]);
+        // Without a served read, a reply's first touch decides (Redis's
+        // order), and a quiet read comes after every touch with a reply.
+        let (mut touched, mut quiet, mut served) = (vec![3, 7, 3], vec![], vec![]);
+        write_order(&mut touched, &mut quiet, &mut served);
         assert_eq!(touched, vec![7, 3]);
-        // A read with nothing to write and no later reply is still visited.
-        let (mut touched, mut quiet) = (vec![7], vec![5]);
-        write_order(&mut touched, &mut quiet);
-        assert_eq!(touched, vec![5, 7]);
+        let (mut touched, mut quiet, mut served) = (vec![7, 5], vec![5, 9], vec![]);
+        write_order(&mut touched, &mut quiet, &mut served);
+        assert_eq!(touched, vec![9, 5, 7]);
+        // Two readers served by one XADD: each once, both before it.
+        let (mut touched, mut quiet, mut served) = (vec![7, 3, 4], vec![3, 4], vec![3, 4]);
+        write_order(&mut touched, &mut quiet, &mut served);
+        assert_eq!(touched, vec![4, 3, 7]);
     }
 
     #[test]
