@@ -55,6 +55,15 @@ pub struct InstantMetrics {
 }
 
 impl InstantMetrics {
+    /// Rates for a server whose totals were all zero at time 0 (its
+    /// start): the first sample then counts everything since the start,
+    /// even work done before the sampling timer first ran.
+    pub fn from_start() -> Self {
+        let m = InstantMetrics::default();
+        m.sample(0, [0; METRICS]);
+        m
+    }
+
     /// Take a sample of `totals` at `now_ms` if [`SAMPLE_PERIOD_MS`] passed
     /// since the last one. Returns whether it did.
     pub fn sample(&self, now_ms: u64, totals: Totals) -> bool {
@@ -109,6 +118,14 @@ mod tests {
         }
         assert_eq!(m.per_sec(Metric::Commands), 2000.0);
         assert_eq!(m.per_sec(Metric::NetInput), 0.0);
+    }
+
+    #[test]
+    fn work_before_the_first_timer_tick_counts() {
+        let m = InstantMetrics::from_start();
+        // 3200 commands done in the first 50 ms, sampled at 200 ms.
+        assert!(m.sample(200, [3200, 0, 0]));
+        assert_eq!(m.per_sec(Metric::Commands), 16_000.0 / SAMPLES as f64);
     }
 
     #[test]

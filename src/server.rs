@@ -1156,7 +1156,7 @@ fn start_with(
         blocked_clients: Arc::new(AtomicU64::new(0)),
         monitors: Default::default(),
         startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,
-        instant: Default::default(),
+        instant: crate::metrics::InstantMetrics::from_start(),
         slowlog: Arc::new(crate::cmd::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,
