@@ -16,8 +16,10 @@
 //!    (a failed write under `always` ends the process, as Redis 7 does);
 //! 6. release replies: to other threads' connections as one message each,
 //!    to this thread's connections into their in-order reply queues;
-//! 7. write every touched socket once; hand over connections whose commands
-//!    keep landing on one other shard.
+//! 7. write every touched socket once — readers served in this iteration
+//!    first, then the others newest first, as Redis writes them (see
+//!    `write_order`); hand over connections whose commands keep landing on
+//!    one other shard.
 //!
 //! The thread parks in `poll` only after setting its `parked` flag and
 //! re-checking its inbox; senders wake it (an eventfd write through
