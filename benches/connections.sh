@@ -21,10 +21,12 @@ PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 SP=$(free_port)
-./target/release/shardstream --port "$SP" --shards "$SHARDS" --no-pin --maxclients $((CLIENTS + 100)) --dir "$TMP/data" 2>/dev/null &
+# Each server in a session of its own, as a service runs: the scheduler
+# groups CPU time by session (see start_server in benches/benchlib.py).
+setsid ./target/release/shardstream --port "$SP" --shards "$SHARDS" --no-pin --maxclients $((CLIENTS + 100)) --dir "$TMP/data" 2>/dev/null &
 SPID=$!; PIDS+=($SPID)
 RP=$(free_port)
-redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --maxclients $((CLIENTS + 100)) >/dev/null &
+setsid redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --maxclients $((CLIENTS + 100)) >/dev/null &
 RPID=$!; PIDS+=($RPID)
 for p in $SP $RP; do
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ROOT, cpu_times, free_port, steal_percent, target_dir, wait_up
+from benchlib import ROOT, cpu_times, free_port, start_server, steal_percent, target_dir, wait_up
 
 # Issue targets, shardstream / redis-server: throughput rows at least this
 # (None: no target), latency cells at most 1.0.
@@ -97,9 +97,9 @@ def main():
     servers = []  # (column name, port)
     try:
         rp = free_port()
-        procs.append(subprocess.Popen(
+        procs.append(start_server(
             ["redis-server", "--port", str(rp), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+             "--appendonly", "no"]))
         servers.append(("redis", rp))
         # One column per shard count: with SHARDS=1 (or one core) the default is ss1.
         counts = sorted({1, default_shards})
@@ -110,10 +110,9 @@ def main():
             variants.append((name, args.split()))
         for name, args in variants:
             p = free_port()
-            procs.append(subprocess.Popen(
+            procs.append(start_server(
                 [shard_bin, "--port", str(p), "--appendonly", "no",
-                 "--dir", os.path.join(tmp, f"data-{name}"), *args],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                 "--dir", os.path.join(tmp, f"data-{name}"), *args]))
             servers.append((name, p))
         for _, p in servers:
             wait_up(p)

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ROOT, free_port, target_dir, wait_up
+from benchlib import ROOT, free_port, start_server, target_dir, wait_up
 
 
 def xadd(binary, port, secs, args, path):
@@ -66,13 +66,12 @@ def main():
     procs = []
     try:
         rp, sp = free_port(), free_port()
-        procs.append(subprocess.Popen(
+        procs.append(start_server(
             ["redis-server", "--port", str(rp), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        procs.append(subprocess.Popen(
+             "--appendonly", "no"]))
+        procs.append(start_server(
             [shard_bin, "--port", str(sp), "--shards", str(opts.shards), "--appendonly", "no",
-             "--dir", os.path.join(tmp, "data")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+             "--dir", os.path.join(tmp, "data")]))
         servers = [("redis", rp), (f"ss{opts.shards}", sp)]
         for _, p in servers:
             wait_up(p)

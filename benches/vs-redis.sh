@@ -53,12 +53,14 @@ trap cleanup EXIT
 [ -n "$PLOT_DIR" ] && mkdir -p "$PLOT_DIR"
 
 SP=$(free_port)
-"$BIN/shardstream" --port "$SP" --shards "$SHARDS" --appendonly no --dir "$TMP/data" 2>"$TMP/shardstream.log" &
+# Each server in a session of its own, as a service runs: the scheduler
+# groups CPU time by session (see start_server in benches/benchlib.py).
+setsid "$BIN/shardstream" --port "$SP" --shards "$SHARDS" --appendonly no --dir "$TMP/data" 2>"$TMP/shardstream.log" &
 PIDS+=($!)
 RP=""
 if command -v redis-server >/dev/null; then
   RP=$(free_port)
-  redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis-server.log" 2>&1 &
+  setsid redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis-server.log" 2>&1 &
   PIDS+=($!)
 else
   echo "redis-server not installed: shardstream only" >&2
