@@ -5,7 +5,8 @@
                                        [--also NAME='ARGS' ...]
 
 Starts redis-server (no persistence) and two shardstream servers (release
-build, no AOF, scratch directories) on free loopback ports: one with
+build, no AOF, scratch directories) on free loopback ports, each in a session
+of its own as a service runs (see `start_server` in benchlib.py): one with
 `--shards 1` and one with the default shard count (`SHARDS`, default: cores).
 Each figure is measured against each server in turn (never two at once), the
 whole set `--runs` times, and the table shows per-cell medians:
