@@ -8,6 +8,18 @@ use bytes::Bytes;
 use crate::error::CmdError;
 use crate::ldouble::LongDouble;
 
+/// `argv[i]`, or `ERR syntax error` (arity is checked before parsing, so
+/// only a command table mistake reaches the error).
+///
+/// A `match` rather than `ok_or(CmdError::Syntax)`: the eagerly built error
+/// would be dropped on every success, and this runs once per keyed command.
+pub fn key_at(argv: &[Bytes], i: usize) -> Result<Bytes, CmdError> {
+    match argv.get(i) {
+        Some(k) => Ok(k.clone()),
+        None => Err(CmdError::Syntax),
+    }
+}
+
 /// Parse a signed 64-bit integer as Redis's `string2ll` does.
 pub fn parse_i64(b: &[u8]) -> Option<i64> {
     if b.is_empty() || b.len() > 20 {
@@ -149,7 +161,10 @@ impl<'a> Args<'a> {
 
     /// The next argument, or `ERR syntax error` when there is none.
     pub fn next_arg(&mut self) -> Result<&'a Bytes, CmdError> {
-        let arg = self.argv.get(self.pos).ok_or(CmdError::Syntax)?;
+        // A match, not `ok_or`: see `key_at`.
+        let Some(arg) = self.argv.get(self.pos) else {
+            return Err(CmdError::Syntax);
+        };
         self.pos += 1;
         Ok(arg)
     }

@@ -251,7 +251,7 @@ enum TtlKind {
 }
 
 fn ttl_req(argv: &[Bytes], kind: TtlKind, ms: bool) -> Result<ShardReq, CmdError> {
-    let key = argv.get(1).cloned().ok_or(CmdError::Syntax)?;
+    let key = args::key_at(argv, 1)?;
     Ok(on_shard(move |db, cx| apply_ttl(db, cx, &key, kind, ms)))
 }
 
@@ -277,7 +277,7 @@ fn parse_pexpiretime(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 
 /// `PERSIST key`.
 fn parse_persist(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
-    let key = argv.get(1).cloned().ok_or(CmdError::Syntax)?;
+    let key = args::key_at(argv, 1)?;
     Ok(on_shard(move |db, cx| apply_persist(db, cx, &key)))
 }
 

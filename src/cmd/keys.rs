@@ -195,7 +195,7 @@ fn parse_touch(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
 
 /// `TYPE key`.
 fn parse_type(argv: &[Bytes]) -> Result<ShardReq, CmdError> {
-    let key = argv.get(1).cloned().ok_or(CmdError::Syntax)?;
+    let key = args::key_at(argv, 1)?;
     Ok(on_shard(move |db, cx| apply_type(db, cx, &key)))
 }
 
@@ -307,7 +307,7 @@ fn every_shard(cx: &ConnCtx<'_>, f: impl Fn() -> ShardReq) -> Vec<(ShardId, Shar
 /// # Source
 /// `keysCommand`, redis/src/db.c.
 fn keys_cmd(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
-    let pattern = argv.get(1).cloned().ok_or(CmdError::Syntax)?;
+    let pattern = args::key_at(argv, 1)?;
     let parts = every_shard(cx, || {
         let pattern = pattern.clone();
         on_shard(move |db, cx| apply_keys(db, cx, &pattern))

@@ -4,7 +4,7 @@
 use crate::ldouble::LongDouble;
 use bytes::{Bytes, BytesMut};
 
-use crate::cmd::args::{self, Args};
+use crate::cmd::args::{self, key_at, Args};
 use crate::cmd::{on_shard, CommandSpec, ExecCtx, FanMerge, Flags, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -398,10 +398,6 @@ fn opts_ttl(o: &StrOpts, cmd: &str) -> Result<TtlChange, CmdError> {
 }
 
 // ---------------------------------------------------------------- parsing (connection's thread)
-
-fn key_at(argv: &[Bytes], i: usize) -> Result<Bytes, CmdError> {
-    argv.get(i).cloned().ok_or(CmdError::Syntax)
-}
 
 /// `GET key`.
 fn parse_get(argv: &[Bytes]) -> Result<ShardReq, CmdError> {

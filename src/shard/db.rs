@@ -675,7 +675,12 @@ impl ShardDb {
     ) -> Result<Option<&T>, CmdError> {
         match self.get(db, key, now_ms) {
             None => Ok(None),
-            Some(e) => pick(&e.value).map(Some).ok_or(CmdError::WrongType),
+            // A match, not `ok_or`: an eagerly built error is dropped on
+            // every hit, and this runs on every typed read (GET, XRANGE, ...).
+            Some(e) => match pick(&e.value) {
+                Some(v) => Ok(Some(v)),
+                None => Err(CmdError::WrongType),
+            },
         }
     }
 

@@ -26,6 +26,7 @@
 
 use bytes::Bytes;
 
+use crate::cmd::args::key_at;
 use crate::cmd::{CommandSpec, FanMerge, Flags, Handler, Keys, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -220,11 +221,6 @@ pub const SPECS: &[CommandSpec] = &[
         "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
         "7.0.0", parse_bzmpop, bzmpop_block_ms, park_bzmpop),
 ];
-
-/// `argv[i]`, or `ERR syntax error` (arity is checked before parsing).
-fn key_at(argv: &[Bytes], i: usize) -> Result<Bytes, CmdError> {
-    argv.get(i).cloned().ok_or(CmdError::Syntax)
-}
 
 /// A score in a reply: bulk string (RESP2) or double (RESP3), Redis's text.
 pub fn reply_score(score: f64) -> Reply {
