@@ -315,7 +315,9 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             };
             let mut g = ConsumerGroup::new(last, None);
             g.set_last_id(last, entries_read, s.entries_added());
-            s.groups_mut().insert(group.clone(), g);
+            // A copy: the argument is a slice of the connection's read buffer,
+            // which a stored slice would keep alive for the group's lifetime.
+            s.groups_mut().insert(Bytes::copy_from_slice(&group), g);
             let change = GroupChange {
                 mkstream: true,
                 meta: true,
