@@ -10,7 +10,7 @@ use crate::cmd::connection::help_reply;
 use crate::cmd::{on_shard, ExecCtx, ShardReq};
 use crate::error::CmdError;
 use crate::reply::Reply;
-use crate::shard::db::ShardDb;
+use crate::shard::db::{own_small, ShardDb};
 use crate::stream::group::ConsumerGroup;
 use crate::stream::id::{parse_id, parse_loose_id};
 use crate::stream::{Stream, StreamId};
@@ -315,9 +315,7 @@ pub fn apply_xgroup(db: &mut ShardDb, cx: &ExecCtx, req: XgroupReq) -> Result<Re
             };
             let mut g = ConsumerGroup::new(last, None);
             g.set_last_id(last, entries_read, s.entries_added());
-            // A copy: the argument is a slice of the connection's read buffer,
-            // which a stored slice would keep alive for the group's lifetime.
-            s.groups_mut().insert(Bytes::copy_from_slice(&group), g);
+            s.groups_mut().insert(own_small(&group), g);
             let change = GroupChange {
                 mkstream: true,
                 meta: true,
