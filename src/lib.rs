@@ -39,6 +39,7 @@
 //! `ShardDb` → AOF group commit → replies released (`ShardMsg::Replies` back
 //! to the connection's thread when it hopped) → written in request order.
 
+pub mod alloc_stats;
 pub mod aof;
 pub mod cluster;
 pub mod cmd;
@@ -64,6 +65,7 @@ pub mod script;
 pub mod server;
 pub mod set;
 pub mod shard;
+pub mod slowlog;
 pub mod stream;
 pub mod zset;
 

@@ -705,7 +705,7 @@ pub struct Shared {
     /// serving every slot with no redirections.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// SLOWLOG entries and settings.
-    pub slowlog: Arc<crate::cmd::slowlog::SlowLog>,
+    pub slowlog: Arc<crate::slowlog::SlowLog>,
     /// Clients in MONITOR mode.
     pub monitors: Arc<crate::monitor::Monitors>,
     /// Allocator bytes in use when the server had started (MEMORY STATS
@@ -744,7 +744,7 @@ impl Shared {
             self.thread_sum(|t| &t.net_output_bytes),
         ];
         if self.instant.sample(self.uptime_ms(), totals) {
-            crate::cmd::memory::raise_peak();
+            crate::alloc_stats::raise_peak();
         }
     }
 
@@ -1155,11 +1155,12 @@ fn start_with(
         shutdown_requested: (Mutex::new(()), Condvar::new()),
         blocked_clients: Arc::new(AtomicU64::new(0)),
         monitors: Default::default(),
-        startup_allocated_bytes: crate::cmd::memory::AllocStats::read().allocated,
+        startup_allocated_bytes: crate::alloc_stats::AllocStats::read().allocated,
         instant: crate::metrics::InstantMetrics::from_start(),
-        slowlog: Arc::new(crate::cmd::slowlog::SlowLog::new(
+        slowlog: Arc::new(crate::slowlog::SlowLog::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,
+            crate::cmd::slowlog::redacted_args,
         )),
         cluster,
         scripts: Arc::new(crate::script::Registry::new(shards)),

@@ -13,8 +13,9 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
+use crate::alloc_stats::AllocStats;
 use crate::cmd::connection::REDIS_COMPAT_VERSION;
-use crate::cmd::memory::{ratio, AllocStats, Overhead};
+use crate::cmd::memory::{ratio, Overhead};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
 use crate::error::CmdError;
 use crate::metrics::Metric;
@@ -462,7 +463,7 @@ impl Snapshot {
                 .unwrap_or_else(|| "noeviction".to_string()),
             cmdstats,
             mem: AllocStats::read(),
-            peak: crate::cmd::memory::peak_allocated(),
+            peak: crate::alloc_stats::peak_allocated(),
             startup: shared.startup_allocated_bytes,
             client_bytes: crate::cmd::memory::client_buffer_bytes(shared),
             system_memory: total_system_memory(),
@@ -483,11 +484,6 @@ const ALLOCATOR: &str = if cfg!(feature = "jemalloc") {
 } else {
     "libc"
 };
-
-/// INFO's `used_memory` now: jemalloc's allocated bytes, else the RSS.
-pub fn used_memory_bytes() -> u64 {
-    AllocStats::read_allocated()
-}
 
 /// `lru_clock`: seconds of the Unix time, modulo 2^24 (Redis's LRU clock
 /// at its 1000 ms resolution; `getLRUClock`, redis/src/evict.c).

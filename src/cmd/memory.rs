@@ -14,10 +14,9 @@
 //! `memoryCommand`, `getMemoryOverheadData`, `getMemoryDoctorReport`,
 //! redis/src/object.c (7.0 field names and order).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use bytes::Bytes;
 
+use crate::alloc_stats::{peak_allocated, AllocStats};
 use crate::cmd::{on_shard, Action, CommandSpec, ConnCtx, Flags};
 use crate::error::CmdError;
 use crate::reply::Reply;
@@ -57,87 +56,11 @@ pub const SUBS: [CommandSpec; 3] = [
     ),
 ];
 
-/// Highest `total.allocated` seen by MEMORY STATS / DOCTOR, bytes.
-static PEAK_ALLOCATED: AtomicU64 = AtomicU64::new(0);
-
-/// Raise the peak (INFO `used_memory_peak`, MEMORY STATS `peak.allocated`)
-/// to what the allocator holds now.
-pub fn raise_peak() {
-    AllocStats::read_allocated();
-}
-
-/// Highest allocator figure seen so far, bytes.
-pub fn peak_allocated() -> u64 {
-    PEAK_ALLOCATED.load(Ordering::Relaxed)
-}
-
 /// Bytes a key costs in a database's main table beyond its name and value
 /// (entry, bucket pointer, object header), for `overhead.hashtable.main`.
 const KEY_OVERHEAD_BYTES: u64 = 56;
 /// Bytes a TTL costs (expiry index entry), for `overhead.hashtable.expires`.
 const EXPIRE_OVERHEAD_BYTES: u64 = 40;
-
-/// Allocator figures, bytes.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AllocStats {
-    pub allocated: u64,
-    pub active: u64,
-    pub resident: u64,
-    pub rss: u64,
-}
-
-impl AllocStats {
-    /// jemalloc's allocated bytes (refreshed), else the RSS: INFO's
-    /// `used_memory`. Raises the peak.
-    pub fn read_allocated() -> u64 {
-        let je = (|| {
-            if !cfg!(feature = "jemalloc") {
-                return None;
-            }
-            tikv_jemalloc_ctl::epoch::advance().ok()?;
-            let n = tikv_jemalloc_ctl::stats::allocated::read().ok()? as u64;
-            (n > 0).then_some(n)
-        })();
-        let allocated = je.unwrap_or_else(rss_bytes);
-        PEAK_ALLOCATED.fetch_max(allocated, Ordering::Relaxed);
-        allocated
-    }
-
-    /// Read jemalloc's counters (refreshed) and the RSS. Without jemalloc
-    /// every allocator figure is the RSS.
-    pub fn read() -> AllocStats {
-        let rss = rss_bytes();
-        let je = (|| {
-            if !cfg!(feature = "jemalloc") {
-                return None;
-            }
-            tikv_jemalloc_ctl::epoch::advance().ok()?;
-            let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()? as u64;
-            let active = tikv_jemalloc_ctl::stats::active::read().ok()? as u64;
-            let resident = tikv_jemalloc_ctl::stats::resident::read().ok()? as u64;
-            (allocated > 0).then_some((allocated, active, resident))
-        })();
-        let (allocated, active, resident) = je.unwrap_or((rss, rss, rss));
-        PEAK_ALLOCATED.fetch_max(allocated, Ordering::Relaxed);
-        AllocStats {
-            allocated,
-            active,
-            resident,
-            rss,
-        }
-    }
-}
-
-/// Resident set size from `/proc/self/statm` (0 where unavailable).
-pub fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
-}
 
 pub fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {

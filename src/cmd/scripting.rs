@@ -449,7 +449,7 @@ pub struct ScriptEnv {
     pub monitors: Arc<crate::monitor::Monitors>,
     /// The slow log: a slow call is recorded as the script's own client's
     /// (address `?:0`, no name), as Redis records its script client's calls.
-    pub slowlog: Arc<crate::cmd::slowlog::SlowLog>,
+    pub slowlog: Arc<crate::slowlog::SlowLog>,
 }
 
 /// The address SLOWLOG shows for a script's calls: Redis's script client
@@ -804,7 +804,7 @@ fn over_maxmemory(tunables: &Tunables) -> bool {
     let max = tunables.maxmemory_bytes.load(Ordering::Relaxed);
     max > 0
         && tunables.eviction_policy() == crate::config::EvictionPolicy::NoEviction
-        && crate::cmd::info::used_memory_bytes() > max
+        && crate::alloc_stats::used_memory_bytes() > max
 }
 
 /// Commands that run on the connection's thread because their keys may

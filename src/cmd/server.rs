@@ -544,7 +544,7 @@ fn config_set(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> 
         cx.shared
             .stats
             .used_memory_cached_bytes
-            .store(crate::cmd::info::used_memory_bytes(), Ordering::Relaxed);
+            .store(crate::alloc_stats::used_memory_bytes(), Ordering::Relaxed);
     }
     if aof_turned_on {
         // As Redis's startAppendOnly: the rewrite that writes the first

@@ -1,4 +1,5 @@
-//! `SLOWLOG GET|LEN|RESET|HELP` and the slow log itself.
+//! `SLOWLOG GET|LEN|RESET|HELP`, and which arguments the log redacts (the
+//! log itself is [`crate::slowlog`]).
 //!
 //! A command whose execution takes at least `slowlog-log-slower-than` µs
 //! (negative: never; 0: every command; read after the command ran, so the
@@ -13,13 +14,6 @@
 //! commands it runs are, each timed where it ran (`cmd::tx::StepTimer`). A
 //! blocking command that parks is logged once it is over
 //! (`Waiters::note_parked`).
-//!
-//! Recording takes a lock, but only for slow commands; the per-command cost
-//! is one relaxed atomic load of the threshold.
-
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use bytes::Bytes;
 
@@ -27,130 +21,7 @@ use crate::cmd::args;
 use crate::cmd::connection::{help_reply, run_subcommand};
 use crate::cmd::{Action, CommandSpec, ConnCtx, Flags, Handler, Keys};
 use crate::error::CmdError;
-use crate::io::conn::ClientShared;
 use crate::reply::Reply;
-
-/// Redis keeps at most this many arguments of a slow command.
-const MAX_ARGC: usize = 32;
-/// ... and at most this many bytes of each.
-const MAX_STRING: usize = 128;
-
-/// One slow command.
-struct Entry {
-    id: u64,
-    /// Unix time, seconds.
-    time_s: i64,
-    duration_us: u64,
-    argv: Vec<Bytes>,
-    addr: String,
-    name: String,
-}
-
-/// The slow log shared by every shard thread.
-pub struct SlowLog {
-    /// `slowlog-log-slower-than`, µs.
-    pub slower_than_us: AtomicI64,
-    /// `slowlog-max-len`.
-    pub max_len: AtomicUsize,
-    next_id: AtomicU64,
-    entries: Mutex<VecDeque<Entry>>,
-}
-
-impl Default for SlowLog {
-    /// Redis's defaults: 10000 µs, 128 entries.
-    fn default() -> Self {
-        SlowLog::new(10_000, 128)
-    }
-}
-
-impl SlowLog {
-    /// An empty log with the given settings.
-    pub fn new(slower_than_us: i64, max_len: usize) -> SlowLog {
-        SlowLog {
-            slower_than_us: AtomicI64::new(slower_than_us),
-            max_len: AtomicUsize::new(max_len),
-            next_id: AtomicU64::new(0),
-            entries: Mutex::new(VecDeque::new()),
-        }
-    }
-
-    /// Whether commands are recorded at all (`slowlog-log-slower-than` is
-    /// not negative).
-    #[inline]
-    pub fn is_on(&self) -> bool {
-        self.slower_than_us.load(Ordering::Relaxed) >= 0
-    }
-
-    /// Whether a command that ran `ns` nanoseconds is slow enough to record.
-    #[inline]
-    pub fn is_slow(&self, ns: u64) -> bool {
-        let t = self.slower_than_us.load(Ordering::Relaxed);
-        t >= 0 && ns / 1000 >= t as u64
-    }
-
-    /// Record a slow command (arguments trimmed as Redis does; credentials
-    /// shown as `(redacted)`, see [`redacted_args`]).
-    ///
-    /// # Source
-    /// `slowlogCreateEntry`, redis/src/slowlog.c.
-    pub fn push(&self, argv: &[Bytes], duration_us: u64, addr: String, name: String) {
-        let mut kept: Vec<Bytes> = Vec::with_capacity(argv.len().min(MAX_ARGC));
-        let secrets = redacted_args(argv);
-        for (i, a) in argv.iter().enumerate() {
-            if i == MAX_ARGC - 1 && argv.len() > MAX_ARGC {
-                kept.push(Bytes::from(format!(
-                    "... ({} more arguments)",
-                    argv.len() - MAX_ARGC + 1
-                )));
-                break;
-            }
-            if secrets.contains(&i) {
-                kept.push(Bytes::from_static(b"(redacted)"));
-                continue;
-            }
-            if a.len() > MAX_STRING {
-                let mut s = a[..MAX_STRING].to_vec();
-                s.extend_from_slice(
-                    format!("... ({} more bytes)", a.len() - MAX_STRING).as_bytes(),
-                );
-                kept.push(Bytes::from(s));
-            } else {
-                kept.push(Bytes::copy_from_slice(a));
-            }
-        }
-        let time_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let entry = Entry {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            time_s,
-            duration_us,
-            argv: kept,
-            addr,
-            name,
-        };
-        let max = self.max_len.load(Ordering::Relaxed);
-        if let Ok(mut e) = self.entries.lock() {
-            e.push_front(entry);
-            e.truncate(max);
-        }
-    }
-
-    /// [`push`](Self::push) with the address and name of `client`.
-    pub fn push_for(&self, argv: &[Bytes], duration_us: u64, client: &ClientShared) {
-        let name = client
-            .name
-            .lock()
-            .ok()
-            .and_then(|n| n.clone())
-            .unwrap_or_default();
-        self.push(argv, duration_us, client.addr.to_string(), name);
-    }
-
-    fn len(&self) -> usize {
-        self.entries.lock().map_or(0, |e| e.len())
-    }
-}
 
 /// The configuration parameters whose value `CONFIG SET` hides from
 /// SLOWLOG (Redis's `SENSITIVE_CONFIG`), whether or not shardstream has them.
@@ -325,10 +196,11 @@ fn get(cx: &mut ConnCtx<'_>, argv: &[Bytes]) -> Result<Action, CmdError> {
             }
         }
     };
-    let entries = cx.shared.slowlog.entries.lock().map_err(|_| bad())?;
-    let out = entries
+    let out = cx
+        .shared
+        .slowlog
+        .newest(count)
         .iter()
-        .take(count)
         .map(|e| {
             Reply::Array(vec![
                 Reply::Int(e.id as i64),
@@ -350,9 +222,7 @@ fn len(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
 
 /// `SLOWLOG RESET` — drop every entry (`+OK`).
 fn reset(cx: &mut ConnCtx<'_>, _argv: &[Bytes]) -> Result<Action, CmdError> {
-    if let Ok(mut e) = cx.shared.slowlog.entries.lock() {
-        e.clear();
-    }
+    cx.shared.slowlog.reset();
     Ok(Reply::Ok.into())
 }
 

@@ -116,14 +116,6 @@ pub const SPECS: &[CommandSpec] = &[
     ),
 ];
 
-/// A request that forgets every watch of the connection it runs for.
-pub fn unwatch_req() -> ShardReq {
-    on_shard(|db, cx| {
-        db.watch.unwatch_all(cx.reply_to.conn);
-        Reply::Ok
-    })
-}
-
 /// Forget the session's watches on every shard holding some; `reply` is
 /// the answer once they are gone (or at once when there are none).
 pub fn unwatch_then(session: &mut Session, reply: Reply) -> Action {
@@ -132,7 +124,10 @@ pub fn unwatch_then(session: &mut Session, reply: Reply) -> Action {
         return Action::Reply(reply);
     }
     Action::FanOut {
-        parts: shards.into_iter().map(|s| (s, unwatch_req())).collect(),
+        parts: shards
+            .into_iter()
+            .map(|s| (s, crate::shard::watch::unwatch_req()))
+            .collect(),
         merge: Box::new(move |_| reply),
     }
 }
@@ -276,7 +271,7 @@ struct StepTimer {
 }
 
 struct SlowTarget {
-    log: Arc<crate::cmd::slowlog::SlowLog>,
+    log: Arc<crate::slowlog::SlowLog>,
     client: Arc<crate::io::conn::ClientShared>,
     argv: Vec<Bytes>,
 }

@@ -296,7 +296,7 @@ pub struct ShardDb {
     /// The server's MONITOR clients (a script's calls are shown to them).
     pub monitors: std::sync::Arc<crate::monitor::Monitors>,
     /// The server's slow log (a script's slow calls are recorded there).
-    pub slowlog: std::sync::Arc<crate::cmd::slowlog::SlowLog>,
+    pub slowlog: std::sync::Arc<crate::slowlog::SlowLog>,
     /// Watched keys and their versions (WATCH; see [`crate::shard::watch`]).
     pub watch: crate::shard::watch::WatchTable,
     /// Active expiry runs on the shard's timer (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).

@@ -955,7 +955,7 @@ impl ShardThread {
             return;
         }
         self.last_mem_sample = Instant::now();
-        let used = crate::cmd::info::used_memory_bytes();
+        let used = crate::alloc_stats::used_memory_bytes();
         self.shared
             .stats
             .used_memory_cached_bytes
@@ -1007,7 +1007,7 @@ impl ShardThread {
                 stuck = true;
                 break;
             }
-            let used = crate::cmd::info::used_memory_bytes();
+            let used = crate::alloc_stats::used_memory_bytes();
             self.shared
                 .stats
                 .used_memory_cached_bytes
@@ -1343,7 +1343,7 @@ impl ShardThread {
             }
             // Its watches go with it (the replies find no connection and are dropped).
             for shard in std::mem::take(&mut conn.session.watching) {
-                let job = conn.job(self.me, 0, 0, crate::cmd::tx::unwatch_req());
+                let job = conn.job(self.me, 0, 0, watch::unwatch_req());
                 self.out.batches[usize::from(shard.0)].push(job);
             }
             if let Ok(mut c) = self.shared.clients.lock() {

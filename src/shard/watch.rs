@@ -165,6 +165,16 @@ impl WatchTable {
     }
 }
 
+/// A request that forgets every watch of the connection it runs for (sent
+/// by UNWATCH, EXEC and DISCARD to each shard the session watched keys on,
+/// and by a closing connection's thread); replies `+OK`.
+pub fn unwatch_req() -> crate::shard::msg::ShardReq {
+    crate::shard::msg::on_shard(|db, cx| {
+        db.watch.unwatch_all(cx.reply_to.conn);
+        crate::reply::Reply::Ok
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
