@@ -229,6 +229,18 @@ impl Gen {
         }
     }
 
+    /// `<command> key group consumer min-idle-time`, the head XCLAIM and
+    /// XAUTOCLAIM share (min-idle-time mostly 0, so that entries move).
+    fn claim_head(&mut self, command: &[u8]) -> [Vec<u8>; 5] {
+        [
+            command.to_vec(),
+            self.key(),
+            self.group(),
+            self.consumer(),
+            b(self.rng.pick(&["0", "0", "0", "10", "3600000", "-1", "x"])),
+        ]
+    }
+
     fn junk(&mut self) -> Vec<u8> {
         self.rng.pick(&JUNK).to_vec()
     }
@@ -524,15 +536,7 @@ impl Gen {
                 self.ids(&mut args, 4);
             }
             650..=699 => {
-                args.extend([
-                    b"XCLAIM".to_vec(),
-                    self.key(),
-                    self.group(),
-                    self.consumer(),
-                ]);
-                args.push(b(self
-                    .rng
-                    .pick(&["0", "0", "0", "10", "3600000", "-1", "x"])));
+                args.extend(self.claim_head(b"XCLAIM"));
                 self.ids(&mut args, 4);
                 let mut opts: Vec<Args> = Vec::new();
                 if self.rng.chance(20) {
@@ -561,15 +565,7 @@ impl Gen {
                 args.extend(opts.into_iter().flatten());
             }
             700..=739 => {
-                args.extend([
-                    b"XAUTOCLAIM".to_vec(),
-                    self.key(),
-                    self.group(),
-                    self.consumer(),
-                ]);
-                args.push(b(self
-                    .rng
-                    .pick(&["0", "0", "0", "10", "3600000", "-1", "x"])));
+                args.extend(self.claim_head(b"XAUTOCLAIM"));
                 args.push(if self.rng.chance(50) {
                     b"0-0".to_vec()
                 } else {
